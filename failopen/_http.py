@@ -1,0 +1,281 @@
+"""Bounded HTTP exchanges with the vendor: one overall deadline, a size cap, same-host redirects.
+
+httpx timeouts apply to each socket operation, so a server that drips one byte just inside the
+read timeout could hold a request open forever. Here the deadline covers the whole exchange:
+
+* async callers get it from ``asyncio.wait_for``, which cancels the exchange;
+* sync callers run the exchange on a small worker pool and stop waiting at the deadline; the
+  worker checks the same deadline between chunks, so it gives up too and never outlives it by
+  more than one socket read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import ipaddress
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from failopen.exceptions import (
+    ConfigError,
+    FetchError,
+    FetchTimeout,
+    FetchTransportError,
+    RedirectRefused,
+    ResponseTooLarge,
+)
+
+__all__ = ["Fetched", "check_url", "is_loopback_host", "fetch", "afetch", "parse_retry_after"]
+
+_MAX_REDIRECTS = 3
+_WORKERS = 16
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A complete response: status, headers and the whole (capped) body."""
+
+    status_code: int
+    headers: httpx.Headers
+    content: bytes
+    url: httpx.URL
+    elapsed: float
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for localhost and loopback addresses, where plain http is acceptable."""
+    if host.lower() in ("localhost", "localhost.localdomain") or host.lower().endswith(
+        ".localhost"
+    ):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_url(value: str, *, setting: str) -> str:
+    """Validate a vendor URL: absolute, http(s), and https unless the host is loopback."""
+    try:
+        url = httpx.URL(value)
+    except Exception as exc:  # httpx raises several types for malformed URLs
+        raise ConfigError(f"{setting}: {value!r} is not a valid URL ({exc})") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConfigError(f"{setting}: {value!r} must be an absolute http(s) URL")
+    if url.scheme == "http" and not is_loopback_host(url.host):
+        raise ConfigError(
+            f"{setting}: {value!r} uses plain http to a non-loopback host; use https "
+            "(plain http is allowed only for localhost, e.g. the test kit's fakes)"
+        )
+    if url.userinfo:
+        raise ConfigError(f"{setting}: credentials in the URL are not allowed")
+    return str(url)
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date), if usable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+def _same_origin(a: httpx.URL, b: httpx.URL) -> bool:
+    return (a.scheme, a.host, a.port) == (b.scheme, b.host, b.port)
+
+
+def _next_url(current: httpx.URL, response: httpx.Response, hops: int) -> httpx.URL | None:
+    if not response.is_redirect:
+        return None
+    location = response.headers.get("location")
+    if not location:
+        return None
+    target = current.join(location)
+    if not _same_origin(current, target):
+        raise RedirectRefused(f"refused redirect from {current.host} to another origin ({target.host})")
+    if hops >= _MAX_REDIRECTS:
+        raise RedirectRefused(f"more than {_MAX_REDIRECTS} redirects")
+    return target
+
+
+def _timeout(remaining: float) -> httpx.Timeout:
+    return httpx.Timeout(max(remaining, 0.001))
+
+
+def _exchange(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    deadline: float,
+    max_bytes: int,
+    json: Any,
+    headers: dict[str, str] | None,
+) -> Fetched:
+    started = time.monotonic()
+    target = httpx.URL(url)
+    hops = 0
+    while True:
+        request = client.build_request(
+            method, target, json=json, headers=headers,
+            timeout=_timeout(deadline - time.monotonic()),
+        )
+        response = client.send(request, stream=True, follow_redirects=False)
+        try:
+            follow = _next_url(target, response, hops)
+            if follow is not None:
+                target, hops = follow, hops + 1
+                if response.status_code in (301, 302, 303):
+                    method, json = "GET", None
+                continue
+            body = bytearray()
+            for chunk in response.iter_raw():
+                body += chunk
+                if len(body) > max_bytes:
+                    raise ResponseTooLarge(f"response body passed the {max_bytes}-byte cap")
+                if time.monotonic() > deadline:
+                    raise FetchTimeout("response still arriving at the deadline")
+            return Fetched(
+                response.status_code, response.headers, bytes(body), target,
+                time.monotonic() - started,
+            )
+        finally:
+            response.close()
+
+
+async def _aexchange(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    deadline: float,
+    max_bytes: int,
+    json: Any,
+    headers: dict[str, str] | None,
+) -> Fetched:
+    started = time.monotonic()
+    target = httpx.URL(url)
+    hops = 0
+    while True:
+        request = client.build_request(
+            method, target, json=json, headers=headers,
+            timeout=_timeout(deadline - time.monotonic()),
+        )
+        response = await client.send(request, stream=True, follow_redirects=False)
+        try:
+            follow = _next_url(target, response, hops)
+            if follow is not None:
+                target, hops = follow, hops + 1
+                if response.status_code in (301, 302, 303):
+                    method, json = "GET", None
+                continue
+            body = bytearray()
+            async for chunk in response.aiter_raw():
+                body += chunk
+                if len(body) > max_bytes:
+                    raise ResponseTooLarge(f"response body passed the {max_bytes}-byte cap")
+            return Fetched(
+                response.status_code, response.headers, bytes(body), target,
+                time.monotonic() - started,
+            )
+        finally:
+            await response.aclose()
+
+
+def _translate(exc: BaseException, timeout: float) -> FetchError:
+    if isinstance(exc, FetchError):
+        return exc
+    if isinstance(exc, httpx.TimeoutException):
+        return FetchTimeout(f"no complete answer within {timeout:g}s ({type(exc).__name__})")
+    if isinstance(exc, httpx.HTTPError):
+        # str(exc) of httpx errors carries no request body, so no secret can leak through it.
+        return FetchTransportError(f"{type(exc).__name__}: {exc}")
+    return FetchTransportError(f"unexpected {type(exc).__name__} during the exchange")
+
+
+class _WorkerPool:
+    """A lazily created thread pool, recreated in a forked child (its threads do not survive)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pid = os.getpid()
+
+    def submit(self, fn: Callable[..., Fetched], *args: Any) -> concurrent.futures.Future[Fetched]:
+        pool = self._pool
+        if pool is None or self._pid != os.getpid():
+            with self._lock:
+                if self._pool is None or self._pid != os.getpid():
+                    self._pool = concurrent.futures.ThreadPoolExecutor(
+                        max_workers=_WORKERS, thread_name_prefix="failopen.http"
+                    )
+                    self._pid = os.getpid()
+                pool = self._pool
+        return pool.submit(fn, *args)
+
+    def reset_after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._pool = None
+        self._pid = os.getpid()
+
+
+_workers = _WorkerPool()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_workers.reset_after_fork)
+
+
+def fetch(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    *,
+    timeout: float,
+    max_bytes: int,
+    json: Any = None,
+    headers: dict[str, str] | None = None,
+) -> Fetched:
+    """One exchange with an overall deadline of ``timeout`` seconds. Raises FetchError."""
+    deadline = time.monotonic() + timeout
+    future = _workers.submit(_exchange, client, method, url, deadline, max_bytes, json, headers)
+    try:
+        return future.result(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise FetchTimeout(f"no complete answer within {timeout:g}s") from None
+    except Exception as exc:
+        raise _translate(exc, timeout) from None
+
+
+async def afetch(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    *,
+    timeout: float,
+    max_bytes: int,
+    json: Any = None,
+    headers: dict[str, str] | None = None,
+) -> Fetched:
+    """The async twin of :func:`fetch`: the deadline cancels the exchange."""
+    deadline = time.monotonic() + timeout
+    try:
+        return await asyncio.wait_for(
+            _aexchange(client, method, url, deadline, max_bytes, json, headers), timeout
+        )
+    except asyncio.TimeoutError:
+        raise FetchTimeout(f"no complete answer within {timeout:g}s") from None
+    except Exception as exc:
+        raise _translate(exc, timeout) from None
