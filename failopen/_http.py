@@ -107,7 +107,9 @@ def _next_url(current: httpx.URL, response: httpx.Response, hops: int) -> httpx.
         return None
     target = current.join(location)
     if not _same_origin(current, target):
-        raise RedirectRefused(f"refused redirect from {current.host} to another origin ({target.host})")
+        raise RedirectRefused(
+            f"refused redirect from {current.host} to another origin ({target.host})"
+        )
     if hops >= _MAX_REDIRECTS:
         raise RedirectRefused(f"more than {_MAX_REDIRECTS} redirects")
     return target
