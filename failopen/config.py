@@ -1,0 +1,278 @@
+"""Configuration: one validated dataclass from ``FAILOPEN_*`` variables or by adapters.
+
+Every field is checked when the Config is built, so a misconfiguration stops start-up with a message
+that names the setting and says what to change, instead of surfacing on a request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from failopen._http import check_url
+from failopen.exceptions import ConfigError
+
+__all__ = ["Config", "KNOWN_IMPAIRED", "env_name"]
+
+#: Global statuses the status page can report that mean "the platform does not work as it should".
+KNOWN_IMPAIRED = frozenset({"degraded_performance", "partial_outage", "major_outage"})
+
+_ENV_PREFIX = "FAILOPEN_"
+
+
+def env_name(field_name: str) -> str:
+    """The variable that sets a Config field: ``poll_interval`` -> ``FAILOPEN_POLL_INTERVAL``."""
+    return _ENV_PREFIX + field_name.upper()
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything failopen needs to know. Validated on construction; immutable afterwards."""
+
+    # Interface B: the status page.
+    status_url: str | None = None
+    poll_interval: float = 30.0
+    poll_jitter: float = 0.1
+    status_timeout: float = 5.0
+    status_max_bytes: int = 1_048_576
+    global_component: str | None = None
+    indicator_fallback: bool = False
+    bypass_on: frozenset[str] = frozenset({"partial_outage", "major_outage"})
+    open_after: int = 1
+    close_after: int = 2
+    stale_after: float | None = None
+    backoff_max: float = 300.0
+
+    # The verify call.
+    verify_url: str | None = None
+    private_key: str | None = field(default=None, repr=False)
+    public_key: str | None = None
+    verify_timeout: float = 3.0
+    require_verified: bool = False
+
+    # What the adapters protect and where the token travels.
+    protected_paths: tuple[str, ...] = ()
+    protected_methods: frozenset[str] = frozenset({"POST"})
+    token_field: str = "enforcement-token"
+    token_header: str = "X-Enforcement-Token"
+
+    # Decisions.
+    mode: Literal["enforce", "shadow"] = "enforce"
+    confirm_ttl: float = 10.0
+    retry_after: int = 5
+    store: str = "memory:"
+    store_refresh: float = 1.0
+
+    def __post_init__(self) -> None:
+        for spec in dataclasses.fields(self):
+            value = getattr(self, spec.name)
+            _check_field(spec.name, value)
+        if self.status_url is not None:
+            object.__setattr__(
+                self, "status_url", check_url(self.status_url, setting=env_name("status_url"))
+            )
+        if self.verify_url is not None:
+            object.__setattr__(
+                self, "verify_url", check_url(self.verify_url, setting=env_name("verify_url"))
+            )
+        if self.verify_url is not None and not self.private_key:
+            raise ConfigError(
+                "FAILOPEN_PRIVATE_KEY: required when FAILOPEN_VERIFY_URL is set "
+                "(the verify call authenticates with the private key)"
+            )
+        if self.stale_after is not None and self.stale_after < self.poll_interval:
+            raise ConfigError(
+                f"FAILOPEN_STALE_AFTER: {self.stale_after:g}s is shorter than "
+                f"FAILOPEN_POLL_INTERVAL ({self.poll_interval:g}s); every state would look stale"
+            )
+        unknown = self.bypass_on - KNOWN_IMPAIRED
+        if unknown and not all(v.startswith("indicator:") for v in unknown):
+            raise ConfigError(
+                f"FAILOPEN_BYPASS_ON: {', '.join(sorted(unknown))} is not an impaired status; "
+                f"use any of {', '.join(sorted(KNOWN_IMPAIRED))} (or indicator:<value> with "
+                "FAILOPEN_INDICATOR_FALLBACK)"
+            )
+
+    @property
+    def stale_after_seconds(self) -> float:
+        """How old the last good status reading may be before the state is marked stale."""
+        return self.stale_after if self.stale_after is not None else 3 * self.poll_interval
+
+    def is_protected(self, method: str, path: str) -> bool:
+        """True when a request with this method and path must carry an enforcement token."""
+        return method in self.protected_methods and path.startswith(self.protected_paths)
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with some fields changed, validated again."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Config:
+        """Build from ``FAILOPEN_*`` variables; keyword arguments win over the environment."""
+        return cls.from_mapping({}, environ=environ, **overrides)
+
+    @classmethod
+    def from_mapping(
+        cls,
+        settings: Mapping[str, Any],
+        *,
+        environ: Mapping[str, str] | None = None,
+        **overrides: Any,
+    ) -> Config:
+        """Build from a mapping keyed by upper-case field names (Django's ``FAILOPEN`` setting).
+
+        Precedence: keyword overrides, then ``settings``, then ``FAILOPEN_*`` variables, then the
+        defaults. Unknown keys are an error, so a typo cannot silently drop a setting.
+        """
+        environ = os.environ if environ is None else environ
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(k for k in settings if k.lower() not in names)
+        if unknown:
+            raise ConfigError(
+                f"unknown failopen setting(s): {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(n.upper() for n in names))}"
+            )
+        unknown_kw = sorted(k for k in overrides if k not in names)
+        if unknown_kw:
+            raise ConfigError(f"unknown Config field(s): {', '.join(unknown_kw)}")
+        values: dict[str, Any] = {}
+        for name in names:
+            if name in overrides:
+                values[name] = overrides[name]
+            elif name.upper() in settings:
+                values[name] = _coerce(name, settings[name.upper()], source="setting")
+            elif env_name(name) in environ and environ[env_name(name)].strip() != "":
+                values[name] = _coerce(name, environ[env_name(name)], source="env")
+        return cls(**values)
+
+    def describe(self) -> dict[str, Any]:
+        """The settings as JSON-ready values, secrets masked (for ``failopen config`` and logs)."""
+        out: dict[str, Any] = {}
+        for spec in dataclasses.fields(self):
+            value = getattr(self, spec.name)
+            if spec.name == "private_key":
+                value = "***" if value else None
+            elif isinstance(value, frozenset):
+                value = sorted(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[spec.name] = value
+        return out
+
+
+# --- coercion and validation -------------------------------------------------------------------
+
+_FLOATS = {"poll_interval", "poll_jitter", "status_timeout", "stale_after", "backoff_max",
+           "verify_timeout", "confirm_ttl", "store_refresh"}
+_INTS = {"status_max_bytes", "open_after", "close_after", "retry_after"}
+_BOOLS = {"indicator_fallback", "require_verified"}
+_STR_SETS = {"bypass_on", "protected_methods"}
+_STR_TUPLES = {"protected_paths"}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _split(value: Any) -> list[str]:
+    items: Iterable[Any] = value.split(",") if isinstance(value, str) else value
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
+def _coerce(name: str, value: Any, *, source: str) -> Any:
+    where = env_name(name) if source == "env" else name.upper()
+    try:
+        if name in _FLOATS:
+            return float(value)
+        if name in _INTS:
+            if isinstance(value, str):
+                return int(value.strip())
+            return value
+        if name in _BOOLS:
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in _TRUE:
+                return True
+            if text in _FALSE:
+                return False
+            raise ValueError("expected true or false")
+        if name in _STR_SETS:
+            items = _split(value)
+            return frozenset(i.upper() for i in items) if name == "protected_methods" else (
+                frozenset(items)
+            )
+        if name in _STR_TUPLES:
+            return tuple(_split(value))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: {value!r} is not valid ({exc})") from None
+    return value
+
+
+def _positive(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{env_name(name)}: expected a number, got {value!r}")
+    if value <= 0:
+        raise ConfigError(f"{env_name(name)}: must be greater than 0, got {value!r}")
+
+
+def _check_field(name: str, value: Any) -> None:
+    checks: dict[str, Callable[[Any], None]] = {
+        "poll_jitter": lambda v: _fraction(name, v),
+        "mode": lambda v: _choice(name, v, ("enforce", "shadow")),
+        "store": lambda v: _store(name, v),
+        "protected_paths": lambda v: _paths(name, v),
+        "token_field": lambda v: _nonempty(name, v),
+        "token_header": lambda v: _nonempty(name, v),
+        "bypass_on": lambda v: _nonempty_set(name, v),
+        "protected_methods": lambda v: _nonempty_set(name, v),
+    }
+    if name in checks:
+        checks[name](value)
+    elif name in _FLOATS or name in _INTS:
+        if name == "stale_after" and value is None:
+            return
+        _positive(name, value)
+        if name in _INTS and (not isinstance(value, int) or isinstance(value, bool)):
+            raise ConfigError(f"{env_name(name)}: expected a whole number, got {value!r}")
+    elif name in _BOOLS and not isinstance(value, bool):
+        raise ConfigError(f"{env_name(name)}: expected true or false, got {value!r}")
+
+
+def _fraction(name: str, value: Any) -> None:
+    if not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ConfigError(f"{env_name(name)}: expected a fraction from 0 to below 1, got {value!r}")
+
+
+def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{env_name(name)}: expected one of {', '.join(choices)}, got {value!r}")
+
+
+def _nonempty(name: str, value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{env_name(name)}: must not be empty")
+
+
+def _nonempty_set(name: str, value: Any) -> None:
+    if not isinstance(value, frozenset) or not value or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{env_name(name)}: expected a non-empty set of names, got {value!r}")
+
+
+def _paths(name: str, value: Any) -> None:
+    if not isinstance(value, tuple) or not all(isinstance(p, str) for p in value):
+        raise ConfigError(f"{env_name(name)}: expected comma-separated path prefixes")
+    bad = [p for p in value if not p.startswith("/")]
+    if bad:
+        raise ConfigError(f"{env_name(name)}: path prefixes must start with '/': {bad!r}")
+
+
+def _store(name: str, value: Any) -> None:
+    if not isinstance(value, str) or not value.startswith(("memory:", "file://", "redis://",
+                                                           "rediss://")):
+        raise ConfigError(
+            f"{env_name(name)}: {value!r} is not a store URL; use memory: or file:///path "
+            "(redis:// needs the redis store)"
+        )

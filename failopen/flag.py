@@ -1,0 +1,301 @@
+"""The enforcement flag: one immutable state, swapped whole, read with a single attribute access.
+
+Two writers feed it. The automatic side (the status watcher, and the guard when it confirms an
+outage) says what the status page shows. Operators place an override, which wins over the automatic
+side until it is lifted or its expiry passes. Requests only read.
+
+    precedence: override > watcher / confirmed > default (enforce)
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Literal
+
+from failopen.clock import SYSTEM_CLOCK, Clock
+from failopen.exceptions import FailopenError, StoreError
+
+if TYPE_CHECKING:
+    from failopen.stores import OverrideStore
+
+__all__ = ["FlagState", "Override", "EnforcementFlag", "Source", "Listener", "rfc3339"]
+
+logger = logging.getLogger("failopen.flag")
+
+Source = Literal["default", "watcher", "confirmed", "override"]
+Listener = Callable[["FlagState", "FlagState"], None]
+
+_MAX_REASON = 500
+
+
+def rfc3339(timestamp: float | None) -> str | None:
+    """Seconds since the epoch as an RFC 3339 UTC string (None stays None)."""
+    if timestamp is None:
+        return None
+    return datetime.fromtimestamp(timestamp, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class FlagState:
+    """What the flag says right now. Never mutated: a change publishes a new object."""
+
+    enforce: bool
+    source: Source
+    reason: str
+    since: float
+    expires_at: float | None = None
+    global_status: str | None = None
+    stale: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, times as RFC 3339 (the shape of the flag endpoint)."""
+        return {
+            "enforce": self.enforce,
+            "source": self.source,
+            "reason": self.reason,
+            "since": rfc3339(self.since),
+            "expires_at": rfc3339(self.expires_at),
+            "global_status": self.global_status,
+            "stale": self.stale,
+        }
+
+
+@dataclass(frozen=True)
+class Override:
+    """An operator's decision: enforce or not, why, and until when (None: until lifted)."""
+
+    enforce: bool
+    reason: str
+    set_at: float
+    expires_at: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.enforce, bool):
+            raise StoreError(f"override 'enforce' must be true or false, got {self.enforce!r}")
+        if not isinstance(self.reason, str):
+            raise StoreError("override 'reason' must be a string")
+        object.__setattr__(self, "reason", self.reason[:_MAX_REASON])
+
+    def expired(self, now: float) -> bool:
+        """True once the expiry has passed."""
+        return self.expires_at is not None and now >= self.expires_at
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form."""
+        return {
+            "enforce": self.enforce,
+            "reason": self.reason,
+            "set_at": self.set_at,
+            "expires_at": self.expires_at,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Override:
+        """Parse the stored form; anything else is a StoreError, never a guess."""
+        if not isinstance(data, dict):
+            raise StoreError("stored override is not an object")
+        try:
+            set_at = float(data["set_at"])
+            expires = data.get("expires_at")
+            return cls(
+                enforce=data["enforce"],
+                reason=data.get("reason", ""),
+                set_at=set_at,
+                expires_at=None if expires is None else float(expires),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StoreError(f"stored override is malformed ({type(exc).__name__})") from None
+
+
+class EnforcementFlag:
+    """The in-process flag every adapter consults. Thread-safe; reads take no lock."""
+
+    def __init__(
+        self,
+        *,
+        store: OverrideStore | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self._clock = clock
+        self._store = store
+        self._lock = threading.Lock()
+        self._listeners: list[Listener] = []
+        self._auto = FlagState(
+            enforce=True, source="default", reason="no status reading yet", since=clock.time()
+        )
+        self._override: Override | None = None
+        self._state = self._auto
+        if store is not None:
+            self.refresh(force=True)
+
+    def __repr__(self) -> str:
+        s = self._state
+        return f"EnforcementFlag(enforce={s.enforce}, source={s.source!r})"
+
+    # --- reading: the request path ----------------------------------------------------------
+
+    @property
+    def state(self) -> FlagState:
+        """The current state. One attribute read; an expired override lapses here."""
+        state = self._state
+        if state.expires_at is not None and self._clock.time() >= state.expires_at:
+            return self._lapse()
+        return state
+
+    @property
+    def enforce(self) -> bool:
+        """True while enforcement tokens must be validated."""
+        return self.state.enforce
+
+    # --- the automatic side -----------------------------------------------------------------
+
+    @property
+    def automatic_state(self) -> FlagState:
+        """What the status page alone says, whatever override is in force."""
+        return self._auto
+
+    def set_automatic(
+        self,
+        *,
+        enforce: bool,
+        source: Literal["watcher", "confirmed"],
+        reason: str,
+        global_status: str | None,
+    ) -> FlagState:
+        """What the status page says (watcher, or a confirmation by the guard)."""
+        with self._lock:
+            auto = self._auto
+            since = auto.since if auto.enforce == enforce else self._clock.time()
+            self._auto = FlagState(
+                enforce=enforce, source=source, reason=reason, since=since,
+                global_status=global_status, stale=False,
+            )
+            old, new = self._swap()
+        return self._notify(old, new)
+
+    def set_stale(self, stale: bool) -> None:
+        """Mark the automatic state as resting on an old reading (the flag keeps its value)."""
+        with self._lock:
+            if self._auto.stale == stale:
+                return
+            self._auto = replace(self._auto, stale=stale)
+            old, new = self._swap()
+        self._notify(old, new)
+
+    # --- overrides ----------------------------------------------------------------------------
+
+    def force_off(self, reason: str, *, ttl: float | None = None) -> FlagState:
+        """Stop enforcing until lifted or until ``ttl`` seconds pass."""
+        return self._place(Override(False, reason, self._clock.time(), self._expiry(ttl)))
+
+    def force_on(self, reason: str, *, ttl: float | None = None) -> FlagState:
+        """Enforce whatever the status page says, until lifted or until ``ttl`` seconds pass."""
+        return self._place(Override(True, reason, self._clock.time(), self._expiry(ttl)))
+
+    def automatic(self, reason: str = "override lifted") -> FlagState:
+        """Lift any override: the status page decides again."""
+        if self._store is not None:
+            self._store.save(None)
+        with self._lock:
+            if self._override is not None:
+                logger.warning("override lifted: %s", reason[:_MAX_REASON])
+            self._override = None
+            old, new = self._swap()
+        return self._notify(old, new)
+
+    @property
+    def override(self) -> Override | None:
+        """The override in force, if any."""
+        override = self._override
+        if override is not None and override.expired(self._clock.time()):
+            return None
+        return override
+
+    def apply_override(self, override: Override | None) -> FlagState:
+        """Adopt an override read from the shared store (no write back)."""
+        with self._lock:
+            if override is not None and override.expired(self._clock.time()):
+                override = None
+            self._override = override
+            old, new = self._swap()
+        return self._notify(old, new)
+
+    def refresh(self, *, force: bool = False) -> None:
+        """Pick up an override another process wrote to the store. Never raises."""
+        store = self._store
+        if store is None:
+            return
+        try:
+            if force or store.changed():
+                self.apply_override(store.load())
+        except FailopenError as exc:
+            # An unreadable store keeps the override we last knew: losing an operator's
+            # "force on" because a file was half-written would be the wrong way to fail.
+            logger.error("override store unreadable, keeping the last known override: %s", exc)
+
+    # --- listeners ------------------------------------------------------------------------------
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener(old, new)`` on every transition of ``enforce`` or ``source``."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        """Stop calling a listener."""
+        self._listeners.remove(listener)
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _expiry(self, ttl: float | None) -> float | None:
+        if ttl is None:
+            return None
+        if not ttl > 0:
+            raise ValueError(f"override ttl must be positive seconds, got {ttl!r}")
+        return self._clock.time() + ttl
+
+    def _place(self, override: Override) -> FlagState:
+        if self._store is not None:
+            self._store.save(override)
+        ttl = override.expires_at - override.set_at if override.expires_at is not None else None
+        logger.warning(
+            "override placed: enforce=%s ttl=%s reason=%s",
+            override.enforce, "none" if ttl is None else f"{ttl:g}s", override.reason,
+        )
+        return self.apply_override(override)
+
+    def _lapse(self) -> FlagState:
+        with self._lock:
+            if self._override is None or not self._override.expired(self._clock.time()):
+                return self._state
+            logger.warning("override expired: %s", self._override.reason)
+            self._override = None
+            old, new = self._swap()
+        return self._notify(old, new)
+
+    def _swap(self) -> tuple[FlagState, FlagState]:
+        """Compute and publish the visible state. Caller holds _lock."""
+        old, auto, override = self._state, self._auto, self._override
+        if override is None:
+            new = auto
+        else:
+            new = FlagState(
+                enforce=override.enforce, source="override", reason=override.reason,
+                since=override.set_at, expires_at=override.expires_at,
+                global_status=auto.global_status, stale=auto.stale,
+            )
+        self._state = new
+        return old, new
+
+    def _notify(self, old: FlagState, new: FlagState) -> FlagState:
+        """Tell listeners about a transition. Runs outside the lock, so a listener may read or
+        write the flag; a failing listener is logged and never breaks the writer."""
+        if (old.enforce, old.source) != (new.enforce, new.source):
+            for listener in list(self._listeners):
+                try:
+                    listener(old, new)
+                except Exception:
+                    logger.exception("flag listener %r failed", listener)
+        return new

@@ -1,0 +1,271 @@
+"""The decision every adapter asks for: enforce, bypass, or reject.
+
+    flag off (confirmed outage or override) ................... allow, bypassed
+    flag on:  no token ......................................... reject 403
+              verify says valid ................................ allow
+              verify says invalid .............................. reject 403
+              verify rate-limited (a caller can provoke 429) ... reject 503, never bypass
+              verify unavailable -> confirm an outage now:
+                  the status page shows one .................... allow, bypassed, flag flips
+                  it does not, or cannot be read ............... reject 503 "cannot verify now"
+
+The confirmation is single-flight and cached for ``confirm_ttl``: a flood of failing verifies makes
+at most one status request per TTL, and nothing an attacker sends can flip the flag by itself.
+
+In ``shadow`` mode the guard decides as above and logs what it would have done, but always enforces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from cachetools import TTLCache
+
+from failopen.clock import SYSTEM_CLOCK, Clock
+from failopen.exceptions import StatusError
+from failopen.flag import EnforcementFlag
+from failopen.verify import Verifier, VerifyOutcome, VerifyResult
+from failopen.watcher import StatusSource, StatusWatcher
+
+__all__ = ["Decision", "Guard", "OutageConfirmer", "Outcome"]
+
+logger = logging.getLogger("failopen.guard")
+audit = logging.getLogger("failopen.audit")
+
+Outcome = Literal[
+    "valid", "bypassed_flag_off", "bypassed_confirmed_outage", "missing_token", "invalid_token",
+    "rate_limited", "cannot_verify", "internal_error",
+]
+
+_MAX_TOKEN = 4096
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one request, and why."""
+
+    allow: bool
+    bypassed: bool
+    outcome: Outcome
+    reason: str
+    status_code: int = 200
+    retry_after: int | None = None
+    shadow: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, for ``request.failopen`` and rejection bodies."""
+        return {
+            "allow": self.allow,
+            "bypassed": self.bypassed,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "shadow": self.shadow,
+        }
+
+
+class OutageConfirmer:
+    """A status check made on demand, at most once per ``ttl`` however many callers ask."""
+
+    def __init__(
+        self,
+        source: StatusSource,
+        watcher: StatusWatcher,
+        *,
+        ttl: float = 10.0,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self._source = source
+        self._watcher = watcher
+        self._lock = threading.Lock()
+        self._cache: TTLCache[str, bool] = TTLCache(maxsize=1, ttl=ttl, timer=clock.monotonic)
+        self.requests = 0
+
+    def fresh(self) -> bool:
+        """True while the last check is younger than the TTL (no new check would be made)."""
+        return "checked" in self._cache
+
+    def confirm(self) -> bool:
+        """Check now unless a check is fresh; True when the flag then says bypass. Never raises.
+
+        The cache only limits how often the status page is asked. The answer is always read from
+        the live flag, so a cached check can never outlive a recovery or an operator's override.
+        """
+        if not self.fresh():
+            with self._lock:  # single flight: latecomers wait for the one check in progress
+                if not self.fresh():
+                    self._check()
+        return not self._watcher.flag.state.enforce
+
+    async def aconfirm(self) -> bool:
+        """Async twin of :meth:`confirm`; the rare uncached check runs on a worker thread."""
+        if self.fresh():
+            return not self._watcher.flag.state.enforce
+        return await asyncio.get_running_loop().run_in_executor(None, self.confirm)
+
+    def _check(self) -> None:
+        self.requests += 1
+        try:
+            report = self._source.fetch()
+        except StatusError as exc:
+            logger.warning("outage confirmation failed; not bypassing: %s", exc)
+        except Exception:
+            logger.exception("outage confirmation failed unexpectedly; not bypassing")
+        else:
+            self._watcher.observe(report, source="confirmed")
+        self._cache["checked"] = True
+
+
+class Guard:
+    """Turns the flag, the token and the verify call into a Decision. Never raises."""
+
+    def __init__(
+        self,
+        flag: EnforcementFlag,
+        verifier: Verifier,
+        confirmer: OutageConfirmer | None,
+        *,
+        mode: Literal["enforce", "shadow"] = "enforce",
+        retry_after: int = 5,
+    ) -> None:
+        self.flag = flag
+        self.verifier = verifier
+        self.confirmer = confirmer
+        self.mode = mode
+        self.retry_after = retry_after
+        self._counts_lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"Guard(mode={self.mode!r}, flag={self.flag!r})"
+
+    def decide(self, token: str | None, *, path: str = "", client: str = "") -> Decision:
+        """Decide for one request to a protected route."""
+        try:
+            if not self.flag.state.enforce and self.mode == "enforce":
+                return self._bypass_flag_off(path, client)
+            early = self._check_token(token)
+            if early is not None:
+                return self._finish(early, path, client)
+            assert token is not None
+            result = self.verifier.verify(token)
+            confirmed = (
+                self.confirmer.confirm()
+                if result.outcome is VerifyOutcome.UNAVAILABLE and self.confirmer is not None
+                else False
+            )
+            return self._finish(self._from_verify(result, confirmed), path, client)
+        except Exception:
+            return self._internal_error()
+
+    async def adecide(self, token: str | None, *, path: str = "", client: str = "") -> Decision:
+        """Async twin of :meth:`decide`."""
+        try:
+            if not self.flag.state.enforce and self.mode == "enforce":
+                return self._bypass_flag_off(path, client)
+            early = self._check_token(token)
+            if early is not None:
+                return self._finish(early, path, client)
+            assert token is not None
+            result = await self.verifier.averify(token)
+            confirmed = (
+                await self.confirmer.aconfirm()
+                if result.outcome is VerifyOutcome.UNAVAILABLE and self.confirmer is not None
+                else False
+            )
+            return self._finish(self._from_verify(result, confirmed), path, client)
+        except Exception:
+            return self._internal_error()
+
+    def counts(self) -> dict[str, int]:
+        """How many decisions of each outcome this process has made."""
+        with self._counts_lock:
+            return dict(self._counts)
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _count(self, outcome: str) -> None:
+        with self._counts_lock:
+            self._counts[outcome] = self._counts.get(outcome, 0) + 1
+
+    def _bypass_flag_off(self, path: str, client: str) -> Decision:
+        state = self.flag.state
+        decision = Decision(
+            allow=True, bypassed=True, outcome="bypassed_flag_off",
+            reason=f"enforcement off ({state.source}): {state.reason}",
+        )
+        self._count(decision.outcome)
+        audit.warning("bypass path=%s client=%s reason=%s", path, client, decision.reason)
+        return decision
+
+    def _check_token(self, token: str | None) -> Decision | None:
+        if not token:
+            return self._reject(403, "missing_token", "no enforcement token")
+        if len(token) > _MAX_TOKEN or not token.isprintable():
+            return self._reject(403, "invalid_token", "malformed enforcement token")
+        return None
+
+    def _from_verify(self, result: VerifyResult, confirmed: bool) -> Decision:
+        outcome = result.outcome
+        if outcome is VerifyOutcome.VALID:
+            return Decision(allow=True, bypassed=False, outcome="valid", reason="token verified")
+        if outcome is VerifyOutcome.INVALID:
+            return self._reject(403, "invalid_token", f"token rejected: {result.reason}")
+        if outcome is VerifyOutcome.RATE_LIMITED:
+            retry = int(result.retry_after) if result.retry_after else self.retry_after
+            return self._reject(503, "rate_limited", "verify call rate-limited", retry)
+        if confirmed:
+            state = self.flag.state
+            return Decision(
+                allow=True, bypassed=True, outcome="bypassed_confirmed_outage",
+                reason=f"verify unavailable ({result.reason}); outage confirmed: {state.reason}",
+            )
+        return self._reject(
+            503, "cannot_verify", f"cannot verify now ({result.reason}); no outage confirmed"
+        )
+
+    def _reject(
+        self, status: int, outcome: Outcome, reason: str, retry_after: int | None = None
+    ) -> Decision:
+        if status == 503 and retry_after is None:
+            retry_after = self.retry_after
+        return Decision(
+            allow=False, bypassed=False, outcome=outcome, reason=reason,
+            status_code=status, retry_after=retry_after,
+        )
+
+    def _finish(self, decision: Decision, path: str, client: str) -> Decision:
+        if self.mode == "shadow":
+            decision = self._shadow(decision, path, client)
+        self._count(decision.outcome)
+        if decision.bypassed:
+            audit.warning("bypass path=%s client=%s reason=%s", path, client, decision.reason)
+        elif not decision.allow:
+            logger.info("reject path=%s status=%d reason=%s", path, decision.status_code,
+                        decision.reason)
+        return decision
+
+    def _shadow(self, decision: Decision, path: str, client: str) -> Decision:
+        flag_off = not self.flag.state.enforce
+        if not decision.bypassed and not flag_off:
+            return decision
+        audit.warning(
+            "shadow: would bypass path=%s client=%s reason=%s", path, client,
+            decision.reason if decision.bypassed else f"enforcement off: {self.flag.state.reason}",
+        )
+        if decision.bypassed:  # enforced instead: the token could not be verified
+            return self._reject(503, "cannot_verify", f"shadow mode enforces: {decision.reason}")
+        return Decision(
+            allow=decision.allow, bypassed=False, outcome=decision.outcome,
+            reason=decision.reason, status_code=decision.status_code,
+            retry_after=decision.retry_after, shadow=True,
+        )
+
+    def _internal_error(self) -> Decision:
+        # A bug in failopen must not open the gate: fall back to refusing, and say so loudly.
+        logger.exception("failopen guard failed; refusing the request")
+        self._count("internal_error")
+        return self._reject(503, "internal_error", "failopen internal error")

@@ -1,0 +1,154 @@
+"""FailOpen: the flag, the store, the watcher, the verifier and the guard, assembled from a Config.
+
+Adapters hold one FailOpen per process. Building it does no I/O and starts no thread; the watcher
+starts on first use (``ensure_started``), which keeps management commands, import-time code and
+pre-fork masters free of background threads.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import httpx
+
+from failopen.clock import SYSTEM_CLOCK, Clock
+from failopen.config import Config
+from failopen.exceptions import ConfigError
+from failopen.flag import EnforcementFlag, FlagState
+from failopen.guard import Decision, Guard, OutageConfirmer
+from failopen.status import StatusClient
+from failopen.stores import OverrideStore, open_store
+from failopen.verify import HttpVerifier, Verifier
+from failopen.watcher import PollResult, StatusWatcher
+
+__all__ = ["FailOpen"]
+
+logger = logging.getLogger("failopen")
+
+
+class _NoVerifier:
+    """Stands in when no verify URL is configured: every token is 'cannot verify'."""
+
+    def verify(self, token: str) -> Any:
+        from failopen.verify import VerifyOutcome, VerifyResult
+
+        return VerifyResult(VerifyOutcome.INVALID, "no verify URL configured")
+
+    async def averify(self, token: str) -> Any:
+        return self.verify(token)
+
+
+class FailOpen:
+    """Everything failopen does for one process."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        store: OverrideStore | None = None,
+        verifier: Verifier | None = None,
+        status_transport: httpx.BaseTransport | None = None,
+        verify_transport: httpx.BaseTransport | None = None,
+        verify_async_transport: httpx.AsyncBaseTransport | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        on_poll: Any = None,
+    ) -> None:
+        if config.protected_paths and config.verify_url is None and verifier is None:
+            raise ConfigError(
+                "FAILOPEN_VERIFY_URL: required when FAILOPEN_PROTECTED_PATHS is set "
+                "(protected routes validate tokens with the verify call)"
+            )
+        self.config = config
+        self.store = store if store is not None else open_store(config.store)
+        self.flag = EnforcementFlag(store=self.store, clock=clock)
+        self.status: StatusClient | None = None
+        self.watcher: StatusWatcher | None = None
+        confirmer: OutageConfirmer | None = None
+        if config.status_url is not None:
+            self.status = StatusClient(
+                config.status_url,
+                global_component=config.global_component,
+                timeout=config.status_timeout,
+                max_bytes=config.status_max_bytes,
+                indicator_fallback=config.indicator_fallback,
+                transport=status_transport,
+                clock=clock,
+            )
+            self.watcher = StatusWatcher(
+                self.status, self.flag,
+                poll_interval=config.poll_interval, jitter=config.poll_jitter,
+                bypass_on=config.bypass_on, open_after=config.open_after,
+                close_after=config.close_after, stale_after=config.stale_after,
+                backoff_max=config.backoff_max, store_refresh=config.store_refresh,
+                clock=clock, on_poll=on_poll,
+            )
+            confirmer = OutageConfirmer(
+                self.status, self.watcher, ttl=config.confirm_ttl, clock=clock
+            )
+        if verifier is None and config.verify_url is not None:
+            assert config.private_key is not None  # Config guarantees it
+            verifier = HttpVerifier(
+                config.verify_url, config.private_key,
+                timeout=config.verify_timeout, require_verified=config.require_verified,
+                transport=verify_transport, async_transport=verify_async_transport,
+            )
+        self.verifier: Verifier = verifier if verifier is not None else _NoVerifier()
+        self.confirmer = confirmer
+        self.guard = Guard(
+            self.flag, self.verifier, confirmer, mode=config.mode, retry_after=config.retry_after
+        )
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> FailOpen:
+        """Build from ``FAILOPEN_*`` environment variables."""
+        return cls(Config.from_env(), **kwargs)
+
+    def __repr__(self) -> str:
+        return f"FailOpen(flag={self.flag!r}, watcher={self.watcher!r})"
+
+    @property
+    def state(self) -> FlagState:
+        """The flag's current state."""
+        return self.flag.state
+
+    def ensure_started(self) -> None:
+        """Start the watcher in this process if it is not running (cheap; call per request)."""
+        if self.watcher is not None:
+            self.watcher.ensure_running()
+
+    def start(self) -> None:
+        """Start the watcher now."""
+        if self.watcher is not None:
+            self.watcher.start()
+
+    def stop(self) -> None:
+        """Stop the watcher and release connections."""
+        if self.watcher is not None:
+            self.watcher.stop()
+        if self.status is not None:
+            self.status.close()
+        close = getattr(self.verifier, "close", None)
+        if close is not None:
+            close()
+
+    def decide(self, token: str | None, *, path: str = "", client: str = "") -> Decision:
+        """The guard's decision for one request to a protected route."""
+        self.ensure_started()
+        return self.guard.decide(token, path=path, client=client)
+
+    async def adecide(self, token: str | None, *, path: str = "", client: str = "") -> Decision:
+        """Async twin of :meth:`decide`."""
+        self.ensure_started()
+        return await self.guard.adecide(token, path=path, client=client)
+
+    def confirm(self) -> FlagState:
+        """Check for an outage now (single-flight, cached) and return the fresh state."""
+        self.ensure_started()
+        if self.confirmer is not None:
+            self.confirmer.confirm()
+        return self.flag.state
+
+    def poll_now(self) -> PollResult | None:
+        """One status poll, outside the thread (for the CLI and tests)."""
+        return self.watcher.poll_once() if self.watcher is not None else None

@@ -1,0 +1,38 @@
+"""An override store that lives in this process only."""
+
+from __future__ import annotations
+
+import threading
+
+from failopen.flag import Override
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    """Keeps the override in memory: one process sees it. The default store."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._override: Override | None = None
+        self._version = 0
+        self._seen = 0
+
+    def load(self) -> Override | None:
+        with self._lock:
+            self._seen = self._version
+            return self._override
+
+    def save(self, override: Override | None) -> None:
+        with self._lock:
+            self._override = override
+            self._version += 1
+
+    def changed(self) -> bool:
+        return self._version != self._seen
+
+    def describe(self) -> str:
+        return "memory: (this process only)"
+
+    def __repr__(self) -> str:
+        return "MemoryStore()"

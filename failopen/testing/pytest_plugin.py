@@ -1,0 +1,72 @@
+"""pytest fixtures for testing an application that uses failopen. Installed automatically.
+
+* ``fake_status_page`` — a FakeStatusPage served on loopback (``.url`` of its server via
+  ``fake_status_page.server.url``); set what it reports with ``set_global`` / ``set_fault``.
+* ``fake_verify_api`` — a FakeVerifyAPI served on loopback; ``fake_verify_api.verify_url``.
+* ``fake_clock`` — a FakeClock to pass as ``clock=`` wherever failopen takes one.
+* ``failopen_config`` — a Config pointing at both fakes, protecting ``/login``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from failopen.config import Config
+    from failopen.testing.clock import FakeClock
+    from failopen.testing.status_page import FakeStatusPage
+    from failopen.testing.verify_api import FakeVerifyAPI
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    """A clock that moves only when ``advance()`` is called."""
+    from failopen.testing.clock import FakeClock
+
+    return FakeClock()
+
+
+@pytest.fixture
+def fake_status_page() -> Iterator[FakeStatusPage]:
+    """A fake status page served on 127.0.0.1; its server is ``fake_status_page.server``."""
+    from failopen.testing.status_page import FakeStatusPage
+
+    page = FakeStatusPage()
+    with page.serve() as server:
+        page.server = server  # type: ignore[attr-defined]
+        yield page
+
+
+@pytest.fixture
+def fake_verify_api() -> Iterator[FakeVerifyAPI]:
+    """A fake verify endpoint served on 127.0.0.1; its URL is ``fake_verify_api.verify_url``."""
+    from failopen.testing.verify_api import FakeVerifyAPI
+
+    api = FakeVerifyAPI()
+    with api.serve() as server:
+        api.server = server  # type: ignore[attr-defined]
+        api.verify_url = server.url + api.path  # type: ignore[attr-defined]
+        yield api
+
+
+@pytest.fixture
+def failopen_config(
+    fake_status_page: FakeStatusPage, fake_verify_api: FakeVerifyAPI
+) -> Config:
+    """A Config wired to both fakes, protecting POST /login, polling fast."""
+    from failopen.config import Config
+
+    return Config(
+        status_url=fake_status_page.server.url,  # type: ignore[attr-defined]
+        verify_url=fake_verify_api.verify_url,  # type: ignore[attr-defined]
+        private_key=fake_verify_api.private_key,
+        protected_paths=("/login",),
+        poll_interval=0.05,
+        poll_jitter=0.0,
+        status_timeout=2.0,
+        verify_timeout=2.0,
+        confirm_ttl=0.05,
+    )

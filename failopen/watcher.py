@@ -1,0 +1,285 @@
+"""The status watcher: a background thread that turns status-page readings into the flag's value.
+
+Only readings of the *global* component count (spec 3.2: a regional impairment with the global
+component operational means failover worked, so there is nothing to bypass). Readings pass through
+hysteresis: ``open_after`` consecutive impaired readings stop enforcement, ``close_after``
+consecutive operational readings restore it. A poll that fails is not a reading at all: the flag
+keeps its value, and after ``stale_after`` without a good reading the state is marked stale.
+
+The thread starts lazily, restarts itself in a forked child (gunicorn ``--preload``), sleeps on an
+Event so ``stop()`` is immediate, and survives any single bad poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from failopen.clock import SYSTEM_CLOCK, Clock
+from failopen.exceptions import StatusError, StatusUnavailable
+from failopen.flag import EnforcementFlag
+
+if TYPE_CHECKING:
+    from failopen.status import StatusReport
+
+__all__ = ["StatusWatcher", "StatusSource", "PollResult", "Reading"]
+
+logger = logging.getLogger("failopen.watcher")
+
+Reading = Literal["impaired", "operational", "neutral", "failed"]
+
+
+class StatusSource(Protocol):
+    """Anything that reads the status page (``failopen.status.StatusClient``, or a test double)."""
+
+    def fetch(self) -> StatusReport:
+        """One reading. Raises StatusError when there is no usable answer."""
+        ...
+
+
+@dataclass(frozen=True)
+class PollResult:
+    """The outcome of one poll, for ``failopen watch --json`` and for tests."""
+
+    reading: Reading
+    report: StatusReport | None
+    error: str | None
+    next_delay: float
+
+
+_current_pid = os.getpid()
+_watchers: weakref.WeakSet[StatusWatcher] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    global _current_pid
+    _current_pid = os.getpid()
+    for watcher in list(_watchers):
+        watcher._restart_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class StatusWatcher:
+    """Polls the status page and drives an EnforcementFlag."""
+
+    def __init__(
+        self,
+        source: StatusSource,
+        flag: EnforcementFlag,
+        *,
+        poll_interval: float = 30.0,
+        jitter: float = 0.1,
+        bypass_on: frozenset[str] = frozenset({"partial_outage", "major_outage"}),
+        open_after: int = 1,
+        close_after: int = 2,
+        stale_after: float | None = None,
+        backoff_max: float = 300.0,
+        store_refresh: float = 1.0,
+        clock: Clock = SYSTEM_CLOCK,
+        random_fraction: Callable[[], float] = random.random,
+        on_poll: Callable[[PollResult], None] | None = None,
+    ) -> None:
+        self.source = source
+        self.flag = flag
+        self.poll_interval = poll_interval
+        self.jitter = jitter
+        self.bypass_on = bypass_on
+        self.open_after = open_after
+        self.close_after = close_after
+        self.stale_after = stale_after if stale_after is not None else 3 * poll_interval
+        self.backoff_max = backoff_max
+        self.store_refresh = store_refresh
+        self._clock = clock
+        self._random = random_fraction
+        self._on_poll = on_poll
+        # Hysteresis and failure counters: written by whoever holds _observe_lock.
+        self._observe_lock = threading.Lock()
+        self._impaired_streak = 0
+        self._operational_streak = 0
+        self._failures = 0
+        self._last_good: float | None = None
+        self._last_regions: tuple[str, ...] = ()
+        # Thread state.
+        self._thread_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._thread_pid = -1
+        self._wanted = False
+        _watchers.add(self)
+
+    def __repr__(self) -> str:
+        return f"StatusWatcher(running={self.running}, interval={self.poll_interval:g}s)"
+
+    # --- the thread ---------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """True when this process has a live polling thread."""
+        thread = self._thread
+        return thread is not None and thread.is_alive() and self._thread_pid == _current_pid
+
+    def start(self) -> None:
+        """Start the polling thread (idempotent)."""
+        with self._thread_lock:
+            self._wanted = True
+            if self.running:
+                return
+            self._stop = threading.Event()
+            self._thread = threading.Thread(
+                target=self._run, name="failopen.status-watcher", daemon=True
+            )
+            self._thread_pid = _current_pid
+            self._thread.start()
+
+    def ensure_running(self) -> None:
+        """Start the thread if this process has none. Cheap enough to call on every request."""
+        if self._thread_pid != _current_pid or self._thread is None or not self._thread.is_alive():
+            self.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the thread; returns once it has ended (or after ``timeout``)."""
+        with self._thread_lock:
+            self._wanted = False
+            self._stop.set()
+            thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread() and thread.is_alive():
+            thread.join(timeout)
+
+    def _restart_after_fork(self) -> None:
+        # The parent's thread does not exist in the child, and its locks may be held by it.
+        self._thread_lock = threading.Lock()
+        self._observe_lock = threading.Lock()
+        self._thread = None
+        if self._wanted:
+            self.start()
+
+    def _run(self) -> None:
+        stop = self._stop
+        next_poll = self._clock.monotonic()
+        while not stop.is_set():
+            if self._clock.monotonic() >= next_poll:
+                result = self.poll_once()
+                next_poll = self._clock.monotonic() + result.next_delay
+            self.tick()
+            wait = min(max(next_poll - self._clock.monotonic(), 0.0), self.store_refresh)
+            if self._clock.wait(stop, wait):
+                break
+
+    # --- one step at a time (the thread's body; tests drive these directly) ----------------
+
+    def tick(self) -> None:
+        """Between polls: pick up overrides from the store and mark an old reading stale."""
+        try:
+            self.flag.refresh()
+            self.flag.state  # noqa: B018 - reading it lets an expired override lapse
+            last = self._last_good
+            stale = last is not None and self._clock.monotonic() - last > self.stale_after
+            self.flag.set_stale(stale)
+        except Exception:
+            logger.exception("status watcher tick failed; continuing")
+
+    def poll_once(self) -> PollResult:
+        """Read the status page once and feed the reading in. Never raises."""
+        try:
+            report = self.source.fetch()
+        except StatusError as exc:
+            result = self.observe_failure(exc)
+        except Exception as exc:  # a bug must not kill the thread, nor count as evidence
+            logger.exception("status poll failed unexpectedly")
+            result = self.observe_failure(exc)
+        else:
+            result = self.observe(report, source="watcher")
+        if self._on_poll is not None:
+            try:
+                self._on_poll(result)
+            except Exception:
+                logger.exception("on_poll callback failed")
+        return result
+
+    def observe(
+        self, report: StatusReport, *, source: Literal["watcher", "confirmed"] = "watcher"
+    ) -> PollResult:
+        """Feed one good reading through the hysteresis into the flag."""
+        status = report.global_status
+        with self._observe_lock:
+            self._failures = 0
+            self._last_good = self._clock.monotonic()
+            if status in self.bypass_on:
+                reading: Reading = "impaired"
+                self._impaired_streak += 1
+                self._operational_streak = 0
+            elif status == "operational":
+                reading = "operational"
+                self._operational_streak += 1
+                self._impaired_streak = 0
+            else:
+                # Degraded (when not configured as an outage), under_maintenance, or a value the
+                # spec does not list: reported, never acted on.
+                reading = "neutral"
+                self._impaired_streak = self._operational_streak = 0
+            impaired, operational = self._impaired_streak, self._operational_streak
+        self._log_regions(report)
+        if reading == "neutral" and not report.known:
+            logger.warning("status page reports unknown global status %r; not acting on it", status)
+        enforcing = self.flag.automatic_state.enforce
+        if reading == "impaired" and impaired >= self.open_after:
+            enforce, reason = False, f"global component {status}"
+        elif reading == "operational" and (enforcing or operational >= self.close_after):
+            enforce, reason = True, "global component operational"
+        elif enforcing:
+            enforce, reason = True, f"global component {status}; enforcing"
+        else:
+            enforce = False
+            reason = (
+                f"global component {status}; bypassing until {self.close_after} "
+                "operational readings"
+            )
+        self.flag.set_automatic(enforce=enforce, source=source, reason=reason, global_status=status)
+        return PollResult(reading, report, None, self._next_delay(None))
+
+    def observe_failure(self, exc: BaseException) -> PollResult:
+        """Record a poll that gave no usable answer: never evidence either way."""
+        with self._observe_lock:
+            self._failures += 1
+            failures = self._failures
+        retry_after = exc.retry_after if isinstance(exc, StatusUnavailable) else None
+        message = f"{type(exc).__name__}: {exc}"
+        logger.warning("status page unusable (%d in a row), flag unchanged: %s", failures, message)
+        return PollResult("failed", None, message, self._next_delay(retry_after))
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _log_regions(self, report: StatusReport) -> None:
+        impaired = tuple(
+            f"{c.description or c.name}={c.status}" for c in report.impaired_regions()
+        )
+        if impaired != self._last_regions:
+            self._last_regions = impaired
+            if impaired:
+                logger.info(
+                    "regional impairment (diagnosis only; global is %s): %s",
+                    report.global_status, ", ".join(impaired),
+                )
+            else:
+                logger.info("all regions operational")
+
+    def _next_delay(self, retry_after: float | None) -> float:
+        failures = self._failures
+        if failures == 0:
+            spread = self.poll_interval * self.jitter
+            return max(0.0, self.poll_interval + (2 * self._random() - 1) * spread)
+        # Exponential backoff with full jitter while the status page fails.
+        ceiling = min(self.backoff_max, self.poll_interval * 2.0 ** min(failures, 30))
+        delay = self._random() * ceiling
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.backoff_max))
+        return delay

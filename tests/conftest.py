@@ -1,0 +1,10 @@
+"""Shared helpers for the core tests."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

@@ -1,0 +1,207 @@
+"""The enforcement flag: precedence, overrides with expiry, listeners, lock-free reads."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from failopen.exceptions import StoreError
+from failopen.flag import EnforcementFlag, FlagState, Override
+from failopen.stores.memory import MemoryStore
+from failopen.testing.clock import FakeClock
+
+
+def test_default_state_enforces() -> None:
+    flag = EnforcementFlag(clock=FakeClock())
+    assert flag.enforce is True
+    assert flag.state.source == "default"
+
+
+def test_watcher_turns_it_off_and_on() -> None:
+    clock = FakeClock()
+    flag = EnforcementFlag(clock=clock)
+    flag.set_automatic(
+        enforce=False, source="watcher", reason="outage", global_status="major_outage"
+    )
+    assert flag.state.enforce is False
+    assert flag.state.source == "watcher"
+    off_since = flag.state.since
+    clock.advance(5)
+    flag.set_automatic(
+        enforce=False, source="watcher", reason="still", global_status="major_outage"
+    )
+    assert flag.state.since == off_since, "since marks the transition, not the latest reading"
+    flag.set_automatic(enforce=True, source="watcher", reason="ok", global_status="operational")
+    assert flag.state.enforce is True
+    assert flag.state.since == clock.time()
+
+
+def test_override_wins_over_the_watcher_and_lapses_by_itself() -> None:
+    clock = FakeClock()
+    flag = EnforcementFlag(clock=clock)
+    flag.set_automatic(
+        enforce=False, source="watcher", reason="outage", global_status="major_outage"
+    )
+    flag.force_on("incident commander says enforce", ttl=60)
+    assert flag.state.enforce is True
+    assert flag.state.source == "override"
+    assert flag.state.expires_at == clock.time() + 60
+    # The watcher keeps writing underneath; the override still wins.
+    flag.set_automatic(
+        enforce=False, source="watcher", reason="outage", global_status="major_outage"
+    )
+    assert flag.state.enforce is True
+    clock.advance(60)
+    assert flag.state.enforce is False, "the override lapsed, the watcher's value shows again"
+    assert flag.state.source == "watcher"
+
+
+def test_force_off_and_back_to_automatic() -> None:
+    flag = EnforcementFlag(clock=FakeClock())
+    flag.force_off("vendor confirmed outage by phone")
+    assert flag.state.enforce is False
+    assert flag.state.expires_at is None
+    flag.automatic("vendor back")
+    assert flag.state.enforce is True
+    assert flag.state.source == "default"
+    assert flag.override is None
+
+
+def test_override_ttl_must_be_positive() -> None:
+    flag = EnforcementFlag(clock=FakeClock())
+    with pytest.raises(ValueError, match="ttl"):
+        flag.force_off("x", ttl=0)
+    assert flag.enforce is True
+
+
+def test_listeners_see_every_transition_and_a_failing_one_is_contained(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    flag = EnforcementFlag(clock=FakeClock())
+    seen: list[tuple[bool, bool, str]] = []
+
+    def broken(old: FlagState, new: FlagState) -> None:
+        raise RuntimeError("listener bug")
+
+    flag.add_listener(broken)
+    flag.add_listener(lambda old, new: seen.append((old.enforce, new.enforce, new.source)))
+    with caplog.at_level(logging.ERROR, logger="failopen.flag"):
+        flag.set_automatic(
+            enforce=False, source="watcher", reason="o", global_status="major_outage"
+        )
+        flag.set_automatic(
+            enforce=False, source="watcher", reason="o", global_status="major_outage"
+        )
+        flag.force_on("ops")
+        flag.automatic()
+    assert seen == [(True, False, "watcher"), (False, True, "override"), (True, False, "watcher")]
+    assert "listener bug" in caplog.text
+
+
+def test_listener_may_write_the_flag_without_deadlock() -> None:
+    flag = EnforcementFlag(clock=FakeClock())
+
+    def reenforce(old: FlagState, new: FlagState) -> None:
+        if not new.enforce and new.source == "watcher":
+            flag.force_on("policy: never bypass")
+
+    flag.add_listener(reenforce)
+    flag.set_automatic(enforce=False, source="watcher", reason="o", global_status="major_outage")
+    assert flag.state.enforce is True
+    assert flag.state.source == "override"
+
+
+def test_stale_marking_keeps_the_value() -> None:
+    flag = EnforcementFlag(clock=FakeClock())
+    flag.set_automatic(enforce=False, source="watcher", reason="o", global_status="major_outage")
+    flag.set_stale(True)
+    assert flag.state.stale is True
+    assert flag.state.enforce is False
+
+
+def test_override_is_shared_through_the_store() -> None:
+    clock = FakeClock()
+    store = MemoryStore()
+    writer = EnforcementFlag(store=store, clock=clock)
+    reader = EnforcementFlag(store=store, clock=clock)
+    writer.force_off("ops", ttl=30)
+    assert reader.enforce is True, "another process learns of it on refresh, not by magic"
+    reader.refresh()
+    assert reader.enforce is False
+    writer.automatic()
+    reader.refresh()
+    assert reader.enforce is True
+
+
+def test_expired_override_in_store_is_ignored() -> None:
+    clock = FakeClock()
+    store = MemoryStore()
+    store.save(
+        Override(
+            enforce=False, reason="old", set_at=clock.time() - 100, expires_at=clock.time() - 1
+        )
+    )
+    flag = EnforcementFlag(store=store, clock=clock)
+    assert flag.enforce is True
+
+
+def test_unreadable_store_keeps_the_last_override(caplog: pytest.LogCaptureFixture) -> None:
+    class Broken(MemoryStore):
+        def changed(self) -> bool:
+            return True
+
+        def load(self) -> Override | None:
+            raise StoreError("disk on fire")
+
+    store = Broken()
+    flag = EnforcementFlag(clock=FakeClock())
+    flag._store = store
+    flag.apply_override(Override(True, "ops", flag.state.since))
+    with caplog.at_level(logging.ERROR):
+        flag.refresh()
+    assert flag.state.source == "override"
+    assert "disk on fire" in caplog.text
+
+
+def test_override_from_json_rejects_garbage() -> None:
+    for bad in (None, [], {"enforce": "no", "set_at": 1}, {"set_at": 1}, {"enforce": True}):
+        with pytest.raises(StoreError):
+            Override.from_json(bad)
+
+
+def test_reads_are_consistent_under_concurrent_writes() -> None:
+    flag = EnforcementFlag(clock=FakeClock())
+    stop = threading.Event()
+    torn: list[FlagState] = []
+
+    def writer() -> None:
+        on = True
+        while not stop.is_set():
+            flag.set_automatic(
+                enforce=on,
+                source="watcher",
+                reason=f"enforce={on}",
+                global_status="operational" if on else "major_outage",
+            )
+            on = not on
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        for _ in range(20_000):
+            state = flag.state
+            if state.reason != f"enforce={state.enforce}" and state.source != "default":
+                torn.append(state)
+    finally:
+        stop.set()
+        thread.join()
+    assert torn == []
+
+
+def test_to_dict_shape() -> None:
+    flag = EnforcementFlag(clock=FakeClock(start=0))
+    data = flag.state.to_dict()
+    assert data["since"] == "1970-01-01T00:00:00Z"
+    assert set(data) >= {"enforce", "source", "reason", "since", "stale"}

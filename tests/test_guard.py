@@ -1,0 +1,270 @@
+"""The decision: every branch, shadow mode, single-flight confirmation, no unearned bypass."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from failopen.exceptions import StatusUnavailable
+from failopen.flag import EnforcementFlag
+from failopen.guard import Guard, OutageConfirmer
+from failopen.status import StatusReport
+from failopen.testing.clock import FakeClock
+from failopen.verify import VerifyOutcome, VerifyResult
+from failopen.watcher import StatusWatcher
+
+
+def report(status: str) -> StatusReport:
+    return StatusReport(
+        global_status=status, global_component=None, regions=(), fetched_at=0.0, source="components"
+    )
+
+
+class Source:
+    def __init__(self, answer: StatusReport | Exception) -> None:
+        self.answer = answer
+        self.calls = 0
+        self.gate: threading.Event | None = None
+
+    def fetch(self) -> StatusReport:
+        self.calls += 1
+        if self.gate is not None:
+            self.gate.wait(5)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+class Verifier:
+    def __init__(self, outcome: VerifyOutcome, retry_after: float | None = None) -> None:
+        self.result = VerifyResult(outcome, f"scripted {outcome.value}", retry_after=retry_after)
+        self.tokens: list[str] = []
+
+    def verify(self, token: str) -> VerifyResult:
+        self.tokens.append(token)
+        return self.result
+
+    async def averify(self, token: str) -> VerifyResult:
+        return self.verify(token)
+
+
+def build(
+    outcome: VerifyOutcome = VerifyOutcome.VALID,
+    status: StatusReport | Exception | None = None,
+    *,
+    mode: str = "enforce",
+    clock: FakeClock | None = None,
+    retry_after: float | None = None,
+) -> tuple[Guard, Source, Verifier]:
+    clock = clock or FakeClock()
+    flag = EnforcementFlag(clock=clock)
+    source = Source(status if status is not None else report("operational"))
+    watcher = StatusWatcher(source, flag, clock=clock)
+    confirmer = OutageConfirmer(source, watcher, ttl=10.0, clock=clock)
+    verifier = Verifier(outcome, retry_after)
+    guard = Guard(flag, verifier, confirmer, mode=mode)  # type: ignore[arg-type]
+    return guard, source, verifier
+
+
+def test_valid_token_is_admitted() -> None:
+    guard, source, verifier = build(VerifyOutcome.VALID)
+    decision = guard.decide("tok", path="/login")
+    assert decision.allow and not decision.bypassed
+    assert decision.outcome == "valid"
+    assert verifier.tokens == ["tok"]
+    assert source.calls == 0, "a working verify never touches the status page"
+
+
+@pytest.mark.parametrize("token", [None, ""])
+def test_missing_token_is_403_without_calling_the_vendor(token: str | None) -> None:
+    guard, _, verifier = build()
+    decision = guard.decide(token)
+    assert (decision.allow, decision.status_code, decision.outcome) == (False, 403, "missing_token")
+    assert verifier.tokens == []
+
+
+@pytest.mark.parametrize("token", ["x" * 5000, "abc\x00def", "line\nbreak"])
+def test_malformed_token_is_403_without_calling_the_vendor(token: str) -> None:
+    guard, _, verifier = build()
+    assert guard.decide(token).status_code == 403
+    assert verifier.tokens == []
+
+
+def test_invalid_token_is_403_even_during_an_outage_report() -> None:
+    guard, source, _ = build(VerifyOutcome.INVALID, report("major_outage"))
+    decision = guard.decide("tok")
+    assert (decision.allow, decision.status_code) == (False, 403)
+    assert source.calls == 0, "an invalid token is not a reason to look for an outage"
+    assert guard.flag.enforce
+
+
+def test_rate_limited_verify_never_bypasses() -> None:
+    guard, source, _ = build(VerifyOutcome.RATE_LIMITED, report("major_outage"), retry_after=7)
+    decision = guard.decide("tok")
+    assert (decision.allow, decision.status_code, decision.retry_after) == (False, 503, 7)
+    assert decision.outcome == "rate_limited"
+    assert source.calls == 0
+    assert guard.flag.enforce
+
+
+def test_unavailable_verify_with_confirmed_outage_bypasses_and_flips_the_flag(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    guard, source, _ = build(VerifyOutcome.UNAVAILABLE, report("major_outage"))
+    with caplog.at_level(logging.WARNING, logger="failopen.audit"):
+        decision = guard.decide("tok", path="/login", client="198.51.100.9")
+    assert decision.allow and decision.bypassed
+    assert decision.outcome == "bypassed_confirmed_outage"
+    assert guard.flag.state.enforce is False
+    assert guard.flag.state.source == "confirmed"
+    assert "path=/login client=198.51.100.9" in caplog.text
+    # Once the flag is off, requests bypass without verifying or checking again.
+    assert guard.decide(None).bypassed
+    assert source.calls == 1
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        report("operational"),
+        report("degraded_performance"),
+        report("mystery"),
+        StatusUnavailable("status page down", status_code=500),
+    ],
+)
+def test_unavailable_verify_without_confirmed_outage_is_503(
+    status: StatusReport | Exception,
+) -> None:
+    guard, _, _ = build(VerifyOutcome.UNAVAILABLE, status)
+    decision = guard.decide("tok")
+    assert (decision.allow, decision.status_code, decision.outcome) == (False, 503, "cannot_verify")
+    assert decision.retry_after == 5
+    assert guard.flag.enforce
+
+
+def test_flag_off_bypasses_without_verifying() -> None:
+    guard, _, verifier = build(VerifyOutcome.INVALID)
+    guard.flag.force_off("ops: vendor outage confirmed by phone")
+    decision = guard.decide(None, path="/signup")
+    assert decision.allow and decision.bypassed
+    assert decision.outcome == "bypassed_flag_off"
+    assert "override" in decision.reason
+    assert verifier.tokens == []
+
+
+def test_override_on_beats_a_confirmed_outage() -> None:
+    guard, _, _ = build(VerifyOutcome.UNAVAILABLE, report("major_outage"))
+    guard.flag.force_on("ops: never bypass today")
+    decision = guard.decide("tok")
+    assert (decision.allow, decision.status_code) == (False, 503)
+
+
+def test_confirmation_is_cached_for_the_ttl() -> None:
+    clock = FakeClock()
+    guard, source, _ = build(VerifyOutcome.UNAVAILABLE, report("operational"), clock=clock)
+    for _ in range(50):
+        assert guard.decide("tok").status_code == 503
+    assert source.calls == 1
+    clock.advance(10.01)
+    guard.decide("tok")
+    assert source.calls == 2
+
+
+def test_confirmation_is_single_flight_under_a_flood() -> None:
+    guard, source, _ = build(VerifyOutcome.UNAVAILABLE, report("major_outage"))
+    source.gate = threading.Event()
+    results: list[bool] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(guard.decide("t").allow)) for _ in range(50)
+    ]
+    for thread in threads:
+        thread.start()
+    source.gate.set()
+    for thread in threads:
+        thread.join(10)
+    assert source.calls == 1
+    assert results == [True] * 50
+
+
+def test_failed_confirmation_is_cached_too() -> None:
+    guard, source, _ = build(VerifyOutcome.UNAVAILABLE, StatusUnavailable("down"))
+    for _ in range(20):
+        guard.decide("tok")
+    assert source.calls == 1
+
+
+def test_shadow_mode_logs_what_it_would_do_but_enforces(caplog: pytest.LogCaptureFixture) -> None:
+    guard, _, verifier = build(VerifyOutcome.UNAVAILABLE, report("major_outage"), mode="shadow")
+    with caplog.at_level(logging.WARNING, logger="failopen.audit"):
+        decision = guard.decide("tok", path="/login")
+    assert not decision.allow and decision.status_code == 503
+    assert "shadow: would bypass" in caplog.text
+    # The flag is off now; shadow mode still verifies every token.
+    assert guard.flag.enforce is False
+    verifier.result = VerifyResult(VerifyOutcome.INVALID, "bad")
+    assert guard.decide("tok").status_code == 403
+    verifier.result = VerifyResult(VerifyOutcome.VALID, "ok")
+    valid = guard.decide("tok")
+    assert valid.allow and not valid.bypassed and valid.shadow
+    assert guard.decide(None).status_code == 403
+
+
+def test_internal_error_refuses_and_never_raises(caplog: pytest.LogCaptureFixture) -> None:
+    guard, _, verifier = build()
+
+    def explode(token: str) -> VerifyResult:
+        raise RuntimeError("bug")
+
+    verifier.verify = explode  # type: ignore[method-assign]
+    with caplog.at_level(logging.ERROR):
+        decision = guard.decide("tok")
+    assert (decision.allow, decision.status_code, decision.outcome) == (
+        False,
+        503,
+        "internal_error",
+    )
+    assert "bug" in caplog.text
+
+
+def test_counts_every_outcome() -> None:
+    guard, _, verifier = build(VerifyOutcome.VALID)
+    guard.decide("a")
+    guard.decide("b")
+    guard.decide(None)
+    assert guard.counts() == {"valid": 2, "missing_token": 1}
+
+
+@pytest.mark.anyio
+async def test_async_twin_matches() -> None:
+    guard, source, _ = build(VerifyOutcome.UNAVAILABLE, report("major_outage"))
+    decision = await guard.adecide("tok", path="/login")
+    assert decision.bypassed and decision.outcome == "bypassed_confirmed_outage"
+    assert source.calls == 1
+    guard2, _, _ = build(VerifyOutcome.INVALID)
+    assert (await guard2.adecide("tok")).status_code == 403
+    assert (await guard2.adecide(None)).outcome == "missing_token"
+
+
+def test_no_bypass_after_outage_ends_and_readings_recover() -> None:
+    guard, source, _ = build(VerifyOutcome.UNAVAILABLE, report("major_outage"))
+    assert guard.decide("tok").bypassed
+    watcher = guard.confirmer._watcher  # type: ignore[union-attr]
+    source.answer = report("operational")
+    watcher.poll_once()
+    watcher.poll_once()
+    assert guard.flag.enforce
+
+
+def test_cached_confirmation_never_outlives_a_recovery() -> None:
+    guard, source, _ = build(VerifyOutcome.UNAVAILABLE, report("major_outage"))
+    assert guard.decide("tok").bypassed
+    watcher = guard.confirmer._watcher  # type: ignore[union-attr]
+    source.answer = report("operational")
+    watcher.poll_once()
+    watcher.poll_once()
+    assert guard.flag.enforce
+    # Still inside the confirmation TTL: the cache must not resurrect the outage.
+    decision = guard.decide("tok")
+    assert (decision.allow, decision.status_code) == (False, 503)
