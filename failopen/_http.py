@@ -115,6 +115,12 @@ def _next_url(current: httpx.URL, response: httpx.Response, hops: int) -> httpx.
     return target
 
 
+def _headers(extra: dict[str, str] | None) -> dict[str, str]:
+    # The answers are small: asking for no compression means the size cap bounds memory too
+    # (a compressed body could expand far past the cap inside a single decoded chunk).
+    return {"Accept-Encoding": "identity", **(extra or {})}
+
+
 def _timeout(remaining: float) -> httpx.Timeout:
     return httpx.Timeout(max(remaining, 0.001))
 
@@ -133,7 +139,7 @@ def _exchange(
     hops = 0
     while True:
         request = client.build_request(
-            method, target, json=json, headers=headers,
+            method, target, json=json, headers=_headers(headers),
             timeout=_timeout(deadline - time.monotonic()),
         )
         response = client.send(request, stream=True, follow_redirects=False)
@@ -145,7 +151,7 @@ def _exchange(
                     method, json = "GET", None
                 continue
             body = bytearray()
-            for chunk in response.iter_raw():
+            for chunk in response.iter_bytes():
                 body += chunk
                 if len(body) > max_bytes:
                     raise ResponseTooLarge(f"response body passed the {max_bytes}-byte cap")
@@ -173,7 +179,7 @@ async def _aexchange(
     hops = 0
     while True:
         request = client.build_request(
-            method, target, json=json, headers=headers,
+            method, target, json=json, headers=_headers(headers),
             timeout=_timeout(deadline - time.monotonic()),
         )
         response = await client.send(request, stream=True, follow_redirects=False)
@@ -185,7 +191,7 @@ async def _aexchange(
                     method, json = "GET", None
                 continue
             body = bytearray()
-            async for chunk in response.aiter_raw():
+            async for chunk in response.aiter_bytes():
                 body += chunk
                 if len(body) > max_bytes:
                     raise ResponseTooLarge(f"response body passed the {max_bytes}-byte cap")
@@ -197,15 +203,17 @@ async def _aexchange(
             await response.aclose()
 
 
-def _translate(exc: BaseException, timeout: float) -> FetchError:
+def _translate(exc: BaseException, timeout: float) -> FetchError | None:
+    """The FetchError for an httpx failure; None for anything else (a bug, which must surface
+    as a bug rather than pass for a vendor that is unavailable)."""
     if isinstance(exc, FetchError):
         return exc
     if isinstance(exc, httpx.TimeoutException):
         return FetchTimeout(f"no complete answer within {timeout:g}s ({type(exc).__name__})")
-    if isinstance(exc, httpx.HTTPError):
+    if isinstance(exc, (httpx.HTTPError, httpx.StreamError)):
         # str(exc) of httpx errors carries no request body, so no secret can leak through it.
         return FetchTransportError(f"{type(exc).__name__}: {exc}")
-    return FetchTransportError(f"unexpected {type(exc).__name__} during the exchange")
+    return None
 
 
 class _WorkerPool:
@@ -258,7 +266,10 @@ def fetch(
         future.cancel()
         raise FetchTimeout(f"no complete answer within {timeout:g}s") from None
     except Exception as exc:
-        raise _translate(exc, timeout) from None
+        translated = _translate(exc, timeout)
+        if translated is None:
+            raise
+        raise translated from None
 
 
 async def afetch(
@@ -280,4 +291,7 @@ async def afetch(
     except asyncio.TimeoutError:
         raise FetchTimeout(f"no complete answer within {timeout:g}s") from None
     except Exception as exc:
-        raise _translate(exc, timeout) from None
+        translated = _translate(exc, timeout)
+        if translated is None:
+            raise
+        raise translated from None

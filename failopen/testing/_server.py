@@ -11,7 +11,7 @@ import json as jsonlib
 import socket
 import struct
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -19,7 +19,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-__all__ = ["FakeRequest", "Reply", "Handler", "LoopbackServer", "as_transport"]
+__all__ = [
+    "FakeRequest", "Reply", "Handler", "LoopbackServer", "as_transport", "to_httpx_response",
+    "to_fake_request",
+]
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's default backlog of 5 drops connections under a burst, and the clients'
+    # SYN retries then look like a slow vendor.
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], handler: Handler) -> None:
         self.handler = handler
@@ -198,37 +204,56 @@ class LoopbackServer:
         self.stop()
 
 
-def _chunks(body: bytes | Iterable[bytes]) -> Iterator[bytes]:
-    if isinstance(body, (bytes, bytearray)):
-        yield bytes(body)
-    else:
-        yield from body
+class _Chunks(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A lazily generated body that sync and async clients alike can read."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks = iter(chunks)
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            yield chunk
+
+
+def to_httpx_response(reply: Reply, request: httpx.Request) -> httpx.Response:
+    """A Reply as httpx would receive it over the network: faults raise, the body is unread.
+
+    ``delay`` and ``drip`` are not slept: they raise ``ReadTimeout`` at once, so unit tests stay
+    fast; use :class:`LoopbackServer` to exercise real time-outs and slow drips.
+    """
+    if reply.reset:
+        raise httpx.ReadError("connection reset by peer", request=request)
+    if reply.delay or reply.drip is not None:
+        raise httpx.ReadTimeout("timed out", request=request)
+    if reply.truncate:
+        raise httpx.RemoteProtocolError("peer closed connection early", request=request)
+    # stream= (not content=) leaves the body unread, as a network answer would be.
+    if isinstance(reply.body, (bytes, bytearray)):
+        body = bytes(reply.body)
+        headers = httpx.Headers(reply.headers)
+        headers.setdefault("Content-Length", str(len(body)))
+        return httpx.Response(reply.status, headers=headers, stream=httpx.ByteStream(body))
+    return httpx.Response(reply.status, headers=reply.headers, stream=_Chunks(reply.body))
+
+
+def to_fake_request(request: httpx.Request) -> FakeRequest:
+    """What a fake sees of an httpx request."""
+    query: dict[str, list[str]] = {}
+    for key, value in request.url.params.multi_items():
+        query.setdefault(key, []).append(value)
+    return FakeRequest(
+        method=request.method,
+        path=request.url.path,
+        query=query,
+        headers={k.lower(): v for k, v in request.headers.items()},
+        body=request.read(),
+    )
 
 
 def as_transport(handler: Handler) -> httpx.MockTransport:
-    """Serve a fake in-process through httpx. Faults become the errors httpx would raise.
-
-    ``delay`` is not slept here: it is reported as a read timeout straight away, so unit tests stay
-    fast. Use :class:`LoopbackServer` to exercise real time-outs and slow drips.
-    """
-
-    def respond(request: httpx.Request) -> httpx.Response:
-        fake = FakeRequest(
-            method=request.method,
-            path=request.url.path,
-            query=parse_qs(request.url.query.decode(), keep_blank_values=True),
-            headers={k.lower(): v for k, v in request.headers.items()},
-            body=request.read(),
-        )
-        reply = handler(fake)
-        if reply.reset:
-            raise httpx.ReadError("connection reset by peer", request=request)
-        if reply.delay:
-            raise httpx.ReadTimeout("timed out", request=request)
-        if reply.truncate:
-            raise httpx.RemoteProtocolError("peer closed connection early", request=request)
-        if isinstance(reply.body, (bytes, bytearray)):
-            return httpx.Response(reply.status, headers=reply.headers, content=bytes(reply.body))
-        return httpx.Response(reply.status, headers=reply.headers, content=_chunks(reply.body))
-
-    return httpx.MockTransport(respond)
+    """Serve a fake in-process to a sync or async httpx client (see :func:`to_httpx_response`)."""
+    return httpx.MockTransport(lambda request: to_httpx_response(handler(to_fake_request(request)),
+                                                                 request))
