@@ -1,0 +1,244 @@
+"""A fake of the vendor's verify endpoint, for failopen's tests and for yours.
+
+In-process, with no sockets::
+
+    api = FakeVerifyAPI()
+    verifier = HttpVerifier("https://verify.test" + api.path, api.private_key,
+                            transport=api.transport(), async_transport=api.transport())
+    assert verifier.verify(FakeVerifyAPI.GOOD).valid
+
+On a real loopback socket (real time-outs, slow drips, resets)::
+
+    with api.serve() as server:
+        verifier = HttpVerifier(server.url + api.path, api.private_key)
+        api.set_fault("slow_drip")
+        assert verifier.verify(FakeVerifyAPI.GOOD).outcome is VerifyOutcome.UNAVAILABLE
+
+What it answers (POST to :attr:`path`; any other path is 404, any other method 405):
+
+=======================================  ====  ==============================================
+Request                                  HTTP  Body
+=======================================  ====  ==============================================
+body not a JSON object, no session_token  400  ``{"error": "INVALID REQUEST"}`` / ``"MISSING
+                                               SESSION TOKEN"``
+wrong or missing private_key             401  ``{"error": "INVALID PRIVATE KEY"}``
+``GOOD`` or a token from add_token()     200  ``{"session_details": {"solved": ..., "verified":
+                                               ..., "session": <token>, "session_created": ...},
+                                               "ip_intelligence": {...}}``
+``BAD``                                  200  the same, solved false and verified false
+``UNVERIFIED``                           200  the same, solved true and verified false
+``DENIED``                               200  ``{"error": "DENIED ACCESS"}``
+any other token                          400  ``{"error": "DENIED ACCESS"}``
+=======================================  ====  ==============================================
+
+A token verified a second time comes back with ``previously_verified`` true. The spec defines the
+body only as far as ``session_details.solved``/``verified`` and an ``error`` key; the other fields
+and the error statuses are plausible, not authoritative.
+
+Faults (:meth:`set_fault`) replace every answer on :attr:`path` until cleared:
+
+* ``"500"``, ``"502"``, ``"503"``: that status (500 with a JSON error, 502/503 an HTML page);
+  ``"429"``: rate limited. With ``retry_after``, 429 and 503 carry ``Retry-After`` in whole
+  seconds, rounded up.
+* ``"timeout"``: no answer for a minute (a stopped server ends it at once);
+  ``"slow_drip"``: the normal answer, one byte every 50 ms; ``"truncated"``: half of the normal
+  answer, then the connection closes; ``"reset"``: a TCP reset and nothing else.
+* ``"not_json"``: 200 with an HTML page; ``"empty"``: 200 with no body; ``"wrong_shape"``: 200
+  with a JSON object holding neither ``session_details`` nor ``error``.
+
+In-process (:meth:`transport`), ``timeout`` becomes an immediate ``httpx.ReadTimeout``, ``reset``
+an ``httpx.ReadError`` and ``truncated`` an ``httpx.RemoteProtocolError``; ``slow_drip`` cannot be
+simulated and arrives whole. Use :meth:`serve` for real timing.
+
+:attr:`requests` counts every request the fake received; :attr:`tokens_seen` lists the
+``session_token`` values submitted, in order. Both, and the fault, are cleared by :meth:`reset`.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import httpx
+
+from failopen.testing._server import FakeRequest, LoopbackServer, Reply, as_transport
+
+__all__ = ["FakeVerifyAPI"]
+
+_HTML_PAGE = b"<html><body><h1>Service temporarily unavailable</h1></body></html>"
+_TIMEOUT_DELAY = 60.0
+_DRIP_INTERVAL = 0.05
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+class FakeVerifyAPI:
+    """The vendor's verify endpoint: known tokens, a private key, and scripted faults."""
+
+    GOOD = "good-token"
+    BAD = "bad-token"
+    DENIED = "denied-token"
+    UNVERIFIED = "unverified-token"
+    FAULTS: frozenset[str] = frozenset(
+        {"500", "502", "503", "429", "timeout", "slow_drip", "reset", "truncated",
+         "not_json", "empty", "wrong_shape"}
+    )
+    path: str = "/api/v4/verify/"
+
+    def __init__(self, *, private_key: str = "test-private-key") -> None:
+        self.private_key = private_key
+        self._lock = threading.Lock()
+        self._tokens: dict[str, tuple[bool, bool]] = {}
+        self._fault: str | None = None
+        self._retry_after: float | None = None
+        self._verified_once: set[str] = set()
+        self.requests = 0
+        self.tokens_seen: list[str] = []
+        self.add_token(self.GOOD)
+        self.add_token(self.BAD, solved=False, verified=False)
+        self.add_token(self.UNVERIFIED, solved=True, verified=False)
+
+    def __repr__(self) -> str:
+        return f"FakeVerifyAPI(fault={self._fault!r}, requests={self.requests})"
+
+    def add_token(self, token: str, *, solved: bool = True, verified: bool = True) -> None:
+        """Make ``token`` known, with the given challenge outcome."""
+        with self._lock:
+            self._tokens[token] = (solved, verified)
+
+    def set_fault(self, fault: str | None, *, retry_after: float | None = None) -> None:
+        """Answer every verify request with ``fault`` (one of :attr:`FAULTS`), or None to heal."""
+        if fault is not None and fault not in self.FAULTS:
+            raise ValueError(f"unknown fault {fault!r}; choose from {sorted(self.FAULTS)}")
+        with self._lock:
+            self._fault, self._retry_after = fault, retry_after
+
+    def reset(self) -> None:
+        """Clear the fault, the counters and the replay memory (keeps added tokens)."""
+        with self._lock:
+            self._fault = self._retry_after = None
+            self.requests = 0
+            self.tokens_seen = []
+            self._verified_once.clear()
+
+    def handler(self, request: FakeRequest) -> Reply:
+        """Answer one request; serve it with :meth:`transport` or :meth:`serve`."""
+        with self._lock:
+            self.requests += 1
+        if request.path != self.path:
+            return Reply(status=404, body=b"Not Found", headers=[("Content-Type", "text/plain")])
+        if request.method != "POST":
+            return Reply(status=405, body=b"Method Not Allowed",
+                         headers=[("Content-Type", "text/plain"), ("Allow", "POST")])
+        try:
+            data: Any = request.json()
+        except ValueError:
+            data = None
+        token = data.get("session_token") if isinstance(data, dict) else None
+        with self._lock:
+            if isinstance(token, str):
+                self.tokens_seen.append(token)
+            fault, retry_after = self._fault, self._retry_after
+        if fault in ("slow_drip", "truncated"):
+            # The answer the vendor would give, delivered badly.
+            reply = self._respond(data, token)
+            if fault == "slow_drip":
+                reply.drip = _DRIP_INTERVAL
+            else:
+                reply.truncate = True
+            return reply
+        if fault is not None:
+            return self._fault_reply(fault, retry_after)
+        return self._respond(data, token)
+
+    def transport(self) -> httpx.MockTransport:
+        """This fake as an in-process httpx transport (sync and async)."""
+        return as_transport(self.handler)
+
+    def serve(self, port: int = 0) -> LoopbackServer:
+        """This fake on a started loopback server; verify URL is ``server.url + api.path``."""
+        return LoopbackServer(self.handler, port=port).start()
+
+    # -- answers --------------------------------------------------------------------------------
+
+    def _respond(self, data: Any, token: Any) -> Reply:
+        if not isinstance(data, dict):
+            return Reply.json({"error": "INVALID REQUEST"}, status=400)
+        if data.get("private_key") != self.private_key:
+            return Reply.json({"error": "INVALID PRIVATE KEY"}, status=401)
+        if not isinstance(token, str) or not token:
+            return Reply.json({"error": "MISSING SESSION TOKEN"}, status=400)
+        return self._answer(token)
+
+    def _answer(self, token: str) -> Reply:
+        if token == self.DENIED:
+            return Reply.json({"error": "DENIED ACCESS"})
+        with self._lock:
+            known = self._tokens.get(token)
+            previously = token in self._verified_once
+            if known is not None:
+                self._verified_once.add(token)
+        if known is None:
+            return Reply.json({"error": "DENIED ACCESS"}, status=400)
+        solved, verified = known
+        return Reply.json(self._session_body(token, solved, verified, previously))
+
+    @staticmethod
+    def _session_body(token: str, solved: bool, verified: bool, previously: bool) -> Any:
+        now = datetime.now(timezone.utc)
+        return {
+            "session_details": {
+                "solved": solved,
+                "verified": verified,
+                "session": token,
+                "session_created": _rfc3339(now - timedelta(seconds=42)),
+                "check_answer": _rfc3339(now - timedelta(seconds=3)),
+                "verified_at": _rfc3339(now),
+                "attempted": True,
+                "security_level": "default",
+                "session_is_legit": solved and verified,
+                "previously_verified": previously,
+                "session_timed_out": False,
+                "suppressed": False,
+                "theme": "default",
+                "user_language_shown": "en",
+                "telltale_list": [],
+            },
+            "ip_intelligence": {
+                "user_ip": "203.0.113.7",
+                "is_tor": False,
+                "is_vpn": False,
+                "is_proxy": False,
+                "is_bot": False,
+                "country": "GB",
+                "isp": "Example Networks",
+            },
+        }
+
+    @staticmethod
+    def _fault_reply(fault: str, retry_after: float | None) -> Reply:
+        headers: list[tuple[str, str]] = []
+        if retry_after is not None and fault in ("429", "503"):
+            headers.append(("Retry-After", str(max(0, math.ceil(retry_after)))))
+        html = [("Content-Type", "text/html"), *headers]
+        if fault == "500":
+            return Reply.json({"error": "INTERNAL ERROR"}, status=500)
+        if fault in ("502", "503"):
+            return Reply(status=int(fault), body=_HTML_PAGE, headers=html)
+        if fault == "429":
+            return Reply.json({"error": "TOO MANY REQUESTS"}, status=429, headers=headers)
+        if fault == "timeout":
+            return Reply(delay=_TIMEOUT_DELAY)
+        if fault == "reset":
+            return Reply(reset=True)
+        if fault == "not_json":
+            return Reply(body=_HTML_PAGE, headers=html)
+        if fault == "empty":
+            return Reply(headers=[("Content-Type", "application/json")])
+        if fault == "wrong_shape":
+            return Reply.json({"status": "ok", "result": {}})
+        raise AssertionError(f"unhandled fault {fault!r}")  # pragma: no cover
