@@ -1,0 +1,253 @@
+"""The asyncio client; its twin is ``_client.py``, the decisions live in ``_base.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import aclosing
+from types import TracebackType
+from typing import TypeVar
+
+import httpx
+
+from failopen.rai._arguments import Instant, Params, cohort_path
+from failopen.rai._base import BaseClient, error_from_response, parse_cohort, transport_error
+from failopen.rai._pager import Pager, cohort_sessions_pager, cohorts_pager, sessions_pager
+from failopen.rai.auth import ClientCredentialsAuth
+from failopen.rai.exceptions import RaiError
+from failopen.rai.models import Cohort, Page, Session
+
+__all__ = ["AsyncClient"]
+
+T = TypeVar("T")
+
+
+class AsyncClient(BaseClient):
+    """asyncio client of the session-intelligence API (spec interface A); twin of ``Client``.
+
+    Tokens are fetched and cached by :class:`~failopen.rai.auth.ClientCredentialsAuth`. Server
+    errors and transport failures are retried up to ``max_attempts`` attempts in all, with
+    exponential backoff and full jitter, waiting through ``sleep``. ``timeout`` bounds each
+    attempt: every socket operation, and reading the whole body. With ``prefetch``, a task
+    fetches the next page while the caller handles the current one (never more than one
+    page ahead). ``timer`` is the monotonic clock used for token expiry.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        client_id: str,
+        client_secret: str,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = 30.0,
+        max_attempts: int = 4,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        prefetch: bool = True,
+        timer: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(
+            base_url, client_id, client_secret, timeout=timeout, max_attempts=max_attempts,
+            backoff_base=backoff_base, backoff_max=backoff_max, prefetch=prefetch,
+        )
+        self._sleep = sleep
+        self.auth = ClientCredentialsAuth(
+            self.authorize_url, client_id, client_secret, timer=timer, user_agent=self.user_agent
+        )
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            auth=self.auth,
+            transport=transport,
+            timeout=self.timeout,
+            headers={"Accept": "application/json", "User-Agent": self.user_agent},
+            follow_redirects=False,
+        )
+
+    # --- plumbing ---
+
+    async def _exchange(self, method: str, path: str, params: Params | None) -> bytes:
+        deadline = time.monotonic() + self.timeout
+        request = self._http.build_request(
+            method, path, params=None if params is None else tuple(params)
+        )
+        response = await self._http.send(request, stream=True)
+        try:
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if time.monotonic() > deadline:
+                    raise httpx.ReadTimeout(
+                        f"body still arriving after {self.timeout:g}s", request=request
+                    )
+            if response.is_success:
+                return bytes(body)
+            raise error_from_response(
+                response.status_code, response.headers, bytes(body), self.auth.redact
+            )
+        finally:
+            await response.aclose()
+
+    async def _request(self, method: str, path: str, params: Params | None = None) -> bytes:
+        """The body of a 2xx answer, retrying server and transport failures."""
+        what = f"{method} {path}"
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await self._exchange(method, path, params)
+            except RaiError as exc:
+                error, cause = exc, None
+            except httpx.RequestError as exc:
+                error, cause = transport_error(exc), exc
+            delay = self.retry_delay(attempt, error, what)
+            if delay is None:
+                raise error from cause
+            await self._sleep(delay)
+
+    async def _pages(self, pager: Pager[T]) -> AsyncGenerator[Page[T], None]:
+        async def fetch(params: Params) -> Page[T]:
+            return pager.parse(await self._request("GET", pager.path, params))
+
+        first = pager.first()
+        if not self.prefetch:
+            params: Params | None = first
+            while params is not None:
+                page = await fetch(params)
+                delivered = pager.deliver(page)
+                params = pager.after(page)
+                yield delivered
+            return
+        # One task at a time: at most one page is ever fetched ahead.
+        task: asyncio.Task[Page[T]] | None = asyncio.ensure_future(fetch(first))
+        try:
+            while task is not None:
+                page = await task  # a failed fetch raises here, where its page is due
+                delivered = pager.deliver(page)
+                params = pager.after(page)
+                task = None if params is None else asyncio.ensure_future(fetch(params))
+                yield delivered
+        finally:
+            # The caller stopped early (or failed): cancel the page in flight without awaiting
+            # it (this may run in a finaliser), and collect its outcome so nothing is logged.
+            if task is not None:
+                task.cancel()
+                task.add_done_callback(_collect)
+
+    async def _items(self, pages: AsyncGenerator[Page[T], None]) -> AsyncIterator[T]:
+        async with aclosing(pages):
+            async for page in pages:
+                for item in page.items:
+                    yield item
+
+    # --- the API ---
+
+    def iter_cohort_pages(
+        self,
+        start: Instant,
+        end: Instant,
+        public_keys: Sequence[str],
+        *,
+        cohort_id: str | None = None,
+        anomaly_id: int | None = None,
+        telltale_id: int | None = None,
+        min_session_count: int | None = None,
+        page_size: int | None = None,
+    ) -> AsyncIterator[Page[Cohort]]:
+        """Pages of cohorts of the keys in [start, end]; windows over 30 days are split."""
+        return self._pages(cohorts_pager(
+            start, end, public_keys, cohort_id=cohort_id, anomaly_id=anomaly_id,
+            telltale_id=telltale_id, min_session_count=min_session_count, page_size=page_size,
+        ))
+
+    def iter_cohorts(
+        self,
+        start: Instant,
+        end: Instant,
+        public_keys: Sequence[str],
+        *,
+        cohort_id: str | None = None,
+        anomaly_id: int | None = None,
+        telltale_id: int | None = None,
+        min_session_count: int | None = None,
+        page_size: int | None = None,
+    ) -> AsyncIterator[Cohort]:
+        """Cohorts of the keys in [start, end], following the cursor (spec 4.3)."""
+        return self._items(self._pages(cohorts_pager(
+            start, end, public_keys, cohort_id=cohort_id, anomaly_id=anomaly_id,
+            telltale_id=telltale_id, min_session_count=min_session_count, page_size=page_size,
+        )))
+
+    async def get_cohort(self, cohort_id: str) -> Cohort:
+        """One cohort by id (spec 4.4)."""
+        return parse_cohort(await self._request("GET", cohort_path(cohort_id)))
+
+    def iter_cohort_session_pages(
+        self, cohort_id: str, *, page_size: int | None = None
+    ) -> AsyncIterator[Page[Session]]:
+        """Pages of the sessions of one cohort."""
+        return self._pages(cohort_sessions_pager(cohort_id, page_size=page_size))
+
+    def iter_cohort_sessions(
+        self, cohort_id: str, *, page_size: int | None = None
+    ) -> AsyncIterator[Session]:
+        """The sessions of one cohort, following the cursor (spec 4.5)."""
+        return self._items(self._pages(cohort_sessions_pager(cohort_id, page_size=page_size)))
+
+    def iter_session_pages(
+        self,
+        start: Instant,
+        end: Instant,
+        public_keys: Sequence[str],
+        *,
+        cohort_id: str | None = None,
+        anomaly_id: int | None = None,
+        telltale_id: int | None = None,
+        page_size: int | None = None,
+    ) -> AsyncIterator[Page[Session]]:
+        """Pages of sessions across cohorts; windows over 30 days are split."""
+        return self._pages(sessions_pager(
+            start, end, public_keys, cohort_id=cohort_id, anomaly_id=anomaly_id,
+            telltale_id=telltale_id, page_size=page_size,
+        ))
+
+    def iter_sessions(
+        self,
+        start: Instant,
+        end: Instant,
+        public_keys: Sequence[str],
+        *,
+        cohort_id: str | None = None,
+        anomaly_id: int | None = None,
+        telltale_id: int | None = None,
+        page_size: int | None = None,
+    ) -> AsyncIterator[Session]:
+        """Sessions across cohorts of the keys in [start, end], following the cursor (spec 4.6)."""
+        return self._items(self._pages(sessions_pager(
+            start, end, public_keys, cohort_id=cohort_id, anomaly_id=anomaly_id,
+            telltale_id=telltale_id, page_size=page_size,
+        )))
+
+    # --- lifetime ---
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _collect(task: asyncio.Task[object]) -> None:
+    if not task.cancelled():
+        task.exception()

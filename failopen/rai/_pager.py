@@ -1,0 +1,187 @@
+"""Which request comes next in a list call: windows of at most 30 days, the cursor in each."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+from failopen.rai._arguments import (
+    API_PREFIX,
+    Instant,
+    Params,
+    check_id,
+    check_int,
+    check_page_size,
+    check_public_keys,
+    check_window,
+    cohort_path,
+    format_rfc3339,
+    split_window,
+)
+from failopen.rai._base import parse_page
+from failopen.rai.exceptions import InvalidResponse
+from failopen.rai.models import Cohort, Page, Session
+
+__all__ = ["Pager", "cohorts_pager", "sessions_pager", "cohort_sessions_pager"]
+
+T = TypeVar("T")
+
+
+class Pager(Generic[T]):
+    """Which request comes next in one list call: the windows in order, the cursor within each.
+
+    Windows share their boundary instant and the service's treatment of ``to`` is not specified,
+    so a record may come back in two adjacent windows; :meth:`deliver` drops a record already seen
+    in the current or the previous window (cohorts by ``cohort_id``, sessions by ``session_id``
+    and ``cohort_id``). Only ids of two windows are kept, and none when there is one window.
+    Within a window, a ``next_page_token`` seen before is an error, not an endless loop.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        windows: list[Params],
+        key: str,
+        parse_item: Callable[[Mapping[str, Any]], T],
+        identity: Callable[[T], Hashable | None],
+    ) -> None:
+        self.path = path
+        self.key = key
+        self.parse_item = parse_item
+        self._windows = windows
+        self._identity = identity if len(windows) > 1 else None
+        self._index = 0
+        self._tokens: set[str] = set()
+        self._previous: set[Hashable] = set()
+        self._current: set[Hashable] = set()
+
+    def first(self) -> Params:
+        """The parameters of the first request."""
+        return list(self._windows[0])
+
+    def parse(self, content: bytes) -> Page[T]:
+        """A page from a list answer's body (safe to call off the consumer's thread)."""
+        return parse_page(content, self.key, self.parse_item)
+
+    def deliver(self, page: Page[T]) -> Page[T]:
+        """The page as the consumer sees it: records of earlier windows removed."""
+        if self._identity is None:
+            return page
+        kept = []
+        for item in page.items:
+            ident = self._identity(item)
+            if ident is not None:
+                seen = ident in self._current or ident in self._previous
+                # Noted even when dropped, so the next window knows it too.
+                self._current.add(ident)
+                if seen:
+                    continue
+            kept.append(item)
+        if len(kept) == len(page.items):
+            return page
+        return Page(kept, page.next_page_token, page.schema_version)
+
+    def after(self, page: Page[T]) -> Params | None:
+        """The parameters of the request after ``page``; None when the listing is complete."""
+        token = page.next_page_token
+        if token:
+            if token in self._tokens:
+                raise InvalidResponse(
+                    f"list of {self.key}: the service returned a next_page_token it had "
+                    "already returned; stopping instead of looping forever"
+                )
+            self._tokens.add(token)
+            return [*self._windows[self._index], ("page_token", token)]
+        self._index += 1
+        if self._index >= len(self._windows):
+            return None
+        self._tokens.clear()
+        self._previous, self._current = self._current, set()
+        return list(self._windows[self._index])
+
+
+def _cohort_identity(cohort: Cohort) -> Hashable | None:
+    return cohort.cohort_id
+
+
+def _session_identity(session: Session) -> Hashable | None:
+    if session.session_id is None:
+        return None
+    return (session.session_id, session.cohort_id)
+
+
+def _window_params(
+    start: Instant,
+    end: Instant,
+    public_keys: Sequence[str],
+    filters: list[tuple[str, str | int | None]],
+    page_size: int | None,
+) -> list[Params]:
+    first, last = check_window(start, end)
+    keys = check_public_keys(public_keys)
+    check_page_size(page_size)
+    common: Params = [("public_key", key) for key in keys]
+    common += [(name, str(value)) for name, value in filters if value is not None]
+    if page_size is not None:
+        common.append(("page_size", str(page_size)))
+    return [
+        [("from", format_rfc3339(a)), ("to", format_rfc3339(b)), *common]
+        for a, b in split_window(first, last)
+    ]
+
+
+def cohorts_pager(
+    start: Instant,
+    end: Instant,
+    public_keys: Sequence[str],
+    *,
+    cohort_id: str | None,
+    anomaly_id: int | None,
+    telltale_id: int | None,
+    min_session_count: int | None,
+    page_size: int | None,
+) -> Pager[Cohort]:
+    """The validated plan of a list-cohorts call (spec 4.3)."""
+    check_id("cohort_id", cohort_id)
+    check_int("anomaly_id", anomaly_id)
+    check_int("telltale_id", telltale_id)
+    check_int("min_session_count", min_session_count, minimum=0)
+    windows = _window_params(
+        start, end, public_keys,
+        [("cohort_id", cohort_id), ("anomaly_id", anomaly_id), ("telltale_id", telltale_id),
+         ("min_session_count", min_session_count)],
+        page_size,
+    )
+    return Pager(f"{API_PREFIX}/cohorts", windows, "cohorts", Cohort.from_dict, _cohort_identity)
+
+
+def sessions_pager(
+    start: Instant,
+    end: Instant,
+    public_keys: Sequence[str],
+    *,
+    cohort_id: str | None,
+    anomaly_id: int | None,
+    telltale_id: int | None,
+    page_size: int | None,
+) -> Pager[Session]:
+    """The validated plan of a list-sessions call (spec 4.6)."""
+    check_id("cohort_id", cohort_id)
+    check_int("anomaly_id", anomaly_id)
+    check_int("telltale_id", telltale_id)
+    windows = _window_params(
+        start, end, public_keys,
+        [("cohort_id", cohort_id), ("anomaly_id", anomaly_id), ("telltale_id", telltale_id)],
+        page_size,
+    )
+    return Pager(
+        f"{API_PREFIX}/sessions", windows, "sessions", Session.from_dict, _session_identity
+    )
+
+
+def cohort_sessions_pager(cohort_id: str, *, page_size: int | None) -> Pager[Session]:
+    """The validated plan of a list-cohort-sessions call (spec 4.5)."""
+    path = cohort_path(cohort_id, "/sessions")
+    check_page_size(page_size)
+    params: Params = [] if page_size is None else [("page_size", str(page_size))]
+    return Pager(path, [params], "sessions", Session.from_dict, _session_identity)
