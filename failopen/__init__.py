@@ -1,0 +1,76 @@
+"""failopen: keep sign-up and log-in working through a bot-protection vendor's outage.
+
+Enforcement is skipped only on evidence: a confirmed outage of the vendor's global status
+component, or an operator's explicit override. Adapters live in ``failopen.integrations``
+(Django, ASGI); the session-intelligence API client in ``failopen.rai``; fakes for tests in
+``failopen.testing``.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata as _metadata
+
+from failopen.clock import SYSTEM_CLOCK, Clock, SystemClock
+from failopen.config import Config
+from failopen.exceptions import (
+    ConfigError,
+    FailopenError,
+    FetchError,
+    FetchTimeout,
+    FetchTransportError,
+    RedirectRefused,
+    ResponseTooLarge,
+    StatusError,
+    StatusParseError,
+    StatusUnavailable,
+    StoreError,
+)
+from failopen.flag import EnforcementFlag, FlagState, Override
+from failopen.guard import Decision, Guard, OutageConfirmer
+from failopen.runtime import FailOpen
+from failopen.status import Component, StatusClient, StatusReport
+from failopen.stores import OverrideStore, open_store
+from failopen.verify import HttpVerifier, Verifier, VerifyOutcome, VerifyResult
+from failopen.watcher import PollResult, StatusWatcher
+
+try:
+    __version__ = _metadata.version("failopen")
+except _metadata.PackageNotFoundError:  # pragma: no cover - running from an uninstalled tree
+    __version__ = "0+unknown"
+
+__all__ = [
+    "__version__",
+    "Clock",
+    "Component",
+    "Config",
+    "ConfigError",
+    "Decision",
+    "EnforcementFlag",
+    "FailOpen",
+    "FailopenError",
+    "FetchError",
+    "FetchTimeout",
+    "FetchTransportError",
+    "FlagState",
+    "Guard",
+    "HttpVerifier",
+    "OutageConfirmer",
+    "Override",
+    "OverrideStore",
+    "PollResult",
+    "RedirectRefused",
+    "ResponseTooLarge",
+    "SYSTEM_CLOCK",
+    "StatusClient",
+    "StatusError",
+    "StatusParseError",
+    "StatusReport",
+    "StatusUnavailable",
+    "StatusWatcher",
+    "StoreError",
+    "SystemClock",
+    "Verifier",
+    "VerifyOutcome",
+    "VerifyResult",
+    "open_store",
+]

@@ -262,7 +262,7 @@ class EnforcementFlag:
         ttl = override.expires_at - override.set_at if override.expires_at is not None else None
         logger.warning(
             "override placed: enforce=%s ttl=%s reason=%s",
-            override.enforce, "none" if ttl is None else f"{ttl:g}s", override.reason,
+            override.enforce, "none" if ttl is None else f"{round(ttl, 3):g}s", override.reason,
         )
         return self.apply_override(override)
 

@@ -138,6 +138,11 @@ class Guard:
         self.retry_after = retry_after
         self._counts_lock = threading.Lock()
         self._counts: dict[str, int] = {}
+        # Decisions that do not depend on the request are built once: the hot paths (flag off,
+        # no token) then cost a comparison instead of a dataclass construction per request.
+        self._missing = self._reject(403, "missing_token", "no enforcement token")
+        self._malformed = self._reject(403, "invalid_token", "malformed enforcement token")
+        self._bypass_for: tuple[object, Decision] | None = None
 
     def __repr__(self) -> str:
         return f"Guard(mode={self.mode!r}, flag={self.flag!r})"
@@ -145,7 +150,7 @@ class Guard:
     def decide(self, token: str | None, *, path: str = "", client: str = "") -> Decision:
         """Decide for one request to a protected route."""
         try:
-            if not self.flag.state.enforce and self.mode == "enforce":
+            if self.mode == "enforce" and not self.flag.state.enforce:
                 return self._bypass_flag_off(path, client)
             early = self._check_token(token)
             if early is not None:
@@ -164,7 +169,7 @@ class Guard:
     async def adecide(self, token: str | None, *, path: str = "", client: str = "") -> Decision:
         """Async twin of :meth:`decide`."""
         try:
-            if not self.flag.state.enforce and self.mode == "enforce":
+            if self.mode == "enforce" and not self.flag.state.enforce:
                 return self._bypass_flag_off(path, client)
             early = self._check_token(token)
             if early is not None:
@@ -193,19 +198,24 @@ class Guard:
 
     def _bypass_flag_off(self, path: str, client: str) -> Decision:
         state = self.flag.state
-        decision = Decision(
-            allow=True, bypassed=True, outcome="bypassed_flag_off",
-            reason=f"enforcement off ({state.source}): {state.reason}",
-        )
+        cached = self._bypass_for
+        if cached is not None and cached[0] is state:
+            decision = cached[1]
+        else:
+            decision = Decision(
+                allow=True, bypassed=True, outcome="bypassed_flag_off",
+                reason=f"enforcement off ({state.source}): {state.reason}",
+            )
+            self._bypass_for = (state, decision)
         self._count(decision.outcome)
         audit.warning("bypass path=%s client=%s reason=%s", path, client, decision.reason)
         return decision
 
     def _check_token(self, token: str | None) -> Decision | None:
         if not token:
-            return self._reject(403, "missing_token", "no enforcement token")
+            return self._missing
         if len(token) > _MAX_TOKEN or not token.isprintable():
-            return self._reject(403, "invalid_token", "malformed enforcement token")
+            return self._malformed
         return None
 
     def _from_verify(self, result: VerifyResult, confirmed: bool) -> Decision:
@@ -243,7 +253,7 @@ class Guard:
         self._count(decision.outcome)
         if decision.bypassed:
             audit.warning("bypass path=%s client=%s reason=%s", path, client, decision.reason)
-        elif not decision.allow:
+        elif not decision.allow and logger.isEnabledFor(logging.INFO):
             logger.info("reject path=%s status=%d reason=%s", path, decision.status_code,
                         decision.reason)
         return decision

@@ -1,0 +1,31 @@
+"""Faithful local fakes of the vendor, for failopen's tests, the demo, and your own tests.
+
+* :class:`FakeStatusPage` — the public status page (interface B), with every fault.
+* :class:`FakeVerifyAPI` — the verify call, with good, bad and denied tokens, and faults.
+* :class:`RaiEmulator` — the session-intelligence API (interface A).
+* :class:`FakeClock` — time that moves only when told to.
+* :class:`LoopbackServer`, :class:`Reply`, :func:`as_transport` — serve any fake on 127.0.0.1,
+  or hand it to httpx in-process.
+
+pytest fixtures (``fake_status_page``, ``fake_verify_api``, ``fake_clock``, ``failopen_config``)
+are registered automatically when failopen is installed.
+"""
+
+from __future__ import annotations
+
+from failopen.testing._server import FakeRequest, LoopbackServer, Reply, as_transport
+from failopen.testing.clock import FakeClock
+from failopen.testing.rai_emulator import RaiEmulator
+from failopen.testing.status_page import FakeStatusPage
+from failopen.testing.verify_api import FakeVerifyAPI
+
+__all__ = [
+    "FakeClock",
+    "FakeRequest",
+    "FakeStatusPage",
+    "FakeVerifyAPI",
+    "LoopbackServer",
+    "RaiEmulator",
+    "Reply",
+    "as_transport",
+]

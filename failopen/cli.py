@@ -1,0 +1,274 @@
+"""The ``failopen`` command: check the status page, watch it, override the flag, run the demo.
+
+Every verb reads the same ``FAILOPEN_*`` variables as the library; flags win over them.
+Exit codes: 0 success (``status``: operational), 1 ``status``: outage (would bypass),
+2 bad arguments, unknown or unreadable status, or a store error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from failopen.config import Config
+from failopen.exceptions import ConfigError, FailopenError, StatusError
+from failopen.flag import EnforcementFlag, FlagState, Override, rfc3339
+from failopen.stores import open_store
+
+__all__ = ["main", "build_parser", "parse_duration"]
+
+EXIT_OK, EXIT_OUTAGE, EXIT_UNKNOWN = 0, 1, 2
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``30m``, ``2h``, ``1d`` -> seconds."""
+    match = _DURATION.match(text.lower())
+    if not match or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90s, 30m, 2h or 1d")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def _config(args: argparse.Namespace, **fields: Any) -> Config:
+    overrides = {name: value for name, value in fields.items() if value is not None}
+    return Config.from_env(**overrides)
+
+
+def _emit(out: TextIO, data: dict[str, Any]) -> None:
+    out.write(json.dumps(data, sort_keys=True) + "\n")
+    out.flush()
+
+
+# --- failopen status ----------------------------------------------------------------------------
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from failopen.status import StatusClient
+
+    config = _config(
+        args, status_url=args.status_url, global_component=args.global_component,
+        indicator_fallback=True if args.indicator_fallback else None,
+    )
+    if config.status_url is None:
+        raise ConfigError("FAILOPEN_STATUS_URL: give --status-url or set FAILOPEN_STATUS_URL")
+    with StatusClient(
+        config.status_url, global_component=config.global_component,
+        timeout=config.status_timeout, max_bytes=config.status_max_bytes,
+        indicator_fallback=config.indicator_fallback,
+    ) as client:
+        try:
+            report = client.fetch()
+        except StatusError as exc:
+            if args.json:
+                _emit(sys.stdout, {"global_status": None, "would_bypass": False,
+                                   "error": f"{type(exc).__name__}: {exc}"})
+            else:
+                print(f"status page unusable: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return EXIT_UNKNOWN
+    would_bypass = report.global_status in config.bypass_on
+    if args.json:
+        _emit(sys.stdout, {**report.to_dict(), "would_bypass": would_bypass, "error": None})
+    else:
+        print(f"global: {report.global_status}" + ("  (would bypass)" if would_bypass else ""))
+        for region in report.regions:
+            print(f"  {region.description or region.name}: {region.status}")
+    if would_bypass:
+        return EXIT_OUTAGE
+    return EXIT_OK if report.known else EXIT_UNKNOWN
+
+
+# --- failopen watch -----------------------------------------------------------------------------
+
+
+def _cmd_watch(args: argparse.Namespace) -> int:
+    from failopen.runtime import FailOpen
+    from failopen.watcher import PollResult
+
+    config = _config(args, status_url=args.status_url, poll_interval=args.interval,
+                     store=args.store)
+    if config.status_url is None:
+        raise ConfigError("FAILOPEN_STATUS_URL: give --status-url or set FAILOPEN_STATUS_URL")
+    done = threading.Event()
+    polls = 0
+
+    def on_poll(result: PollResult) -> None:
+        nonlocal polls
+        polls += 1
+        state = runtime.flag.state
+        if args.json:
+            _emit(sys.stdout, {
+                "enforce": state.enforce, "global_status": (
+                    result.report.global_status if result.report is not None else None
+                ),
+                "source": state.source, "reason": state.reason, "stale": state.stale,
+                "error": result.error, "reading": result.reading,
+                "at": rfc3339(time.time()),
+            })
+        else:
+            seen = result.report.global_status if result.report is not None else "unreadable"
+            print(f"{rfc3339(time.time())} global={seen} "
+                  f"enforce={state.enforce} source={state.source} reason={state.reason}"
+                  + (f" error={result.error}" if result.error else ""), flush=True)
+        if args.count and polls >= args.count:
+            done.set()
+
+    runtime = FailOpen(config, on_poll=on_poll)
+
+    def on_transition(old: FlagState, new: FlagState) -> None:
+        if not args.json:
+            print(f"transition: enforce {old.enforce} -> {new.enforce} ({new.source}: "
+                  f"{new.reason})", flush=True)
+
+    runtime.flag.add_listener(on_transition)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: done.set())
+    runtime.start()
+    try:
+        done.wait()
+    finally:
+        runtime.stop()
+    return EXIT_OK
+
+
+# --- failopen override --------------------------------------------------------------------------
+
+
+def _override_flag(args: argparse.Namespace) -> EnforcementFlag:
+    url = args.store if args.store is not None else Config.from_env().store
+    if url.startswith("memory:"):
+        raise ConfigError(
+            "FAILOPEN_STORE: the memory: store lives inside each server process, so a command "
+            "cannot reach it; configure a shared store (file:///path) in the app and pass it "
+            "here with --store or FAILOPEN_STORE"
+        )
+    return EnforcementFlag(store=open_store(url))
+
+
+def _describe_override(override: Override | None) -> dict[str, Any]:
+    if override is None:
+        return {"override": None}
+    return {"override": {"enforce": override.enforce, "reason": override.reason,
+                         "set_at": rfc3339(override.set_at),
+                         "expires_at": rfc3339(override.expires_at)}}
+
+
+def _cmd_override(args: argparse.Namespace) -> int:
+    flag = _override_flag(args)
+    reason = args.reason or f"failopen override {args.verb} from the command line"
+    if args.verb == "off":
+        flag.force_off(reason, ttl=args.ttl)
+    elif args.verb == "on":
+        flag.force_on(reason, ttl=args.ttl)
+    elif args.verb == "auto":
+        flag.automatic(reason)
+    shown = _describe_override(flag.override)
+    if args.json:
+        _emit(sys.stdout, shown)
+    elif shown["override"] is None:
+        print("no override: the status page decides")
+    else:
+        o = shown["override"]
+        print(f"override: enforce={o['enforce']} until={o['expires_at'] or 'lifted'} "
+              f"reason={o['reason']}")
+    return EXIT_OK
+
+
+# --- the parser ---------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``failopen`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="failopen",
+        description="Fail open on a confirmed bot-protection outage, and only then.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG")
+    verbs = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    status = verbs.add_parser("status", help="check the status page once")
+    status.add_argument("--status-url", help="default: FAILOPEN_STATUS_URL")
+    status.add_argument("--global-component", help="id of the global component")
+    status.add_argument("--indicator-fallback", action="store_true",
+                        help="fall back to /api/v2/status.json when components fail")
+    status.add_argument("--json", action="store_true", help="print one JSON object")
+    status.set_defaults(func=_cmd_status)
+
+    watch = verbs.add_parser("watch", help="run the status watcher in the foreground")
+    watch.add_argument("--status-url", help="default: FAILOPEN_STATUS_URL")
+    watch.add_argument("--interval", type=float, help="seconds between polls (default 30)")
+    watch.add_argument("--store", help="override store URL (default: FAILOPEN_STORE)")
+    watch.add_argument("--json", action="store_true", help="one JSON object per poll")
+    watch.add_argument("--count", type=int, default=0, help="stop after N polls")
+    watch.set_defaults(func=_cmd_watch)
+
+    override = verbs.add_parser("override", help="force enforcement off or on, or back to auto")
+    override.add_argument("verb", choices=["off", "on", "auto", "show"])
+    override.add_argument("--ttl", type=parse_duration,
+                          help="lapse after this long: 90s, 30m, 2h, 1d")
+    override.add_argument("--reason", help="why (recorded and logged)")
+    override.add_argument("--store", help="store URL (default: FAILOPEN_STORE)")
+    override.add_argument("--json", action="store_true")
+    override.set_defaults(func=_cmd_override)
+
+    demo = verbs.add_parser("demo", help="play an outage against the embedded fakes")
+    demo.add_argument("--step", type=float, default=0.6, help="seconds per scene")
+    demo.set_defaults(func=_cmd_demo)
+
+    emulate = verbs.add_parser("emulate", help="serve a test-kit fake on loopback")
+    emulators = emulate.add_subparsers(dest="emulator", metavar="FAKE", required=True)
+    _register_optional(verbs, emulators)
+    return parser
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from failopen.demo import run_demo
+
+    return run_demo(step=args.step)
+
+
+def _register_optional(verbs: Any, emulators: Any) -> None:
+    from failopen.testing.cli import register_emulate_fakes
+
+    register_emulate_fakes(emulators)
+    try:
+        from failopen.rai.cli import register_emulate_rai, register_rai
+    except ImportError:  # pragma: no cover - the interface A client ships with the package
+        return
+    register_rai(verbs)
+    register_emulate_rai(emulators)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``failopen`` command."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        code: int = args.func(args)
+    except ConfigError as exc:
+        print(f"failopen: configuration error: {exc}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    except FailopenError as exc:
+        print(f"failopen: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

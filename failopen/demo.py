@@ -1,0 +1,191 @@
+"""``failopen demo``: a short outage, played against the test kit's fakes on loopback.
+
+Nothing is mocked but the vendor: the real watcher thread polls a real HTTP status page, and the
+real guard calls a real verify endpoint, while the script changes what the fakes report. Each
+scene prints what the status page says, what the flag does, and how three log-in attempts fare.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+from failopen.config import Config
+from failopen.flag import FlagState
+from failopen.runtime import FailOpen
+from failopen.testing.status_page import FakeStatusPage
+from failopen.testing.verify_api import FakeVerifyAPI
+from failopen.watcher import PollResult
+
+__all__ = ["run_demo"]
+
+
+@dataclass(frozen=True)
+class _Scene:
+    title: str
+    setup: Callable[[FakeStatusPage, FakeVerifyAPI], None]
+
+
+def _healthy(page: FakeStatusPage, verify: FakeVerifyAPI) -> None:
+    page.set_fault(None)
+    page.set_global("operational")
+    for region in ("us-east-1", "eu-west-1"):
+        page.set_region(region, "operational")
+    verify.set_fault(None)
+
+
+def _regional(page: FakeStatusPage, verify: FakeVerifyAPI) -> None:
+    page.set_region("eu-west-1", "major_outage")  # failover done: global stays operational
+
+
+def _global_outage(page: FakeStatusPage, verify: FakeVerifyAPI) -> None:
+    page.set_global("major_outage")
+    verify.set_fault("503")
+
+
+def _status_errors(page: FakeStatusPage, verify: FakeVerifyAPI) -> None:
+    page.set_fault("500")
+
+
+_SCENES = (
+    _Scene("healthy: every component operational", _healthy),
+    _Scene("regional impairment: eu-west-1 down, failover complete", _regional),
+    _Scene("global outage: the platform is down, verify calls fail", _global_outage),
+    _Scene("status page errors: HTTP 500 (not evidence of anything)", _status_errors),
+    _Scene("recovery: everything operational again", _healthy),
+)
+
+
+class _Printer:
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.lock = threading.Lock()
+
+    def line(self, text: str) -> None:
+        with self.lock:
+            self.out.write(text + "\n")
+            self.out.flush()
+
+
+class _AuditPrinter(logging.Handler):
+    """Shows the audit trail in the demo's layout; keeps failopen's other logs out of it."""
+
+    def __init__(self, printer: _Printer) -> None:
+        super().__init__(logging.INFO)
+        self.printer = printer
+        self.loggers = [logging.getLogger("failopen.audit"), logging.getLogger("failopen")]
+        self.saved = [(lg.level, lg.propagate) for lg in self.loggers]
+        audit, failopen = self.loggers
+        audit.addHandler(self)
+        audit.setLevel(logging.INFO)
+        audit.propagate = False
+        failopen.setLevel(logging.CRITICAL)  # the poll lines already say what the watcher saw
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.printer.line(f"      audit: {record.getMessage()}")
+
+    def close(self) -> None:
+        self.loggers[0].removeHandler(self)
+        for logger, (level, propagate) in zip(self.loggers, self.saved, strict=True):
+            logger.setLevel(level)
+            logger.propagate = propagate
+        super().close()
+
+
+def _attempts(runtime: FailOpen, printer: _Printer) -> None:
+    for label, token in (
+        ("valid token", FakeVerifyAPI.GOOD),
+        ("bad token", FakeVerifyAPI.BAD),
+        ("no token", None),
+    ):
+        d = runtime.decide(token, path="/login", client="203.0.113.7")
+        verdict = (
+            ("admitted (bypassed)" if d.bypassed else "admitted")
+            if d.allow
+            else (f"refused {d.status_code}")
+        )
+        printer.line(f"      log-in with {label:<12} -> {verdict:<20} {d.reason}")
+
+
+def run_demo(*, step: float = 0.6, out: TextIO | None = None) -> int:
+    """Play the outage; returns the exit code (0 when every scene behaved as it should)."""
+    printer = _Printer(out if out is not None else sys.stdout)
+    page = FakeStatusPage(regions=("us-east-1", "eu-west-1"))
+    verify = FakeVerifyAPI(private_key="demo-private-key")
+    interval = step / 4
+    with page.serve() as status_server, verify.serve() as verify_server:
+        config = Config(
+            status_url=status_server.url,
+            verify_url=verify_server.url + verify.path,
+            private_key="demo-private-key",
+            protected_paths=("/login",),
+            poll_interval=interval,
+            poll_jitter=0.0,
+            status_timeout=interval,
+            verify_timeout=interval,
+            confirm_ttl=interval,
+            stale_after=interval * 2,
+            store_refresh=interval,
+        )
+
+        last_seen: list[tuple[object, ...]] = [()]
+
+        def on_poll(result: PollResult) -> None:
+            seen = result.report.global_status if result.report is not None else "unreadable"
+            state = runtime.flag.state
+            regions = ",".join(
+                f"{c.description}={c.status}" for c in result.report.impaired_regions()
+            ) if result.report is not None else ""
+            shown = (seen, regions, state.enforce, state.stale, result.error)
+            if shown == last_seen[0]:
+                return  # print what changes, not every poll
+            last_seen[0] = shown
+            note = f" ({result.error})" if result.error else ""
+            note += f" impaired regions: {regions}" if regions else ""
+            printer.line(
+                f"    poll: global={seen:<14} enforce={state.enforce!s:<5} "
+                f"stale={state.stale!s:<5}{note}"
+            )
+
+        def on_transition(old: FlagState, new: FlagState) -> None:
+            printer.line(
+                f"  >> flag: enforce {old.enforce} -> {new.enforce} [{new.source}] {new.reason}"
+            )
+
+        runtime = FailOpen(config, on_poll=on_poll)
+        runtime.flag.add_listener(on_transition)
+        audit = _AuditPrinter(printer)
+        printer.line(f"status page {status_server.url}  verify {verify_server.url}")
+        printer.line(
+            f"polling every {interval:g}s; bypass on {', '.join(sorted(config.bypass_on))}"
+        )
+        expected = (True, True, False, False, True)  # enforce at the end of each scene
+        ok = True
+        runtime.start()
+        try:
+            for number, (scene, want) in enumerate(zip(_SCENES, expected, strict=True), start=1):
+                printer.line(f"\n[{number}/{len(_SCENES)}] {scene.title}")
+                scene.setup(page, verify)
+                time.sleep(step)
+                _attempts(runtime, printer)
+                if runtime.flag.state.enforce != want:
+                    ok = False
+                    printer.line(f"  !! expected enforce={want}")
+            printer.line(
+                "\nops: `failopen override on --ttl 30m` forces enforcement whatever the "
+                "status page says; `failopen override auto` hands back to the watcher."
+            )
+            runtime.flag.force_on("demo: ops forces enforcement", ttl=step)
+            printer.line(f"    override placed -> enforce={runtime.flag.state.enforce}")
+            time.sleep(step * 1.2)
+            printer.line(f"    after its ttl    -> source={runtime.flag.state.source}")
+        finally:
+            runtime.stop()
+            audit.close()
+    printer.line("\ndemo finished: " + ("every scene behaved as expected" if ok else "FAILED"))
+    return 0 if ok else 1

@@ -1,0 +1,47 @@
+"""The wheel installs integrations as failopen.integrations, and CI runs the README's line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _readme_test_line() -> str:
+    lines = [line for line in (ROOT / "README.md").read_text().splitlines()
+             if "pytest" in line and line.startswith("python3 -m venv")]
+    assert len(lines) == 1, "the README shows exactly one test line"
+    return lines[0]
+
+
+def test_ci_runs_the_readme_test_line_verbatim() -> None:
+    assert _readme_test_line() in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def test_readme_first_screen_has_the_demo_line() -> None:
+    first_screen = "\n".join((ROOT / "README.md").read_text().splitlines()[:20])
+    assert "failopen demo" in first_screen
+    assert _readme_test_line() in first_screen
+
+
+@pytest.mark.slow
+def test_wheel_has_no_top_level_integrations(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT)],
+        check=True, capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("failopen-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert not [n for n in names if n.startswith("integrations/")]
+    assert "failopen/integrations/__init__.py" in names
+    assert "failopen/py.typed" in names
+    assert "failopen/testing/pytest_plugin.py" in names
+    sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "failopen").rglob("*.py")}
+    packaged = {n for n in names if n.endswith(".py")}
+    missing = {s for s in sources if s not in packaged and "__pycache__" not in s}
+    assert not missing, f"modules left out of the wheel (add their package to pyproject): {missing}"
