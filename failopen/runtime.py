@@ -8,6 +8,7 @@ pre-fork masters free of background threads.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -19,7 +20,7 @@ from failopen.flag import EnforcementFlag, FlagState
 from failopen.guard import Decision, Guard, OutageConfirmer
 from failopen.status import StatusClient
 from failopen.stores import OverrideStore, open_store
-from failopen.verify import HttpVerifier, Verifier
+from failopen.verify import HttpVerifier, Verifier, VerifyOutcome, VerifyResult
 from failopen.watcher import PollResult, StatusWatcher
 
 __all__ = ["FailOpen"]
@@ -28,14 +29,12 @@ logger = logging.getLogger("failopen")
 
 
 class _NoVerifier:
-    """Stands in when no verify URL is configured: every token is 'cannot verify'."""
+    """Stands in when no verify URL is configured (no protected paths): refuses every token."""
 
-    def verify(self, token: str) -> Any:
-        from failopen.verify import VerifyOutcome, VerifyResult
-
+    def verify(self, token: str) -> VerifyResult:
         return VerifyResult(VerifyOutcome.INVALID, "no verify URL configured")
 
-    async def averify(self, token: str) -> Any:
+    async def averify(self, token: str) -> VerifyResult:
         return self.verify(token)
 
 
@@ -52,7 +51,7 @@ class FailOpen:
         verify_transport: httpx.BaseTransport | None = None,
         verify_async_transport: httpx.AsyncBaseTransport | None = None,
         clock: Clock = SYSTEM_CLOCK,
-        on_poll: Any = None,
+        on_poll: Callable[[PollResult], None] | None = None,
     ) -> None:
         if config.protected_paths and config.verify_url is None and verifier is None:
             raise ConfigError(

@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import threading
 import time
 from collections import Counter
@@ -386,6 +387,7 @@ class StatusClient:
         self._async_transport = async_transport
         self._clock = clock
         self._lock = threading.Lock()
+        self._pid = os.getpid()
         self._client: httpx.Client | None = None
         self._aclient: httpx.AsyncClient | None = None
         self._closed = False
@@ -454,6 +456,11 @@ class StatusClient:
     # Sync.
 
     def _sync_client(self) -> httpx.Client:
+        if self._pid != os.getpid():
+            # Forked: the parent's pooled sockets (and maybe its held lock) are not ours.
+            self._lock = threading.Lock()
+            self._client = None
+            self._pid = os.getpid()
         with self._lock:
             self._check_open()
             if self._client is None:

@@ -782,3 +782,28 @@ def test_nothing_is_listening_is_unavailable() -> None:
         url = server.url
     with StatusClient(url, timeout=2) as client, pytest.raises(StatusUnavailable):
         client.fetch()
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_forked_child_opens_its_own_connections() -> None:
+    import os
+
+    page = FakeStatusPage()
+    with page.serve() as server, StatusClient(server.url) as client:
+        client.fetch()
+        parent_client = client._client
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                ok = client.fetch().global_status == "operational"
+                ok = ok and client._client is not parent_client
+                os.write(write_end, b"1" if ok else b"0")
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        verdict = os.read(read_end, 1)
+        os.waitpid(pid, 0)
+        os.close(read_end)
+        assert verdict == b"1"
+        assert client._client is parent_client
