@@ -150,18 +150,12 @@ class Guard:
     def decide(self, token: str | None, *, path: str = "", client: str = "") -> Decision:
         """Decide for one request to a protected route."""
         try:
-            if self.mode == "enforce" and not self.flag.state.enforce:
-                return self._bypass_flag_off(path, client)
-            early = self._check_token(token)
-            if early is not None:
-                return self._finish(early, path, client)
-            assert token is not None
+            early = self._before_verify(token, path, client)
+            if early is not None or token is None:
+                return early or self._missing
             result = self.verifier.verify(token)
-            confirmed = (
-                self.confirmer.confirm()
-                if result.outcome is VerifyOutcome.UNAVAILABLE and self.confirmer is not None
-                else False
-            )
+            confirmer = self.confirmer if result.outcome is VerifyOutcome.UNAVAILABLE else None
+            confirmed = confirmer.confirm() if confirmer is not None else False
             return self._finish(self._from_verify(result, confirmed), path, client)
         except Exception:
             return self._internal_error()
@@ -169,18 +163,12 @@ class Guard:
     async def adecide(self, token: str | None, *, path: str = "", client: str = "") -> Decision:
         """Async twin of :meth:`decide`."""
         try:
-            if self.mode == "enforce" and not self.flag.state.enforce:
-                return self._bypass_flag_off(path, client)
-            early = self._check_token(token)
-            if early is not None:
-                return self._finish(early, path, client)
-            assert token is not None
+            early = self._before_verify(token, path, client)
+            if early is not None or token is None:
+                return early or self._missing
             result = await self.verifier.averify(token)
-            confirmed = (
-                await self.confirmer.aconfirm()
-                if result.outcome is VerifyOutcome.UNAVAILABLE and self.confirmer is not None
-                else False
-            )
+            confirmer = self.confirmer if result.outcome is VerifyOutcome.UNAVAILABLE else None
+            confirmed = await confirmer.aconfirm() if confirmer is not None else False
             return self._finish(self._from_verify(result, confirmed), path, client)
         except Exception:
             return self._internal_error()
@@ -211,11 +199,14 @@ class Guard:
         audit.warning("bypass path=%s client=%s reason=%s", path, client, decision.reason)
         return decision
 
-    def _check_token(self, token: str | None) -> Decision | None:
+    def _before_verify(self, token: str | None, path: str, client: str) -> Decision | None:
+        """The decision when no verify call is needed: flag off, or no usable token."""
+        if self.mode == "enforce" and not self.flag.state.enforce:
+            return self._bypass_flag_off(path, client)
         if not token:
-            return self._missing
+            return self._finish(self._missing, path, client)
         if len(token) > _MAX_TOKEN or not token.isprintable():
-            return self._malformed
+            return self._finish(self._malformed, path, client)
         return None
 
     def _from_verify(self, result: VerifyResult, confirmed: bool) -> Decision:
