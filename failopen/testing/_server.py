@@ -75,6 +75,9 @@ def _parse_target(target: str) -> tuple[str, dict[str, list[str]]]:
 
 class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Answers go out in several writes (headers, chunks); with Nagle's algorithm and the
+    # client's delayed ACK each one would wait ~40 ms, a latency the real vendor does not have.
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature

@@ -5,6 +5,8 @@
 * ``fake_verify_api`` — a FakeVerifyAPI served on loopback; ``fake_verify_api.verify_url``.
 * ``fake_clock`` — a FakeClock to pass as ``clock=`` wherever failopen takes one.
 * ``failopen_config`` — a Config pointing at both fakes, protecting ``/login``.
+* ``rai_emulator`` — a RaiEmulator of the session-intelligence API served on loopback;
+  ``rai_emulator.base_url``, and its test credentials ``client_id`` / ``client_secret``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 if TYPE_CHECKING:
     from failopen.config import Config
     from failopen.testing.clock import FakeClock
+    from failopen.testing.rai_emulator import RaiEmulator
     from failopen.testing.status_page import FakeStatusPage
     from failopen.testing.verify_api import FakeVerifyAPI
 
@@ -70,3 +73,14 @@ def failopen_config(
         verify_timeout=2.0,
         confirm_ttl=0.05,
     )
+
+
+@pytest.fixture
+def rai_emulator() -> Iterator[RaiEmulator]:
+    """The session-intelligence API emulator on 127.0.0.1 (``rai_emulator.base_url``)."""
+    from failopen.testing.rai_emulator import RaiEmulator
+
+    emulator = RaiEmulator()
+    with emulator.serve() as server:
+        emulator.base_url = server.url  # type: ignore[attr-defined]
+        yield emulator
