@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
+from failopen._forksafe import renew_locks_after_fork
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.exceptions import FailopenError, StoreError
 
@@ -33,10 +34,19 @@ _MAX_REASON = 500
 
 
 def rfc3339(timestamp: float | None) -> str | None:
-    """Seconds since the epoch as an RFC 3339 UTC string (None stays None)."""
+    """Seconds since the epoch as an RFC 3339 UTC string (None stays None).
+
+    Never raises: a value no calendar can show (NaN, infinity, past year 9999) comes back as
+    ``"invalid time (...)"`` rather than as None, which would read as "no expiry".
+    """
     if timestamp is None:
         return None
-    return datetime.fromtimestamp(timestamp, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+    try:
+        moment = datetime.fromtimestamp(timestamp, tz=timezone.utc)
+    except (ValueError, OverflowError, OSError, TypeError):
+        shown = repr(timestamp) if isinstance(timestamp, float) else type(timestamp).__name__
+        return f"invalid time ({shown})"
+    return moment.isoformat().replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -75,10 +85,30 @@ class Override:
 
     def __post_init__(self) -> None:
         if not isinstance(self.enforce, bool):
-            raise StoreError(f"override 'enforce' must be true or false, got {self.enforce!r}")
+            raise StoreError(
+                f"override 'enforce' must be true or false, got {type(self.enforce).__name__}"
+            )
         if not isinstance(self.reason, str):
             raise StoreError("override 'reason' must be a string")
         object.__setattr__(self, "reason", self.reason[:_MAX_REASON])
+        # Times must be real seconds in 1970..9999 (the last second a datetime can show):
+        # a NaN expiry never lapses, and NaN, infinity or 1e300 break every display of it.
+        for name in ("set_at", "expires_at"):
+            value: object = getattr(self, name)
+            if value is None and name == "expires_at":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise StoreError(
+                    f"override '{name}' must be seconds since the epoch, got {type(value).__name__}"
+                )
+            if not 0 <= value <= 253402300799:  # false for NaN too; no float(): 10**400 overflows
+                shown = repr(value) if isinstance(value, float) else "an integer out of range"
+                raise StoreError(
+                    f"override '{name}' must be a finite time in 1970..9999, got {shown}"
+                )
+            object.__setattr__(self, name, float(value))
+        if self.expires_at is not None and self.expires_at < self.set_at:
+            raise StoreError("override 'expires_at' is before its 'set_at'")
 
     def expired(self, now: float) -> bool:
         """True once the expiry has passed."""
@@ -99,16 +129,16 @@ class Override:
         if not isinstance(data, dict):
             raise StoreError("stored override is not an object")
         try:
-            set_at = float(data["set_at"])
-            expires = data.get("expires_at")
+            # Values go in as stored: __post_init__ checks them (numbers only, never a string
+            # coerced with float(), which would also let "nan" in).
             return cls(
                 enforce=data["enforce"],
                 reason=data.get("reason", ""),
-                set_at=set_at,
-                expires_at=None if expires is None else float(expires),
+                set_at=data["set_at"],
+                expires_at=data.get("expires_at"),
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StoreError(f"stored override is malformed ({type(exc).__name__})") from None
+        except KeyError as exc:
+            raise StoreError(f"stored override is malformed (missing {exc})") from None
 
 
 class EnforcementFlag:
@@ -123,6 +153,7 @@ class EnforcementFlag:
         self._clock = clock
         self._store = store
         self._lock = threading.Lock()
+        renew_locks_after_fork(self, "_lock")
         self._listeners: list[Listener] = []
         self._auto = FlagState(
             enforce=True, source="default", reason="no status reading yet", since=clock.time()

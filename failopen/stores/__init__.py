@@ -2,7 +2,13 @@
 
 * ``memory:`` — this process only (the default; fine for one worker).
 * ``file:///path/to/override.json`` — every process on one machine. Writes are atomic
-  (write, fsync, rename); readers poll a cheap ``stat`` about once a second, off the request path.
+  (write, fsync, rename); readers poll a cheap ``lstat`` about once a second, off the request path.
+  Whoever can write that file can switch enforcement off, so the file store trusts only what this
+  user or root could have written: the directory must be owned by this user or root and not
+  group- or world-writable (never ``/tmp``; use e.g. ``mkdir -m 0755 /run/failopen``), and the
+  file must be a regular file (no symlink), owned by this user or root, not group- or
+  world-writable. A bad directory is a ConfigError at start-up; a bad file is a StoreError, and
+  the flag keeps the override it last knew.
 
 A store answers three questions: what is the override (``load``), is there possibly a newer one
 than I last loaded (``changed``, cheap), and record this one (``save``; None lifts it).

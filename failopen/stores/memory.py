@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+from failopen._forksafe import renew_locks_after_fork
 from failopen.flag import Override
 
 __all__ = ["MemoryStore"]
@@ -14,6 +15,7 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        renew_locks_after_fork(self, "_lock")
         self._override: Override | None = None
         self._version = 0
         self._seen = 0
