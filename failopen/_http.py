@@ -26,6 +26,7 @@ import httpx
 from failopen.exceptions import (
     ConfigError,
     FetchError,
+    FetchOverloaded,
     FetchTimeout,
     FetchTransportError,
     RedirectRefused,
@@ -50,10 +51,12 @@ class Fetched:
 
 
 def is_loopback_host(host: str) -> bool:
-    """True for localhost and loopback addresses, where plain http is acceptable."""
-    if host.lower() in ("localhost", "localhost.localdomain") or host.lower().endswith(
-        ".localhost"
-    ):
+    """True for ``localhost`` and loopback IP literals, where plain http is acceptable.
+
+    Subdomains of ``.localhost`` are not accepted: resolvers here send them to DNS, and a DNS
+    answer would carry plain HTTP off the machine.
+    """
+    if host.lower() == "localhost":
         return True
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
@@ -62,37 +65,49 @@ def is_loopback_host(host: str) -> bool:
 
 
 def check_url(value: str, *, setting: str) -> str:
-    """Validate a vendor URL: absolute, http(s), and https unless the host is loopback."""
+    """Validate a vendor URL: absolute, http(s), no credentials, https unless the host is loopback.
+
+    Messages name the host, never the whole value: a URL may carry a password.
+    """
     try:
         url = httpx.URL(value)
-    except Exception as exc:  # httpx raises several types for malformed URLs
-        raise ConfigError(f"{setting}: {value!r} is not a valid URL ({exc})") from None
+    except Exception:  # httpx raises several types for malformed URLs
+        raise ConfigError(f"{setting}: not a valid URL") from None
+    if url.userinfo:
+        raise ConfigError(
+            f"{setting}: credentials in the URL are not allowed (remove the user:password@ part)"
+        )
     if url.scheme not in ("http", "https") or not url.host:
-        raise ConfigError(f"{setting}: {value!r} must be an absolute http(s) URL")
+        raise ConfigError(f"{setting}: must be an absolute http(s) URL, like https://host/path")
     if url.scheme == "http" and not is_loopback_host(url.host):
         raise ConfigError(
-            f"{setting}: {value!r} uses plain http to a non-loopback host; use https "
+            f"{setting}: plain http to {url.host} is not allowed; use https "
             "(plain http is allowed only for localhost, e.g. the test kit's fakes)"
         )
-    if url.userinfo:
-        raise ConfigError(f"{setting}: credentials in the URL are not allowed")
     return str(url)
 
 
+_RETRY_AFTER_MAX = 86_400.0
+
+
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date), if usable."""
+    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date), capped at a day.
+
+    Anything else, including digits outside ASCII and absurd values, is None: a header is the
+    vendor's hint, never a reason to fail.
+    """
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():
+        return min(float(value[:12]), _RETRY_AFTER_MAX)
     from email.utils import parsedate_to_datetime
 
     try:
         when = parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    return max(0.0, when - (time.time() if now is None else now))
+    return min(max(0.0, when - (time.time() if now is None else now)), _RETRY_AFTER_MAX)
 
 
 def _same_origin(a: httpx.URL, b: httpx.URL) -> bool:
@@ -219,7 +234,9 @@ def _translate(exc: BaseException, timeout: float) -> FetchError | None:
 class _WorkerPool:
     """A lazily created thread pool, recreated in a forked child (its threads do not survive)."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str, workers: int) -> None:
+        self._name = name
+        self._workers = workers
         self._lock = threading.Lock()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pid = os.getpid()
@@ -230,7 +247,7 @@ class _WorkerPool:
             with self._lock:
                 if self._pool is None or self._pid != os.getpid():
                     self._pool = concurrent.futures.ThreadPoolExecutor(
-                        max_workers=_WORKERS, thread_name_prefix="failopen.http"
+                        max_workers=self._workers, thread_name_prefix=f"failopen.{self._name}"
                     )
                     self._pid = os.getpid()
                 pool = self._pool
@@ -242,9 +259,26 @@ class _WorkerPool:
         self._pid = os.getpid()
 
 
-_workers = _WorkerPool()
+# Separate lanes: a flood of verify calls (whose volume a caller controls) must never queue the
+# status reads that decide whether an outage is real.
+_lanes = {"status": _WorkerPool("status", 4), "verify": _WorkerPool("verify", 64)}
+
+
+def _reset_lanes_after_fork() -> None:
+    for pool in _lanes.values():
+        pool.reset_after_fork()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_workers.reset_after_fork)
+    os.register_at_fork(after_in_child=_reset_lanes_after_fork)
+
+
+def _started(started: threading.Event, fn: Callable[..., Fetched]) -> Callable[..., Fetched]:
+    def run(*args: Any) -> Fetched:
+        started.set()
+        return fn(*args)
+
+    return run
 
 
 def fetch(
@@ -256,14 +290,24 @@ def fetch(
     max_bytes: int,
     json: Any = None,
     headers: dict[str, str] | None = None,
+    lane: str = "status",
 ) -> Fetched:
-    """One exchange with an overall deadline of ``timeout`` seconds. Raises FetchError."""
+    """One exchange with an overall deadline of ``timeout`` seconds. Raises FetchError.
+
+    ``lane`` picks the worker pool: ``status`` or ``verify``. An exchange that never got a worker
+    before the deadline raises FetchOverloaded, not FetchTimeout: it says nothing about the vendor.
+    """
     deadline = time.monotonic() + timeout
-    future = _workers.submit(_exchange, client, method, url, deadline, max_bytes, json, headers)
+    started = threading.Event()
+    future = _lanes[lane].submit(
+        _started(started, _exchange), client, method, url, deadline, max_bytes, json, headers
+    )
     try:
         return future.result(timeout=timeout)
     except concurrent.futures.TimeoutError:
         future.cancel()
+        if not started.is_set():
+            raise FetchOverloaded(f"no free {lane} worker within {timeout:g}s") from None
         raise FetchTimeout(f"no complete answer within {timeout:g}s") from None
     except Exception as exc:
         translated = _translate(exc, timeout)

@@ -90,6 +90,11 @@ class Config:
                 f"FAILOPEN_POLL_INTERVAL ({self.poll_interval:g}s); every state would look stale"
             )
         unknown = self.bypass_on - KNOWN_IMPAIRED
+        if any(v.startswith("indicator:") for v in unknown) and not self.indicator_fallback:
+            raise ConfigError(
+                "FAILOPEN_BYPASS_ON: indicator:<value> entries only ever match with "
+                "FAILOPEN_INDICATOR_FALLBACK=true; enable it or remove them"
+            )
         if unknown and not all(v.startswith("indicator:") for v in unknown):
             raise ConfigError(
                 f"FAILOPEN_BYPASS_ON: {', '.join(sorted(unknown))} is not an impaired status; "

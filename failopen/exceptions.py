@@ -4,6 +4,7 @@
     ├── ConfigError            a setting is missing or wrong; raised at start-up, names the setting
     ├── FetchError             an HTTP exchange gave no usable answer
     │   ├── FetchTimeout       no complete answer within the overall deadline
+    │   ├── FetchOverloaded    this process could not even start the exchange in time
     │   ├── FetchTransportError  connection refused or reset, TLS failure, protocol error
     │   ├── ResponseTooLarge   the body passed the size cap
     │   └── RedirectRefused    a redirect to another host, or too many redirects
@@ -23,6 +24,7 @@ __all__ = [
     "ConfigError",
     "FetchError",
     "FetchTimeout",
+    "FetchOverloaded",
     "FetchTransportError",
     "ResponseTooLarge",
     "RedirectRefused",
@@ -47,6 +49,11 @@ class FetchError(FailopenError):
 
 class FetchTimeout(FetchError):
     """No complete answer arrived within the overall deadline."""
+
+
+class FetchOverloaded(FetchError):
+    """The exchange never started before the deadline: every worker was busy. Local load, which
+    a caller can cause by sending many requests, so it is never evidence about the vendor."""
 
 
 class FetchTransportError(FetchError):

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from cachetools import TTLCache
 
+from failopen._forksafe import renew_locks_after_fork
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.exceptions import StatusError
 from failopen.flag import EnforcementFlag
@@ -81,6 +83,8 @@ class OutageConfirmer:
         self._source = source
         self._watcher = watcher
         self._lock = threading.Lock()
+        renew_locks_after_fork(self, "_lock")
+        self._clock = clock
         self._cache: TTLCache[str, bool] = TTLCache(maxsize=1, ttl=ttl, timer=clock.monotonic)
         self.requests = 0
 
@@ -108,6 +112,7 @@ class OutageConfirmer:
 
     def _check(self) -> None:
         self.requests += 1
+        started = self._clock.monotonic()
         try:
             report = self._source.fetch()
         except StatusError as exc:
@@ -115,7 +120,7 @@ class OutageConfirmer:
         except Exception:
             logger.exception("outage confirmation failed unexpectedly; not bypassing")
         else:
-            self._watcher.observe(report, source="confirmed")
+            self._watcher.observe(report, source="confirmed", started=started)
         self._cache["checked"] = True
 
 
@@ -137,6 +142,7 @@ class Guard:
         self.mode = mode
         self.retry_after = retry_after
         self._counts_lock = threading.Lock()
+        renew_locks_after_fork(self, "_counts_lock")
         self._counts: dict[str, int] = {}
         # Decisions that do not depend on the request are built once: the hot paths (flag off,
         # no token) then cost a comparison instead of a dataclass construction per request.
@@ -196,7 +202,7 @@ class Guard:
             )
             self._bypass_for = (state, decision)
         self._count(decision.outcome)
-        audit.warning("bypass path=%s client=%s reason=%s", path, client, decision.reason)
+        audit.warning("bypass path=%r client=%r reason=%s", path, client, decision.reason)
         return decision
 
     def _before_verify(self, token: str | None, path: str, client: str) -> Decision | None:
@@ -205,7 +211,7 @@ class Guard:
             return self._bypass_flag_off(path, client)
         if not token:
             return self._finish(self._missing, path, client)
-        if len(token) > _MAX_TOKEN or not token.isprintable():
+        if not isinstance(token, str) or len(token) > _MAX_TOKEN or not token.isprintable():
             return self._finish(self._malformed, path, client)
         return None
 
@@ -216,17 +222,24 @@ class Guard:
         if outcome is VerifyOutcome.INVALID:
             return self._reject(403, "invalid_token", f"token rejected: {result.reason}")
         if outcome is VerifyOutcome.RATE_LIMITED:
-            retry = int(result.retry_after) if result.retry_after else self.retry_after
-            return self._reject(503, "rate_limited", "verify call rate-limited", retry)
-        if confirmed:
+            return self._reject(503, "rate_limited", "verify call rate-limited",
+                                self._retry_after(result.retry_after))
+        if outcome is VerifyOutcome.UNAVAILABLE and confirmed:
             state = self.flag.state
             return Decision(
                 allow=True, bypassed=True, outcome="bypassed_confirmed_outage",
                 reason=f"verify unavailable ({result.reason}); outage confirmed: {state.reason}",
             )
+        # Unavailable without a confirmed outage, or any outcome this guard does not know (such as
+        # our own overload): refuse for now. Only a confirmed outage ever opens the gate.
         return self._reject(
             503, "cannot_verify", f"cannot verify now ({result.reason}); no outage confirmed"
         )
+
+    def _retry_after(self, hint: float | None) -> int:
+        if hint is None or not math.isfinite(hint) or hint <= 0:
+            return self.retry_after
+        return min(int(hint), 3600)
 
     def _reject(
         self, status: int, outcome: Outcome, reason: str, retry_after: int | None = None
@@ -243,10 +256,13 @@ class Guard:
             decision = self._shadow(decision, path, client)
         self._count(decision.outcome)
         if decision.bypassed:
-            audit.warning("bypass path=%s client=%s reason=%s", path, client, decision.reason)
-        elif not decision.allow and logger.isEnabledFor(logging.INFO):
-            logger.info("reject path=%s status=%d reason=%s", path, decision.status_code,
-                        decision.reason)
+            audit.warning("bypass path=%r client=%r reason=%s", path, client, decision.reason)
+        elif not decision.allow:
+            if logger.isEnabledFor(logging.INFO):
+                logger.info("reject path=%r status=%d reason=%s", path, decision.status_code,
+                            decision.reason)
+        elif logger.isEnabledFor(logging.DEBUG):
+            logger.debug("allow path=%r reason=%s", path, decision.reason)
         return decision
 
     def _shadow(self, decision: Decision, path: str, client: str) -> Decision:
@@ -254,7 +270,7 @@ class Guard:
         if not decision.bypassed and not flag_off:
             return decision
         audit.warning(
-            "shadow: would bypass path=%s client=%s reason=%s", path, client,
+            "shadow: would bypass path=%r client=%r reason=%s", path, client,
             decision.reason if decision.bypassed else f"enforcement off: {self.flag.state.reason}",
         )
         if decision.bypassed:  # enforced instead: the token could not be verified

@@ -59,10 +59,10 @@ class FailOpen:
                 "(protected routes validate tokens with the verify call)"
             )
         self.config = config
+        self._stopped = False
         self.store = store if store is not None else open_store(config.store)
         self.flag = EnforcementFlag(store=self.store, clock=clock)
         self.status: StatusClient | None = None
-        self.watcher: StatusWatcher | None = None
         confirmer: OutageConfirmer | None = None
         if config.status_url is not None:
             self.status = StatusClient(
@@ -74,14 +74,17 @@ class FailOpen:
                 transport=status_transport,
                 clock=clock,
             )
-            self.watcher = StatusWatcher(
-                self.status, self.flag,
-                poll_interval=config.poll_interval, jitter=config.poll_jitter,
-                bypass_on=config.bypass_on, open_after=config.open_after,
-                close_after=config.close_after, stale_after=config.stale_after,
-                backoff_max=config.backoff_max, store_refresh=config.store_refresh,
-                clock=clock, on_poll=on_poll,
-            )
+        # Without a status URL the watcher thread only keeps overrides from the store current:
+        # the flag then enforces unless an operator says otherwise.
+        self.watcher = StatusWatcher(
+            self.status, self.flag,
+            poll_interval=config.poll_interval, jitter=config.poll_jitter,
+            bypass_on=config.bypass_on, open_after=config.open_after,
+            close_after=config.close_after, stale_after=config.stale_after,
+            backoff_max=config.backoff_max, store_refresh=config.store_refresh,
+            clock=clock, on_poll=on_poll,
+        )
+        if self.status is not None:
             confirmer = OutageConfirmer(
                 self.status, self.watcher, ttl=config.confirm_ttl, clock=clock
             )
@@ -112,24 +115,36 @@ class FailOpen:
         return self.flag.state
 
     def ensure_started(self) -> None:
-        """Start the watcher in this process if it is not running (cheap; call per request)."""
-        if self.watcher is not None:
+        """Start the watcher in this process if it is not running (cheap; call per request).
+
+        After :meth:`stop` it stays stopped: decisions go on from the flag as it was left.
+        """
+        if not self._stopped:
             self.watcher.ensure_running()
 
     def start(self) -> None:
         """Start the watcher now."""
-        if self.watcher is not None:
-            self.watcher.start()
+        self._stopped = False
+        self.watcher.start()
 
     def stop(self) -> None:
-        """Stop the watcher and release connections."""
-        if self.watcher is not None:
-            self.watcher.stop()
+        """Stop the watcher and release the sync connections."""
+        self._stopped = True
+        self.watcher.stop()
         if self.status is not None:
             self.status.close()
         close = getattr(self.verifier, "close", None)
         if close is not None:
             close()
+
+    async def aclose(self) -> None:
+        """Stop, and release the async connections too (call on the loop that used them)."""
+        self.stop()
+        aclose = getattr(self.verifier, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        if self.status is not None:
+            await self.status.aclose()
 
     def decide(self, token: str | None, *, path: str = "", client: str = "") -> Decision:
         """The guard's decision for one request to a protected route."""
@@ -148,6 +163,6 @@ class FailOpen:
             self.confirmer.confirm()
         return self.flag.state
 
-    def poll_now(self) -> PollResult | None:
+    def poll_now(self) -> PollResult:
         """One status poll, outside the thread (for the CLI and tests)."""
-        return self.watcher.poll_once() if self.watcher is not None else None
+        return self.watcher.poll_once()

@@ -2,7 +2,7 @@
 
 :class:`HttpVerifier` POSTs ``{"private_key": ..., "session_token": ...}`` as JSON to the
 vendor's verify endpoint (``FAILOPEN_VERIFY_URL``) within one overall deadline
-(``FAILOPEN_VERIFY_TIMEOUT``) and maps the answer to one of four outcomes. The spec defines the
+(``FAILOPEN_VERIFY_TIMEOUT``) and maps the answer to one of five outcomes. The spec defines the
 body only as far as ``session_details.solved`` / ``session_details.verified`` and an ``error``
 key; unknown fields are ignored.
 
@@ -24,6 +24,12 @@ any other 4xx, JSON or not                                  INVALID       see be
 (no session_details, solved/verified not booleans)                        no error
 timeout, connection refused/reset, truncated body,          UNAVAILABLE
 body over ``max_bytes``, redirect to another origin
+no free slot for the call before the deadline (async:       OVERLOADED    our own process could not
+``_MAX_IN_FLIGHT`` calls per event loop in flight; sync:                  get the call out in time:
+no free verify worker thread); no request was sent                        never evidence of a vendor
+                                                                          outage; the guard answers
+                                                                          503 without asking the
+                                                                          status page
 empty token, longer than 4096 characters, or not            INVALID       decided locally: no
 printable ASCII                                                           network call
 ==========================================================  ============  ========================
@@ -36,6 +42,9 @@ Security decisions:
   break JSON encoding and look like a transport error), and every 4xx, JSON body or not, is
   INVALID, because a 4xx answers something about *this* request. A 429 is RATE_LIMITED, never
   UNAVAILABLE: anyone can exhaust a rate limit.
+* Request volume is attacker-controlled too, so a call that waited in our own queue past the
+  deadline (async in-flight cap, sync worker threads) is OVERLOADED, never UNAVAILABLE.
+* ``retry_after`` is a hint from the vendor: it is kept finite and at most an hour.
 * A vendor that answered a crafted token with 5xx would be a vendor bug; the guard still needs a
   confirmed outage on the status page before it bypasses.
 * An ``error`` key whose value is ``null`` is treated as absent, so a vendor that adds
@@ -57,8 +66,9 @@ import os
 import re
 import threading
 import time
+import weakref
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import httpx
 
@@ -67,6 +77,7 @@ from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.exceptions import (
     ConfigError,
     FetchError,
+    FetchOverloaded,
     FetchTimeout,
     RedirectRefused,
     ResponseTooLarge,
@@ -93,6 +104,7 @@ _DETAIL_LIMIT = 64
 _USER_AGENT = "failopen"
 _MAX_IN_FLIGHT = 100  # concurrent async verify calls per event loop; the rest queue in order
 _WARNING_INTERVAL = 10.0  # seconds between "verify unavailable" warnings during an incident
+_MAX_RETRY_AFTER = 3600.0  # seconds; a longer (or non-finite) Retry-After hint is cut to this
 
 
 class VerifyOutcome(str, enum.Enum):
@@ -102,6 +114,7 @@ class VerifyOutcome(str, enum.Enum):
     INVALID = "invalid"
     UNAVAILABLE = "unavailable"
     RATE_LIMITED = "rate_limited"
+    OVERLOADED = "overloaded"
 
 
 @dataclass(frozen=True)
@@ -113,10 +126,26 @@ class VerifyResult:
     status_code: int | None = None
     retry_after: float | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "retry_after", _clamp_retry_after(self.retry_after))
+
     @property
     def valid(self) -> bool:
         """True only when the vendor said the token is good."""
         return self.outcome is VerifyOutcome.VALID
+
+
+def _clamp_retry_after(value: object) -> float | None:
+    """A usable Retry-After hint: finite, in ``[0, _MAX_RETRY_AFTER]`` seconds, or None."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        seconds = float(value)  # type: ignore[arg-type]  # anything float() takes
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if math.isnan(seconds):
+        return None
+    return min(max(seconds, 0.0), _MAX_RETRY_AFTER)  # inf becomes the cap
 
 
 @runtime_checkable
@@ -190,7 +219,10 @@ def classify(
         return VerifyResult(outcome, reason, status, retry_after)
 
     if status == 429:
-        retry_after = parse_retry_after(fetched.headers.get("retry-after"))
+        try:
+            retry_after = parse_retry_after(fetched.headers.get("retry-after"))
+        except Exception:  # a hint only: a bad header must not turn 429 into an exception
+            retry_after = None
         return result(VerifyOutcome.RATE_LIMITED, "vendor rate limit (HTTP 429)", retry_after)
     if status in (401, 403):
         return result(invalid, f"vendor rejected our credentials (HTTP {status})")
@@ -233,7 +265,10 @@ def classify(
 
 
 def _from_fetch_error(exc: FetchError, secrets: tuple[str, ...]) -> VerifyResult:
-    if isinstance(exc, FetchTimeout):
+    outcome = VerifyOutcome.UNAVAILABLE
+    if isinstance(exc, FetchOverloaded):  # checked first: it says nothing about the vendor
+        kind, outcome = "overloaded", VerifyOutcome.OVERLOADED
+    elif isinstance(exc, FetchTimeout):
         kind = "timeout"
     elif isinstance(exc, ResponseTooLarge):
         kind = "answer too large"
@@ -241,9 +276,21 @@ def _from_fetch_error(exc: FetchError, secrets: tuple[str, ...]) -> VerifyResult
         kind = "redirect refused"
     else:
         kind = "transport error"
-    detail = _safe_text(str(exc), secrets, 160)
+    try:
+        text = str(exc)
+    except Exception:  # never let a broken exception turn a result into a crash
+        text = ""
+    detail = _safe_text(text, secrets, 160)
     reason = f"{kind}: {detail}" if detail else kind
-    return VerifyResult(VerifyOutcome.UNAVAILABLE, reason)
+    return VerifyResult(outcome, reason)
+
+
+_PACED_WARNINGS = frozenset(
+    {VerifyOutcome.UNAVAILABLE, VerifyOutcome.RATE_LIMITED, VerifyOutcome.OVERLOADED}
+)
+_AsyncClients: TypeAlias = weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, asyncio.Semaphore]
+]
 
 
 class HttpVerifier:
@@ -292,11 +339,10 @@ class HttpVerifier:
         self._lock = threading.Lock()
         self._client: httpx.Client | None = None
         self._client_pid = 0
-        self._aclient: httpx.AsyncClient | None = None
-        self._aclient_loop: asyncio.AbstractEventLoop | None = None
-        self._aclient_pid = 0
+        # One (client, in-flight cap) per event loop, read and written as one tuple.
+        self._aclients: _AsyncClients = weakref.WeakKeyDictionary()
+        self._aclients_pid = os.getpid()
         self._credentials_logged_at: float | None = None
-        self._asemaphore: asyncio.Semaphore | None = None
         self._warned_at: float | None = None
         self._warnings_suppressed = 0
 
@@ -318,25 +364,40 @@ class HttpVerifier:
                 client = self._client
         return client
 
-    def _async_client(self) -> httpx.AsyncClient:
-        # Connections belong to the loop that opened them, so each loop gets its own client; one
-        # left behind by a finished loop is dropped (its loop can no longer close it).
+    def _async_client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+        """This loop's client and its in-flight cap, made on first use.
+
+        Connections belong to the loop that opened them, so each loop gets its own client (and
+        its own ``_MAX_IN_FLIGHT`` cap), kept for as long as the loop: an app running a loop per
+        thread opens one client per loop, not one per call.
+        """
         loop = asyncio.get_running_loop()
-        client = self._aclient
-        if client is None or self._aclient_loop is not loop or self._aclient_pid != os.getpid():
-            with self._lock:
-                client = self._aclient
-                if client is None or self._aclient_loop is not loop or (
-                    self._aclient_pid != os.getpid()
-                ):
-                    client = httpx.AsyncClient(
+        aclients = self._aclients
+        if self._aclients_pid == os.getpid():
+            entry = aclients.get(loop)
+            if entry is not None:
+                return entry
+        with self._lock:
+            if self._aclients_pid != os.getpid():
+                # Inherited through fork: those clients share sockets with the parent. Drop them
+                # unclosed; the parent still owns them.
+                self._aclients = weakref.WeakKeyDictionary()
+                self._aclients_pid = os.getpid()
+            entry = self._aclients.get(loop)
+            if entry is None:
+                # A client of a closed loop can never be used or closed again, and may hold its
+                # loop alive (pooled streams, a semaphore's waiters): forget it.
+                for stale in [other for other in self._aclients if other.is_closed()]:
+                    del self._aclients[stale]
+                entry = (
+                    httpx.AsyncClient(
                         transport=self._async_transport, headers=self._headers(),
                         limits=httpx.Limits(max_connections=_MAX_IN_FLIGHT),
-                    )
-                    self._asemaphore = asyncio.Semaphore(_MAX_IN_FLIGHT)
-                    self._aclient, self._aclient_loop = client, loop
-                    self._aclient_pid = os.getpid()
-        return client
+                    ),
+                    asyncio.Semaphore(_MAX_IN_FLIGHT),
+                )
+                self._aclients[loop] = entry
+        return entry
 
     @staticmethod
     def _headers() -> dict[str, str]:
@@ -350,16 +411,20 @@ class HttpVerifier:
             client.close()
 
     async def aclose(self) -> None:
-        """Release the async client's connections (a later call opens new ones).
+        """Release the running loop's async client (a later call on this loop opens a new one).
 
-        Call it on the event loop that made the calls, before that loop ends: a client left
-        behind by another loop is dropped, and its sockets wait for the garbage collector.
+        Call it on each event loop that made calls, before that loop ends; clients of other loops
+        are left alone. A client of a loop that closed without it is dropped when another loop
+        next makes a client, and its sockets wait for the garbage collector.
         """
+        loop = asyncio.get_running_loop()
         with self._lock:
-            client, loop = self._aclient, self._aclient_loop
-            self._aclient = self._aclient_loop = None
-        if client is not None and loop is asyncio.get_running_loop():
-            await client.aclose()
+            if self._aclients_pid != os.getpid():  # inherited through fork: the parent's
+                self._aclients = weakref.WeakKeyDictionary()
+                self._aclients_pid = os.getpid()
+            entry = self._aclients.pop(loop, None)
+        if entry is not None:
+            await entry[0].aclose()
 
     def __enter__(self) -> HttpVerifier:
         return self
@@ -385,6 +450,7 @@ class HttpVerifier:
             fetched = fetch(
                 self._sync_client(), "POST", self.verify_url,
                 timeout=self.timeout, max_bytes=self.max_bytes, json=self._payload(token),
+                lane="verify",
             )
         except FetchError as exc:
             return self._finish(_from_fetch_error(exc, secrets))
@@ -397,17 +463,17 @@ class HttpVerifier:
         if early is not None:
             return self._finish(early)
         secrets = (token, self._private_key)
-        client = self._async_client()
-        semaphore = self._asemaphore
-        assert semaphore is not None  # made together with the client
+        client, semaphore = self._async_client()
         started = time.monotonic()
         try:
             # Callers beyond the cap wait here, inside the deadline: httpx's own pool queue slows
             # down superlinearly with thousands of waiters, an asyncio.Semaphore does not.
             await asyncio.wait_for(semaphore.acquire(), self.timeout)
         except asyncio.TimeoutError:
+            # Our own queue, whose length a caller controls: never evidence about the vendor.
             return self._finish(VerifyResult(
-                VerifyOutcome.UNAVAILABLE, f"no free connection within {self.timeout:g}s"))
+                VerifyOutcome.OVERLOADED,
+                f"overloaded: no free connection within {self.timeout:g}s"))
         try:
             fetched = await afetch(
                 client, "POST", self.verify_url,
@@ -426,7 +492,7 @@ class HttpVerifier:
 
     def _finish(self, result: VerifyResult) -> VerifyResult:
         outcome = result.outcome
-        if outcome in (VerifyOutcome.UNAVAILABLE, VerifyOutcome.RATE_LIMITED):
+        if outcome in _PACED_WARNINGS:
             suppressed = self._warning_due()
             if suppressed is None:
                 logger.debug("verify %s: %s", outcome.value, result.reason)

@@ -73,7 +73,7 @@ class StatusWatcher:
 
     def __init__(
         self,
-        source: StatusSource,
+        source: StatusSource | None,
         flag: EnforcementFlag,
         *,
         poll_interval: float = 30.0,
@@ -102,7 +102,8 @@ class StatusWatcher:
         self._random = random_fraction
         self._on_poll = on_poll
         # Hysteresis and failure counters: written by whoever holds _observe_lock.
-        self._observe_lock = threading.Lock()
+        self._observe_lock = threading.RLock()  # a flag listener may feed a reading back in
+        self._applied_started = float("-inf")
         self._impaired_streak = 0
         self._operational_streak = 0
         self._failures = 0
@@ -157,14 +158,15 @@ class StatusWatcher:
     def _restart_after_fork(self) -> None:
         # The parent's thread does not exist in the child, and its locks may be held by it.
         self._thread_lock = threading.Lock()
-        self._observe_lock = threading.Lock()
+        self._observe_lock = threading.RLock()
         self._thread = None
         if self._wanted:
             self.start()
 
     def _run(self) -> None:
         stop = self._stop
-        next_poll = self._clock.monotonic()
+        # Without a status page the thread still keeps overrides from the store current.
+        next_poll = self._clock.monotonic() if self.source is not None else float("inf")
         while not stop.is_set():
             if self._clock.monotonic() >= next_poll:
                 result = self.poll_once()
@@ -189,6 +191,9 @@ class StatusWatcher:
 
     def poll_once(self) -> PollResult:
         """Read the status page once and feed the reading in. Never raises."""
+        started = self._clock.monotonic()
+        if self.source is None:
+            return PollResult("failed", None, "no status page configured", self.poll_interval)
         try:
             report = self.source.fetch()
         except StatusError as exc:
@@ -197,7 +202,7 @@ class StatusWatcher:
             logger.exception("status poll failed unexpectedly")
             result = self.observe_failure(exc)
         else:
-            result = self.observe(report, source="watcher")
+            result = self.observe(report, source="watcher", started=started)
         if self._on_poll is not None:
             try:
                 self._on_poll(result)
@@ -206,44 +211,62 @@ class StatusWatcher:
         return result
 
     def observe(
-        self, report: StatusReport, *, source: Literal["watcher", "confirmed"] = "watcher"
+        self,
+        report: StatusReport,
+        *,
+        source: Literal["watcher", "confirmed"] = "watcher",
+        started: float | None = None,
     ) -> PollResult:
-        """Feed one good reading through the hysteresis into the flag."""
+        """Feed one good reading through the hysteresis into the flag.
+
+        ``started`` is when the fetch began (monotonic): a reading whose fetch began before the
+        last applied one is stale and dropped, so a slow check cannot undo a newer recovery.
+        A ``confirmed`` reading (made on demand for a request) counts as one reading on top of
+        the watcher's own streak but does not extend it: request traffic, which a caller
+        controls, must not make ``open_after`` readings arrive faster than the polls would.
+        """
         status = report.global_status
+        if status in self.bypass_on:
+            reading: Reading = "impaired"
+        elif status == "operational":
+            reading = "operational"
+        else:
+            # Degraded (when not configured as an outage), under_maintenance, or a value the
+            # spec does not list: reported, never acted on.
+            reading = "neutral"
         with self._observe_lock:
-            self._failures = 0
+            if started is not None:
+                if started < self._applied_started:
+                    logger.debug("dropped a %s reading older than the last one applied", source)
+                    return PollResult(reading, report, "superseded by a newer reading",
+                                      self._next_delay(None))
+                self._applied_started = started
+            impaired = self._impaired_streak + 1 if reading == "impaired" else 0
+            operational = self._operational_streak + 1 if reading == "operational" else 0
+            if source == "watcher":
+                self._impaired_streak, self._operational_streak = impaired, operational
+                self._failures = 0
             self._last_good = self._clock.monotonic()
-            if status in self.bypass_on:
-                reading: Reading = "impaired"
-                self._impaired_streak += 1
-                self._operational_streak = 0
-            elif status == "operational":
-                reading = "operational"
-                self._operational_streak += 1
-                self._impaired_streak = 0
+            enforcing = self.flag.automatic_state.enforce
+            if reading == "impaired" and impaired >= self.open_after:
+                enforce, reason = False, f"global component {status}"
+            elif reading == "operational" and (enforcing or operational >= self.close_after):
+                enforce, reason = True, "global component operational"
+            elif enforcing:
+                enforce, reason = True, f"global component {status}; enforcing"
             else:
-                # Degraded (when not configured as an outage), under_maintenance, or a value the
-                # spec does not list: reported, never acted on.
-                reading = "neutral"
-                self._impaired_streak = self._operational_streak = 0
-            impaired, operational = self._impaired_streak, self._operational_streak
+                enforce = False
+                reason = (
+                    f"global component {status}; bypassing until {self.close_after} "
+                    "operational readings"
+                )
+            # Applied under the lock: readings reach the flag in the order they were judged.
+            self.flag.set_automatic(
+                enforce=enforce, source=source, reason=reason, global_status=status
+            )
         self._log_regions(report)
         if reading == "neutral" and not report.known:
             logger.warning("status page reports unknown global status %r; not acting on it", status)
-        enforcing = self.flag.automatic_state.enforce
-        if reading == "impaired" and impaired >= self.open_after:
-            enforce, reason = False, f"global component {status}"
-        elif reading == "operational" and (enforcing or operational >= self.close_after):
-            enforce, reason = True, "global component operational"
-        elif enforcing:
-            enforce, reason = True, f"global component {status}; enforcing"
-        else:
-            enforce = False
-            reason = (
-                f"global component {status}; bypassing until {self.close_after} "
-                "operational readings"
-            )
-        self.flag.set_automatic(enforce=enforce, source=source, reason=reason, global_status=status)
         return PollResult(reading, report, None, self._next_delay(None))
 
     def observe_failure(self, exc: BaseException) -> PollResult:

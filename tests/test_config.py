@@ -113,3 +113,26 @@ def test_private_key_never_in_repr_or_describe() -> None:
 
 def test_env_name() -> None:
     assert env_name("poll_interval") == "FAILOPEN_POLL_INTERVAL"
+
+
+def test_indicator_values_need_the_fallback() -> None:
+    with pytest.raises(ConfigError, match="FAILOPEN_INDICATOR_FALLBACK"):
+        Config.from_env({"FAILOPEN_BYPASS_ON": "major_outage,indicator:major"})
+    config = Config.from_env(
+        {"FAILOPEN_BYPASS_ON": "indicator:major", "FAILOPEN_INDICATOR_FALLBACK": "true"}
+    )
+    assert config.bypass_on == frozenset({"indicator:major"})
+
+
+def test_url_errors_never_echo_credentials() -> None:
+    for url in ("http://ops:S3cretPass@status.example.com", "https://ops:S3cretPass@status.x"):
+        with pytest.raises(ConfigError) as caught:
+            Config(status_url=url)
+        assert "S3cretPass" not in str(caught.value)
+        assert "credentials" in str(caught.value)
+
+
+def test_only_localhost_itself_may_use_plain_http() -> None:
+    with pytest.raises(ConfigError, match="https"):
+        Config(status_url="http://evil.localhost/")
+    assert Config(status_url="http://[::1]:8000").status_url == "http://[::1]:8000"

@@ -119,7 +119,7 @@ def test_unavailable_verify_with_confirmed_outage_bypasses_and_flips_the_flag(
     assert decision.outcome == "bypassed_confirmed_outage"
     assert guard.flag.state.enforce is False
     assert guard.flag.state.source == "confirmed"
-    assert "path=/login client=198.51.100.9" in caplog.text
+    assert "path='/login' client='198.51.100.9'" in caplog.text
     # Once the flag is off, requests bypass without verifying or checking again.
     assert guard.decide(None).bypassed
     assert source.calls == 1
@@ -258,3 +258,41 @@ def test_cached_confirmation_never_outlives_a_recovery() -> None:
     # Still inside the confirmation TTL: the cache must not resurrect the outage.
     decision = guard.decide("tok")
     assert (decision.allow, decision.status_code) == (False, 503)
+
+
+@pytest.mark.parametrize("token", [123, ["a"], b"bytes"])
+def test_a_token_that_is_not_a_string_is_malformed_not_a_crash(
+    token: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    guard, _, verifier = build()
+    with caplog.at_level(logging.ERROR):
+        decision = guard.decide(token)  # type: ignore[arg-type]
+    assert (decision.status_code, decision.outcome) == (403, "invalid_token")
+    assert verifier.tokens == []
+    assert "Traceback" not in caplog.text
+
+
+def test_audit_lines_cannot_be_forged_through_the_path(caplog: pytest.LogCaptureFixture) -> None:
+    guard, _, _ = build()
+    guard.flag.force_off("ops")
+    forged = "/login\n2030-01-01 failopen.audit WARNING bypass path=/admin"
+    with caplog.at_level(logging.WARNING, logger="failopen.audit"):
+        guard.decide(None, path=forged, client="10.0.0.1\r\nx")
+    (record,) = [r for r in caplog.records if r.name == "failopen.audit"]
+    assert "\n" not in record.getMessage() and "\r" not in record.getMessage()
+
+
+@pytest.mark.parametrize(("hint", "allowed"), [(7.0, {7}), (float("inf"), {5, 3600}),
+                                               (1e12, {3600}), (-3.0, {5}), (None, {5})])
+def test_retry_after_from_the_vendor_is_clamped(hint: float | None, allowed: set[int]) -> None:
+    guard, _, _ = build(VerifyOutcome.RATE_LIMITED, retry_after=hint)
+    assert guard.decide("tok").retry_after in allowed
+
+
+def test_outcomes_the_guard_does_not_know_are_refused_without_confirmation() -> None:
+    guard, source, verifier = build(VerifyOutcome.VALID, report("major_outage"))
+    verifier.result = VerifyResult("overloaded", "our own queue")  # type: ignore[arg-type]
+    decision = guard.decide("tok")
+    assert (decision.allow, decision.status_code, decision.outcome) == (False, 503, "cannot_verify")
+    assert source.calls == 0
+    assert guard.flag.enforce

@@ -16,7 +16,8 @@ import httpx
 import pytest
 
 import failopen.verify as verify_module
-from failopen.exceptions import ConfigError
+from failopen._http import fetch as http_fetch
+from failopen.exceptions import ConfigError, FetchOverloaded
 from failopen.testing._server import FakeRequest, Reply, as_transport
 from failopen.testing.clock import FakeClock as KitClock
 from failopen.testing.verify_api import FakeVerifyAPI
@@ -35,6 +36,7 @@ SECRETS = (KEY, TOKEN)
 
 VALID, INVALID = VerifyOutcome.VALID, VerifyOutcome.INVALID
 UNAVAILABLE, RATE_LIMITED = VerifyOutcome.UNAVAILABLE, VerifyOutcome.RATE_LIMITED
+OVERLOADED = VerifyOutcome.OVERLOADED
 
 pytestmark = pytest.mark.anyio
 
@@ -484,7 +486,7 @@ async def test_no_secret_in_any_outcome_log_or_repr(
     for fault in sorted(api.FAULTS):
         api.set_fault(fault)
         outcomes.add((await call(verifier, TOKEN, mode)).outcome)
-    assert outcomes == set(VerifyOutcome)
+    assert outcomes == set(VerifyOutcome) - {OVERLOADED}  # only local load makes that one
     assert api.tokens_seen.count(TOKEN) == 2 + len(api.FAULTS)  # the token really was sent
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) >= 2 + len(api.FAULTS)
@@ -561,7 +563,9 @@ def test_http_verifier_is_a_verifier() -> None:
 def test_result_valid_and_outcome_values() -> None:
     assert VerifyResult(VALID, "solved").valid
     assert not any(VerifyResult(o, "x").valid for o in VerifyOutcome if o is not VALID)
-    assert [o.value for o in VerifyOutcome] == ["valid", "invalid", "unavailable", "rate_limited"]
+    assert [o.value for o in VerifyOutcome] == [
+        "valid", "invalid", "unavailable", "rate_limited", "overloaded"
+    ]
     assert VerifyOutcome("rate_limited") is RATE_LIMITED
     assert json.dumps({"outcome": RATE_LIMITED}) == '{"outcome": "rate_limited"}'  # a str enum
 
@@ -709,13 +713,19 @@ def test_averify_works_across_event_loops(served: tuple[FakeVerifyAPI, str]) -> 
     first, second = asyncio.new_event_loop(), asyncio.new_event_loop()
     try:
         assert first.run_until_complete(twice()) == [VALID, VALID]
-        stale = verifier._aclient
+        [(mine, _)] = verifier._aclients.values()
         # Its pooled connection belongs to the first loop, which is not running now: reusing it
         # from the second loop would hang until the deadline.
         assert second.run_until_complete(twice()) == [VALID, VALID]
-        assert stale is not None and verifier._aclient is not stale
-        first.run_until_complete(stale.aclose())
+        assert verifier._aclients[first][0] is mine  # kept for the first loop, not swapped
+        assert verifier._aclients[second][0] is not mine
+        assert first.run_until_complete(twice()) == [VALID, VALID]  # back on the first: reused
+        assert verifier._aclients[first][0] is mine
+        first.run_until_complete(verifier.aclose())
+        assert mine.is_closed and first not in verifier._aclients
+        assert not verifier._aclients[second][0].is_closed  # another loop's: left alone
         second.run_until_complete(verifier.aclose())
+        assert len(verifier._aclients) == 0
     finally:
         first.close()
         second.close()
@@ -761,3 +771,237 @@ async def test_async_verifies_beyond_the_cap_queue_within_the_deadline() -> None
     results = await asyncio.gather(*calls)
     assert all(r.outcome is VALID for r in results)
     assert peak == verify_module._MAX_IN_FLIGHT
+
+
+# -- local overload: never evidence of an outage --------------------------------------------------
+
+
+async def test_async_call_that_gets_no_slot_is_overloaded_and_never_sent(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gate = asyncio.Event()
+    tokens: list[str] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        tokens.append(json.loads(request.content)["session_token"])
+        await gate.wait()
+        return httpx.Response(200, json=SOLVED)
+
+    verifier = HttpVerifier(URL, KEY, timeout=5, async_transport=httpx.MockTransport(handler))
+    try:
+        blocked = [asyncio.ensure_future(verifier.averify(TOKEN))
+                   for _ in range(verify_module._MAX_IN_FLIGHT)]
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert len(tokens) == verify_module._MAX_IN_FLIGHT  # every slot is taken
+        verifier.timeout = 0.05  # the extra call's deadline passes long before the others'
+        extra = "extra-token-0123456789"
+        result = await verifier.averify(extra)
+        assert result.outcome is OVERLOADED
+        assert result.reason == "overloaded: no free connection within 0.05s"
+        assert (result.status_code, result.retry_after, result.valid) == (None, None, False)
+        assert extra not in tokens  # the vendor never heard of it
+        gate.set()
+        assert [r.outcome for r in await asyncio.gather(*blocked)] == [VALID] * len(blocked)
+    finally:
+        gate.set()
+        await verifier.aclose()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == ["verify overloaded: overloaded: no free connection within 0.05s"]
+
+
+async def test_sync_call_that_gets_no_worker_is_overloaded(
+    make: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    lanes: list[str] = []
+
+    def no_worker(*args: Any, **kwargs: Any) -> Any:
+        lanes.append(kwargs.get("lane", "status"))
+        raise FetchOverloaded("no free verify worker within 3s")
+
+    monkeypatch.setattr(verify_module, "fetch", no_worker)
+    result = await call(make(replying(Reply.json(SOLVED))), TOKEN, "sync")
+    assert (result.outcome, result.status_code) == (OVERLOADED, None)
+    assert result.reason == "overloaded: no free verify worker within 3s"
+    assert lanes == ["verify"]  # verify calls queue apart from the status page's reads
+    records = [r for r in caplog.records if r.name == "failopen.verify"]
+    assert [r.levelno for r in records] == [logging.WARNING]
+
+
+def test_overloaded_shares_the_paced_warning_with_unavailable(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = KitClock()
+    api = FakeVerifyAPI()
+    api.set_fault("503")
+    verifier = HttpVerifier(URL, api.private_key, transport=api.transport(), clock=clock)
+    real_fetch = http_fetch
+    overloaded = [True, False, True]
+
+    def sometimes_overloaded(*args: Any, **kwargs: Any) -> Any:
+        if overloaded.pop(0):
+            raise FetchOverloaded("no free verify worker within 3s")
+        return real_fetch(*args, **kwargs)
+
+    monkeypatch.setattr(verify_module, "fetch", sometimes_overloaded)
+    with verifier:
+        assert [verifier.verify(TOKEN).outcome for _ in range(3)] == [
+            OVERLOADED, UNAVAILABLE, OVERLOADED
+        ]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "verify overloaded" in warnings[0].getMessage()
+
+
+# -- one async client per event loop --------------------------------------------------------------
+
+
+def test_loops_in_threads_get_one_client_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[httpx.AsyncClient] = []
+
+    class CountingClient(httpx.AsyncClient):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(httpx, "AsyncClient", CountingClient)
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=SOLVED))
+    verifier = HttpVerifier(URL, KEY, async_transport=transport)
+    threads_n, calls_n = 8, 20
+    barrier = threading.Barrier(threads_n)
+    outcomes: list[VerifyOutcome] = []
+    errors: list[BaseException] = []
+    per_loop: list[set[int]] = []
+
+    async def calls() -> None:
+        seen = set()
+        for i in range(calls_n):
+            if i == calls_n // 2:
+                barrier.wait()  # every loop is alive and has its client by now
+            outcomes.append((await verifier.averify(TOKEN)).outcome)
+            seen.add(id(verifier._async_client()[0]))
+        per_loop.append(seen)
+
+    def run() -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(calls())
+            loop.run_until_complete(verifier.aclose())
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+            barrier.abort()
+        finally:
+            loop.close()
+
+    threads = [threading.Thread(target=run) for _ in range(threads_n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    assert outcomes == [VALID] * (threads_n * calls_n)
+    assert len(made) == threads_n  # one per loop, not one per loop switch
+    assert all(len(seen) == 1 for seen in per_loop)
+    assert all(client.is_closed for client in made)  # each loop's aclose closed its own
+    assert len(verifier._aclients) == 0
+
+
+def test_in_flight_cap_is_per_loop() -> None:
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=SOLVED))
+    verifier = HttpVerifier(URL, KEY, async_transport=transport)
+
+    async def entry() -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+        assert (await verifier.averify(TOKEN)).valid
+        first = verifier._async_client()
+        assert verifier._async_client() is first  # read as one tuple, stable on this loop
+        return first
+
+    one, two = asyncio.new_event_loop(), asyncio.new_event_loop()
+    try:
+        (client_one, cap_one), (client_two, cap_two) = (
+            one.run_until_complete(entry()), two.run_until_complete(entry())
+        )
+        assert client_one is not client_two and cap_one is not cap_two
+        one.run_until_complete(verifier.aclose())
+        two.run_until_complete(verifier.aclose())
+    finally:
+        one.close()
+        two.close()
+
+
+def test_client_of_a_closed_loop_is_dropped_when_another_loop_needs_one() -> None:
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=SOLVED))
+    verifier = HttpVerifier(URL, KEY, async_transport=transport)
+    first = asyncio.new_event_loop()
+    assert first.run_until_complete(verifier.averify(TOKEN)).valid
+    stale = verifier._aclients[first][0]
+    first.close()  # ended without aclose()
+    assert asyncio.run(verifier.averify(TOKEN)).valid
+    assert first not in verifier._aclients
+    assert stale not in [client for client, _ in verifier._aclients.values()]
+    asyncio.run(stale.aclose())
+    for client, _ in list(verifier._aclients.values()):
+        asyncio.run(client.aclose())
+
+
+async def test_forked_child_gets_its_own_async_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=SOLVED))
+    verifier = HttpVerifier(URL, KEY, async_transport=transport)
+    assert (await verifier.averify(TOKEN)).valid
+    parent, _ = verifier._async_client()
+    monkeypatch.setattr(verify_module, "os", SimpleNamespace(getpid=lambda: -1))
+    child, _ = verifier._async_client()
+    assert child is not parent
+    assert verifier._async_client()[0] is child
+    assert (await verifier.averify(TOKEN)).valid
+    await verifier.aclose()
+    assert child.is_closed and not parent.is_closed  # the parent's sockets are not ours to close
+    await parent.aclose()
+
+
+# -- retry_after is a bounded hint ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, None), (7.0, 7.0), (0.0, 0.0), (-5.0, 0.0), (3600.0, 3600.0), (3601.0, 3600.0),
+     (1e300, 3600.0), (float("inf"), 3600.0), (float("-inf"), 0.0), (float("nan"), None)],
+)
+def test_retry_after_is_clamped_in_every_result(
+    value: float | None, expected: float | None
+) -> None:
+    result = VerifyResult(RATE_LIMITED, "x", 429, value)
+    assert result.retry_after == expected
+
+
+@pytest.mark.parametrize(
+    ("parsed", "expected"),
+    [(float("inf"), 3600.0), (1e12, 3600.0), (float("nan"), None), (-1.0, 0.0), (12.5, 12.5)],
+)
+async def test_rate_limited_retry_after_is_clamped(
+    make: Any, mode: str, monkeypatch: pytest.MonkeyPatch, parsed: float, expected: float | None
+) -> None:
+    monkeypatch.setattr(verify_module, "parse_retry_after", lambda value, **kw: parsed)
+    reply = Reply(status=429, headers=[("Retry-After", "whatever")])
+    result = await call(make(replying(reply)), TOKEN, mode)
+    assert (result.outcome, result.retry_after) == (RATE_LIMITED, expected)
+
+
+async def test_retry_after_parser_failure_is_no_hint(
+    make: Any, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(value: Any, **kwargs: Any) -> float:
+        raise OverflowError("date value out of range")
+
+    monkeypatch.setattr(verify_module, "parse_retry_after", broken)
+    reply = Reply(status=429, headers=[("Retry-After", "Fri, 31 Dec 99999 23:59:59 GMT")])
+    result = await call(make(replying(reply)), TOKEN, mode)
+    assert (result.outcome, result.retry_after) == (RATE_LIMITED, None)
+
+
+@pytest.mark.parametrize("header", ["99999999999", "9" * 400, "Fri, 31 Dec 9999 23:59:59 GMT"])
+async def test_huge_retry_after_header_stays_bounded(make: Any, mode: str, header: str) -> None:
+    reply = Reply(status=429, headers=[("Retry-After", header)])
+    result = await call(make(replying(reply)), TOKEN, mode)
+    assert result.outcome is RATE_LIMITED
+    assert result.retry_after is None or 0 <= result.retry_after <= 3600

@@ -273,3 +273,29 @@ def test_forked_child_has_a_live_watcher() -> None:
     finally:
         os.close(read_end)
         watcher.stop()
+
+
+def test_confirmations_do_not_make_open_after_arrive_faster() -> None:
+    source = ScriptedSource(report("major_outage"))
+    watcher = make(source, open_after=3)
+    watcher.poll_once()  # watcher streak 1
+    for _ in range(5):  # request-driven confirmations, however many
+        watcher.observe(report("major_outage"), source="confirmed")
+    assert watcher.flag.enforce is True
+    watcher.poll_once()  # watcher streak 2: one confirmation on top makes 3
+    watcher.observe(report("major_outage"), source="confirmed")
+    assert watcher.flag.enforce is False
+    assert watcher.flag.state.source == "confirmed"
+
+
+def test_an_older_reading_never_overwrites_a_newer_one() -> None:
+    clock = FakeClock()
+    source = ScriptedSource(report("operational"))
+    watcher = make(source, clock=clock)
+    slow_check_started = clock.monotonic()  # a confirmation begins, and is slow
+    clock.advance(1)
+    watcher.poll_once()  # a newer poll reads operational and is applied first
+    result = watcher.observe(report("major_outage"), source="confirmed",
+                             started=slow_check_started)
+    assert result.error == "superseded by a newer reading"
+    assert watcher.flag.enforce is True

@@ -1,0 +1,127 @@
+"""``failopen demo``: the scripted outage behaves, says so, and leaves logging as it found it."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from failopen.demo import run_demo
+
+FAILOPEN = Path(sys.executable).with_name("failopen")
+SCENES = (
+    "healthy: every component operational",
+    "regional impairment: eu-west-1 down, failover complete",
+    "global outage: the platform is down, verify calls fail",
+    "status page errors: HTTP 500 (not evidence of anything)",
+    "recovery: everything operational again",
+)
+LOGGERS = ("failopen", "failopen.audit", "failopen.watcher", "failopen.guard", "failopen.flag")
+
+
+def logging_state() -> dict[str, tuple[int, bool, tuple[logging.Handler, ...], bool]]:
+    return {
+        name: (lg.level, lg.propagate, tuple(lg.handlers), lg.disabled)
+        for name, lg in ((n, logging.getLogger(n)) for n in LOGGERS)
+    }
+
+
+def scenes(output: str) -> dict[str, str]:
+    """Each scene's section of the output, by title (the epilogue cut off the last one)."""
+    body = output.split("\nops:", 1)[0]
+    parts = re.split(r"^\[(\d)/5\] (.*)$", body, flags=re.MULTILINE)
+    # parts: [preamble, number, title, section, number, title, section, ...]
+    return {parts[i + 1]: parts[i + 2] for i in range(1, len(parts) - 1, 3)}
+
+
+def bypasses(section: str) -> int:
+    return section.count("admitted (bypassed)")
+
+
+@pytest.fixture(scope="module")
+def played() -> tuple[int, str]:
+    """One in-process run, shared by the checks on its output."""
+    out = io.StringIO()
+    code = run_demo(step=0.2, out=out)
+    return code, out.getvalue()
+
+
+def test_demo_exits_0_and_says_so(played: tuple[int, str]) -> None:
+    code, output = played
+    assert code == 0, output
+    assert "demo finished: every scene behaved as expected" in output
+    assert "!! expected" not in output
+
+
+def test_demo_plays_every_scene_in_order(played: tuple[int, str]) -> None:
+    _, output = played
+    positions = [output.index(f"[{n}/5] {title}") for n, title in enumerate(SCENES, start=1)]
+    assert positions == sorted(positions)
+    assert list(scenes(output)) == list(SCENES)
+
+
+def test_demo_bypasses_only_during_the_outage(played: tuple[int, str]) -> None:
+    _, output = played
+    by_title = scenes(output)
+    healthy, regional, outage, errors, recovery = (by_title[t] for t in SCENES)
+    for section in (healthy, regional, recovery):
+        assert bypasses(section) == 0, section
+        assert "audit: bypass" not in section
+        assert "log-in with valid token  -> admitted " in section
+        assert "log-in with bad token    -> refused 403" in section
+        assert "log-in with no token     -> refused 403" in section
+    for section in (outage, errors):
+        assert bypasses(section) >= 1, section
+        assert "audit: bypass" in section
+    assert "impaired regions: eu-west-1=major_outage" in regional
+    assert "global=major_outage" in outage
+    assert "global=unreadable" in errors
+
+
+def test_demo_prints_the_transitions(played: tuple[int, str]) -> None:
+    _, output = played
+    assert ">> flag: enforce True -> False" in output
+    assert ">> flag: enforce False -> True" in output
+    assert "override placed -> enforce=True" in output
+
+
+def test_demo_restores_logging() -> None:
+    watcher = logging.getLogger("failopen.watcher")
+    watcher.setLevel(logging.DEBUG)  # a non-default state the demo must give back
+    try:
+        before = logging_state()
+        assert run_demo(step=0.1, out=io.StringIO()) == 0
+        assert logging_state() == before
+    finally:
+        watcher.setLevel(logging.NOTSET)
+
+
+def test_demo_restores_logging_when_it_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    from failopen import demo
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("scene broke")
+
+    monkeypatch.setattr(demo, "_attempts", broken)
+    before = logging_state()
+    with pytest.raises(RuntimeError, match="scene broke"):
+        run_demo(step=0.05, out=io.StringIO())
+    assert logging_state() == before
+
+
+def test_failopen_demo_command_exits_0() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAILOPEN_")}
+    done = subprocess.run(
+        [str(FAILOPEN), "demo"], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "every scene behaved as expected" in done.stdout
+    for title in SCENES:
+        assert title in done.stdout
+    assert "Traceback" not in done.stderr
