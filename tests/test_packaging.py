@@ -45,3 +45,24 @@ def test_wheel_has_no_top_level_integrations(tmp_path: Path) -> None:
     packaged = {n for n in names if n.endswith(".py")}
     missing = {s for s in sources if s not in packaged and "__pycache__" not in s}
     assert not missing, f"modules left out of the wheel (add their package to pyproject): {missing}"
+
+
+def test_readme_lists_every_fault_of_the_fakes() -> None:
+    from failopen.testing import FakeStatusPage, FakeVerifyAPI
+
+    readme = (ROOT / "README.md").read_text()
+    for fake in (FakeStatusPage, FakeVerifyAPI):
+        row = next(line for line in readme.splitlines() if line.startswith(f"| `{fake.__name__}`"))
+        missing = [fault for fault in fake.FAULTS if f"`{fault}`" not in row]
+        assert not missing, f"README's {fake.__name__} row lacks {missing}"
+
+
+def test_readme_documents_every_config_variable() -> None:
+    import dataclasses
+
+    from failopen.config import Config, env_name
+
+    readme = (ROOT / "README.md").read_text()
+    undocumented = [env_name(f.name) for f in dataclasses.fields(Config)
+                    if f"`{env_name(f.name)}`" not in readme]
+    assert not undocumented, f"add to the README's configuration table: {undocumented}"
