@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import ipaddress
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -136,6 +138,45 @@ def _headers(extra: dict[str, str] | None) -> dict[str, str]:
     return {"Accept-Encoding": "identity", **(extra or {})}
 
 
+class _Sockets:
+    """The sockets one exchange opens, so the caller can cut them at the deadline.
+
+    A worker blocked reading a status line or headers that drip in a byte at a time never gets
+    back to checking the deadline; shutting its socket down from the caller's thread ends the
+    read at once. httpcore reports each new connection through the ``trace`` extension; a
+    connection reused from the pool is not seen (callers that need the cut disable keep-alive).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._cut = False
+
+    def trace(self, name: str, info: dict[str, Any]) -> None:
+        if not name.endswith((".connect_tcp.complete", ".start_tls.complete")):
+            return
+        get_extra_info = getattr(info.get("return_value"), "get_extra_info", None)
+        sock = get_extra_info("socket") if get_extra_info is not None else None
+        if isinstance(sock, socket.socket):
+            with self._lock:
+                self._sockets.append(sock)
+                cut = self._cut
+            if cut:
+                _shutdown(sock)
+
+    def cut(self) -> None:
+        with self._lock:
+            self._cut = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shutdown(sock)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # already closed: nothing left to cut
+        sock.shutdown(socket.SHUT_RDWR)
+
+
 def _timeout(remaining: float) -> httpx.Timeout:
     return httpx.Timeout(max(remaining, 0.001))
 
@@ -148,6 +189,7 @@ def _exchange(
     max_bytes: int,
     json: Any,
     headers: dict[str, str] | None,
+    sockets: _Sockets,
 ) -> Fetched:
     started = time.monotonic()
     target = httpx.URL(url)
@@ -156,6 +198,7 @@ def _exchange(
         request = client.build_request(
             method, target, json=json, headers=_headers(headers),
             timeout=_timeout(deadline - time.monotonic()),
+            extensions={"trace": sockets.trace},
         )
         response = client.send(request, stream=True, follow_redirects=False)
         try:
@@ -299,13 +342,16 @@ def fetch(
     """
     deadline = time.monotonic() + timeout
     started = threading.Event()
+    sockets = _Sockets()
     future = _lanes[lane].submit(
-        _started(started, _exchange), client, method, url, deadline, max_bytes, json, headers
+        _started(started, _exchange), client, method, url, deadline, max_bytes, json, headers,
+        sockets,
     )
     try:
         return future.result(timeout=timeout)
     except concurrent.futures.TimeoutError:
         future.cancel()
+        sockets.cut()  # the worker stops too, instead of reading on past the deadline
         if not started.is_set():
             raise FetchOverloaded(f"no free {lane} worker within {timeout:g}s") from None
         raise FetchTimeout(f"no complete answer within {timeout:g}s") from None

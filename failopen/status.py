@@ -406,6 +406,9 @@ class StatusClient:
             "cookies": _no_cookies(),
             "follow_redirects": False,  # _http follows same-origin redirects itself
             "timeout": self.timeout,
+            # A fresh connection per poll (one every poll_interval: cheap) lets the deadline cut
+            # a poll whose headers drip in, instead of leaving a worker reading on behind it.
+            "limits": httpx.Limits(max_keepalive_connections=0),
         }
 
     def _check_open(self) -> None:
