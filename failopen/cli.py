@@ -130,13 +130,15 @@ def _cmd_watch(args: argparse.Namespace) -> int:
                   f"{new.reason})", flush=True)
 
     runtime.flag.add_listener(on_transition)
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: done.set())
+    # Restored afterwards, so main() called in-process (tests, embedding) leaves Ctrl-C working.
+    previous = {s: signal.signal(s, lambda *_: done.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     runtime.start()
     try:
         done.wait()
     finally:
         runtime.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return EXIT_OK
 
 
@@ -241,7 +243,8 @@ def _register_optional(verbs: Any, emulators: Any) -> None:
 
     register_emulate_fakes(emulators)
     try:
-        from failopen.rai.cli import register_emulate_rai, register_rai
+        from failopen.rai.cli import register_rai
+        from failopen.testing.cli import register_emulate_rai
     except ImportError:  # pragma: no cover - the interface A client ships with the package
         return
     register_rai(verbs)
@@ -267,6 +270,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_UNKNOWN
     except KeyboardInterrupt:
         return 130
+    except Exception:
+        # Exit 1 means "outage" to scripts: a crash must never say that.
+        logging.getLogger("failopen").exception("failopen: unexpected error")
+        return EXIT_UNKNOWN
     return code
 
 

@@ -12,7 +12,7 @@ import json
 import logging
 import random
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
@@ -31,11 +31,10 @@ from failopen.rai.exceptions import (
 )
 from failopen.rai.models import Cohort, Page
 
-__all__ = ["BaseClient", "error_from_response", "parse_page", "parse_cohort", "decode_object"]
+__all__ = ["BaseClient", "error_from_response", "decode_page", "parse_cohort", "decode_object"]
 
 logger = logging.getLogger("failopen.rai")
 
-T = TypeVar("T")
 _ERROR_SNIPPET = 160
 
 
@@ -61,8 +60,9 @@ def error_class(status_code: int) -> type[RaiError]:
     return _STATUS_ERRORS.get(status_code, RaiError)
 
 
-def _snippet(content: bytes) -> str:
-    text = " ".join(content[: _ERROR_SNIPPET * 4].decode("utf-8", "replace").split())
+def _snippet(content: bytes, redact: Callable[[str], str]) -> str:
+    # Redact the whole text before cutting it: a secret cut in half would no longer match.
+    text = " ".join(redact(content.decode("utf-8", "replace")).split())
     return text[:_ERROR_SNIPPET] + ("..." if len(text) > _ERROR_SNIPPET else "")
 
 
@@ -93,7 +93,7 @@ def error_from_response(
         )
     reason = httpx.codes.get_reason_phrase(status_code) or "error"
     kind = headers.get("content-type", "no content type").split(";")[0].strip()
-    detail = f": {redact(_snippet(content))}" if content else ""
+    detail = f": {_snippet(content, redact)}" if content else ""
     return cls(
         f"{reason}, without an error envelope ({kind}, {len(content)} bytes){detail}",
         status_code=status_code,
@@ -113,24 +113,29 @@ def decode_object(content: bytes, what: str) -> dict[str, Any]:
     return body
 
 
-def parse_page(
-    content: bytes, key: str, parse_item: Callable[[Mapping[str, Any]], T]
-) -> Page[T]:
-    """A list endpoint's answer as a Page (spec 4.1)."""
-    body = decode_object(content, f"list of {key}")
+def decode_page(content: bytes, key: str) -> Page[dict[str, Any]]:
+    """A list endpoint's answer (spec 4.1) as a Page of records exactly as decoded.
+
+    Only the envelope is checked (the array, each record an object, the cursor a string): this
+    runs before the next page is requested, so building models is left for later.
+    """
+    what = f"list of {key}"
+    body = decode_object(content, what)
     records = body.get(key)
     if not isinstance(records, list):
-        raise InvalidResponse(f"list of {key}: the answer has no {key!r} array")
-    try:
-        items = [parse_item(record) for record in records]
-    except TypeError as exc:
-        raise InvalidResponse(f"list of {key}: {exc}") from None
+        raise InvalidResponse(f"{what}: the answer has no {key!r} array")
+    for record in records:
+        if not isinstance(record, dict):
+            kind = key.removesuffix("s")
+            raise InvalidResponse(
+                f"{what}: a {kind} record must be a JSON object, not {type(record).__name__}"
+            )
     token = body.get("next_page_token")
     if token is not None and not isinstance(token, str):
-        raise InvalidResponse(f"list of {key}: next_page_token is not a string")
+        raise InvalidResponse(f"{what}: next_page_token is not a string")
     version = body.get("schema_version")
     return Page(
-        items=items,
+        items=records,
         next_page_token=token or None,
         schema_version=version if isinstance(version, str) else None,
     )

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 import httpx
 
 from failopen.rai._arguments import Instant, Params, cohort_path
 from failopen.rai._base import BaseClient, error_from_response, parse_cohort, transport_error
-from failopen.rai._pager import Pager, cohort_sessions_pager, cohorts_pager, sessions_pager
+from failopen.rai._pager import (
+    Pager,
+    Record,
+    cohort_sessions_pager,
+    cohorts_pager,
+    sessions_pager,
+)
 from failopen.rai.auth import ClientCredentialsAuth
 from failopen.rai.exceptions import RaiError
 from failopen.rai.models import Cohort, Page, Session
@@ -30,8 +37,9 @@ class Client(BaseClient):
     errors and transport failures are retried up to ``max_attempts`` attempts in all, with
     exponential backoff and full jitter, waiting through ``sleep``. ``timeout`` bounds each
     attempt: every socket operation, and reading the whole body. With ``prefetch``, a background
-    thread fetches the next page while the caller handles the current one (never more than one
-    page ahead). ``timer`` is the monotonic clock used for token expiry.
+    thread fetches the next page while the caller handles the current one, never more than one
+    page ahead: its request leaves as soon as the current page's cursor is decoded, before any
+    model of the current page is built. ``timer`` is the monotonic clock used for token expiry.
     """
 
     def __init__(
@@ -107,42 +115,79 @@ class Client(BaseClient):
                 raise error from cause
             self._sleep(delay)
 
-    def _pages(self, pager: Pager[T]) -> Generator[Page[T], None, None]:
-        def fetch(params: Params) -> Page[T]:
-            return pager.parse(self._request("GET", pager.path, params))
+    def _raw_pages(self, pager: Pager[Any]) -> Generator[Page[Record], None, None]:
+        def fetch(params: Params, started: threading.Event | None = None) -> Page[Record]:
+            if started is not None:
+                started.set()
+            return pager.decode(self._request("GET", pager.path, params))
 
-        first = pager.first()
         if not self.prefetch:
-            params: Params | None = first
+            params: Params | None = pager.first()
             while params is not None:
-                page = fetch(params)
-                delivered = pager.deliver(page)
+                page = pager.deliver(fetch(params))
                 params = pager.after(page)
-                yield delivered
+                yield page
             return
         # One worker and one future at a time: at most one page is ever fetched ahead.
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="failopen.rai.prefetch")
-        future: Future[Page[T]] | None = executor.submit(fetch, first)
+        future: Future[Page[Record]] | None = executor.submit(fetch, pager.first())
         try:
             while future is not None:
                 page = future.result()  # a failed fetch raises here, where its page is due
-                delivered = pager.deliver(page)
+                page = pager.deliver(page)
                 params = pager.after(page)
-                future = None if params is None else executor.submit(fetch, params)
-                yield delivered
+                future = None
+                if params is not None:
+                    # The next request leaves now, before anyone builds models of or writes
+                    # this page. Waiting for the worker to start hands it the GIL, which it
+                    # keeps until its request is on the wire; else it would wait for this
+                    # thread's CPU-bound work on the page for up to the 5 ms switch interval.
+                    started = threading.Event()
+                    future = executor.submit(fetch, params, started)
+                    started.wait()
+                yield page
         finally:
             # The caller stopped early (or failed): drop the page in flight, never wait for it.
             if future is not None:
                 future.cancel()
             executor.shutdown(wait=False, cancel_futures=True)
 
+    def _pages(self, pager: Pager[T]) -> Generator[Page[T], None, None]:
+        with closing(self._raw_pages(pager)) as pages:
+            for page in pages:
+                yield pager.build(page)
+
     def _items(self, pages: Generator[Page[T], None, None]) -> Iterator[T]:
         with closing(pages):
             for page in pages:
                 yield from page.items
 
+    def _pages_or_raw(
+        self, pager: Pager[T], raw: bool
+    ) -> Iterator[Page[T]] | Iterator[Page[Record]]:
+        return self._raw_pages(pager) if raw else self._pages(pager)
+
     # --- the API ---
 
+    @overload
+    def iter_cohort_pages(
+        self, start: Instant, end: Instant, public_keys: Sequence[str], *,
+        cohort_id: str | None = ..., anomaly_id: int | None = ..., telltale_id: int | None = ...,
+        min_session_count: int | None = ..., page_size: int | None = ...,
+        raw: Literal[False] = ...,
+    ) -> Iterator[Page[Cohort]]: ...
+    @overload
+    def iter_cohort_pages(
+        self, start: Instant, end: Instant, public_keys: Sequence[str], *,
+        cohort_id: str | None = ..., anomaly_id: int | None = ..., telltale_id: int | None = ...,
+        min_session_count: int | None = ..., page_size: int | None = ..., raw: Literal[True],
+    ) -> Iterator[Page[Record]]: ...
+    @overload
+    def iter_cohort_pages(
+        self, start: Instant, end: Instant, public_keys: Sequence[str], *,
+        cohort_id: str | None = ..., anomaly_id: int | None = ..., telltale_id: int | None = ...,
+        min_session_count: int | None = ..., page_size: int | None = ..., raw: bool,
+    ) -> Iterator[Page[Cohort]] | Iterator[Page[Record]]: ...
     def iter_cohort_pages(
         self,
         start: Instant,
@@ -154,12 +199,17 @@ class Client(BaseClient):
         telltale_id: int | None = None,
         min_session_count: int | None = None,
         page_size: int | None = None,
-    ) -> Iterator[Page[Cohort]]:
-        """Pages of cohorts of the keys in [start, end]; windows over 30 days are split."""
-        return self._pages(cohorts_pager(
+        raw: bool = False,
+    ) -> Iterator[Page[Cohort]] | Iterator[Page[Record]]:
+        """Pages of cohorts of the keys in [start, end]; windows over 30 days are split.
+
+        With ``raw=True`` a page holds the records as decoded dicts, unknown fields included,
+        and no :class:`Cohort` is built: the cheapest way to export.
+        """
+        return self._pages_or_raw(cohorts_pager(
             start, end, public_keys, cohort_id=cohort_id, anomaly_id=anomaly_id,
             telltale_id=telltale_id, min_session_count=min_session_count, page_size=page_size,
-        ))
+        ), raw)
 
     def iter_cohorts(
         self,
@@ -183,11 +233,23 @@ class Client(BaseClient):
         """One cohort by id (spec 4.4)."""
         return parse_cohort(self._request("GET", cohort_path(cohort_id)))
 
+    @overload
     def iter_cohort_session_pages(
-        self, cohort_id: str, *, page_size: int | None = None
-    ) -> Iterator[Page[Session]]:
-        """Pages of the sessions of one cohort."""
-        return self._pages(cohort_sessions_pager(cohort_id, page_size=page_size))
+        self, cohort_id: str, *, page_size: int | None = ..., raw: Literal[False] = ...
+    ) -> Iterator[Page[Session]]: ...
+    @overload
+    def iter_cohort_session_pages(
+        self, cohort_id: str, *, page_size: int | None = ..., raw: Literal[True]
+    ) -> Iterator[Page[Record]]: ...
+    @overload
+    def iter_cohort_session_pages(
+        self, cohort_id: str, *, page_size: int | None = ..., raw: bool
+    ) -> Iterator[Page[Session]] | Iterator[Page[Record]]: ...
+    def iter_cohort_session_pages(
+        self, cohort_id: str, *, page_size: int | None = None, raw: bool = False
+    ) -> Iterator[Page[Session]] | Iterator[Page[Record]]:
+        """Pages of the sessions of one cohort; ``raw=True``: records as decoded, no models."""
+        return self._pages_or_raw(cohort_sessions_pager(cohort_id, page_size=page_size), raw)
 
     def iter_cohort_sessions(
         self, cohort_id: str, *, page_size: int | None = None
@@ -195,6 +257,24 @@ class Client(BaseClient):
         """The sessions of one cohort, following the cursor (spec 4.5)."""
         return self._items(self._pages(cohort_sessions_pager(cohort_id, page_size=page_size)))
 
+    @overload
+    def iter_session_pages(
+        self, start: Instant, end: Instant, public_keys: Sequence[str], *,
+        cohort_id: str | None = ..., anomaly_id: int | None = ..., telltale_id: int | None = ...,
+        page_size: int | None = ..., raw: Literal[False] = ...,
+    ) -> Iterator[Page[Session]]: ...
+    @overload
+    def iter_session_pages(
+        self, start: Instant, end: Instant, public_keys: Sequence[str], *,
+        cohort_id: str | None = ..., anomaly_id: int | None = ..., telltale_id: int | None = ...,
+        page_size: int | None = ..., raw: Literal[True],
+    ) -> Iterator[Page[Record]]: ...
+    @overload
+    def iter_session_pages(
+        self, start: Instant, end: Instant, public_keys: Sequence[str], *,
+        cohort_id: str | None = ..., anomaly_id: int | None = ..., telltale_id: int | None = ...,
+        page_size: int | None = ..., raw: bool,
+    ) -> Iterator[Page[Session]] | Iterator[Page[Record]]: ...
     def iter_session_pages(
         self,
         start: Instant,
@@ -205,12 +285,17 @@ class Client(BaseClient):
         anomaly_id: int | None = None,
         telltale_id: int | None = None,
         page_size: int | None = None,
-    ) -> Iterator[Page[Session]]:
-        """Pages of sessions across cohorts; windows over 30 days are split."""
-        return self._pages(sessions_pager(
+        raw: bool = False,
+    ) -> Iterator[Page[Session]] | Iterator[Page[Record]]:
+        """Pages of sessions across cohorts; windows over 30 days are split.
+
+        With ``raw=True`` a page holds the records as decoded dicts, unknown fields included,
+        and no :class:`Session` is built: the cheapest way to export.
+        """
+        return self._pages_or_raw(sessions_pager(
             start, end, public_keys, cohort_id=cohort_id, anomaly_id=anomaly_id,
             telltale_id=telltale_id, page_size=page_size,
-        ))
+        ), raw)
 
     def iter_sessions(
         self,

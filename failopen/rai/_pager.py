@@ -18,17 +18,26 @@ from failopen.rai._arguments import (
     format_rfc3339,
     split_window,
 )
-from failopen.rai._base import parse_page
+from failopen.rai._base import decode_page
 from failopen.rai.exceptions import InvalidResponse
 from failopen.rai.models import Cohort, Page, Session
 
-__all__ = ["Pager", "cohorts_pager", "sessions_pager", "cohort_sessions_pager"]
+__all__ = ["Pager", "Record", "cohorts_pager", "sessions_pager", "cohort_sessions_pager"]
 
 T = TypeVar("T")
 
 
+Record = dict[str, Any]
+"""One record of a list answer, exactly as decoded."""
+
+
 class Pager(Generic[T]):
     """Which request comes next in one list call: the windows in order, the cursor within each.
+
+    A page goes through three steps, so the next request can leave as early as possible:
+    :meth:`decode` (on the fetching thread: JSON, cursor and envelope checks), then on the
+    consumer's side :meth:`deliver` and :meth:`after` (the next request may leave now), and only
+    then :meth:`build`, the typed models, skipped by raw iteration.
 
     Windows share their boundary instant and the service's treatment of ``to`` is not specified,
     so a record may come back in two adjacent windows; :meth:`deliver` drops a record already seen
@@ -43,7 +52,7 @@ class Pager(Generic[T]):
         windows: list[Params],
         key: str,
         parse_item: Callable[[Mapping[str, Any]], T],
-        identity: Callable[[T], Hashable | None],
+        identity: Callable[[Record], Hashable | None],
     ) -> None:
         self.path = path
         self.key = key
@@ -59,29 +68,29 @@ class Pager(Generic[T]):
         """The parameters of the first request."""
         return list(self._windows[0])
 
-    def parse(self, content: bytes) -> Page[T]:
-        """A page from a list answer's body (safe to call off the consumer's thread)."""
-        return parse_page(content, self.key, self.parse_item)
+    def decode(self, content: bytes) -> Page[Record]:
+        """A page of records from a list answer's body (safe to call off the consumer's thread)."""
+        return decode_page(content, self.key)
 
-    def deliver(self, page: Page[T]) -> Page[T]:
+    def deliver(self, page: Page[Record]) -> Page[Record]:
         """The page as the consumer sees it: records of earlier windows removed."""
         if self._identity is None:
             return page
         kept = []
-        for item in page.items:
-            ident = self._identity(item)
+        for record in page.items:
+            ident = self._identity(record)
             if ident is not None:
                 seen = ident in self._current or ident in self._previous
                 # Noted even when dropped, so the next window knows it too.
                 self._current.add(ident)
                 if seen:
                     continue
-            kept.append(item)
+            kept.append(record)
         if len(kept) == len(page.items):
             return page
         return Page(kept, page.next_page_token, page.schema_version)
 
-    def after(self, page: Page[T]) -> Params | None:
+    def after(self, page: Page[Record]) -> Params | None:
         """The parameters of the request after ``page``; None when the listing is complete."""
         token = page.next_page_token
         if token:
@@ -99,15 +108,28 @@ class Pager(Generic[T]):
         self._previous, self._current = self._current, set()
         return list(self._windows[self._index])
 
+    def build(self, page: Page[Record]) -> Page[T]:
+        """The page with typed models (each keeps its record as ``raw``)."""
+        parse = self.parse_item
+        return Page([parse(record) for record in page.items], page.next_page_token,
+                    page.schema_version)  # fmt: skip
 
-def _cohort_identity(cohort: Cohort) -> Hashable | None:
-    return cohort.cohort_id
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
-def _session_identity(session: Session) -> Hashable | None:
-    if session.session_id is None:
+# Read from the records, as the models read them, so duplicates are dropped before any model is
+# built: a non-string id is no id.
+def _cohort_identity(record: Record) -> Hashable | None:
+    return _str(record.get("cohort_id"))
+
+
+def _session_identity(record: Record) -> Hashable | None:
+    session_id = _str(record.get("session_id"))
+    if session_id is None:
         return None
-    return (session.session_id, session.cohort_id)
+    return (session_id, _str(record.get("cohort_id")))
 
 
 def _window_params(

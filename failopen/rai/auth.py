@@ -9,6 +9,7 @@ another caller already replaced it), fetches a new one and sends the request onc
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
@@ -92,8 +93,12 @@ class ClientCredentialsAuth(httpx.Auth):
     def redact(self, text: str) -> str:
         """``text`` with the client secret and recent tokens blanked out."""
         for secret in (self._client_secret, *self._issued):
-            if secret and secret in text:
-                text = text.replace(secret, _REDACTED)
+            if not secret:
+                continue
+            # Also the form it takes inside a JSON string (an echoed request body, say).
+            for form in {secret, json.dumps(secret)[1:-1]}:
+                if form in text:
+                    text = text.replace(form, _REDACTED)
         return text
 
     def invalidate(self) -> None:

@@ -8,7 +8,8 @@ The emulator runs in its own process on 127.0.0.1 with simulated network latency
 reports its wall time and peak RSS (``ru_maxrss``). Clients:
 
 * naive: a plain loop, httpx + stdlib ``json``, the service's default page size, no prefetch;
-* failopen: the ``failopen rai sessions --out`` code path (page size 1000, prefetch one page);
+* failopen: the ``failopen rai sessions --out`` code path (page size 1000, prefetch one page:
+  the next request leaves once the current page's cursor is decoded; raw pages, no models);
 * failopen, no prefetch: the same with ``prefetch=False`` (what prefetch is worth);
 * failopen + orjson: the same with orjson decoding and encoding (whether orjson earns a place);
 * naive, large pages: the naive loop asking for 1000 records a page (what page size alone gives).

@@ -90,3 +90,22 @@ def test_repr_and_redact_hide_the_secret_and_tokens() -> None:
     assert SECRET not in text and token_value(1) not in text
     assert CLIENT_ID in repr(auth)
     assert auth.redact(f"x {SECRET} y {token_value(1)} z") == "x [redacted] y [redacted] z"
+
+
+def test_a_secret_cut_by_the_snippet_limit_does_not_leak() -> None:
+    from failopen.rai._base import error_from_response
+
+    secret = "cs_live_0123456789abcdefghijklmnopqrstuvwxyz"
+    auth = ClientCredentialsAuth("https://rai.test/api/rai/v1/authorize", "id", secret)
+    for padding in range(0, 200, 7):  # the cut falls at every position of the secret
+        body = ("x" * padding + '{"client_secret":"' + secret + '"}').encode()
+        error = error_from_response(400, {"content-type": "text/plain"}, body, auth.redact)
+        assert secret[:12] not in str(error), padding
+
+
+def test_a_json_escaped_secret_is_redacted_too() -> None:
+    secret = 'pa"ss\\word-1234567890'
+    auth = ClientCredentialsAuth("https://rai.test/api/rai/v1/authorize", "id", secret)
+    import json as _json
+
+    assert "pa" + '\\"ss' not in auth.redact(_json.dumps({"client_secret": secret}))

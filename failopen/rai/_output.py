@@ -1,0 +1,166 @@
+"""Where a ``failopen rai`` export goes: JSONL and CSV writers, the atomic file, the progress line.
+
+Both writers take records exactly as decoded (``raw=True`` pages), so an export never builds
+typed models. The command itself, its arguments and exit codes, is ``cli.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from types import FrameType
+from typing import IO, Any, TextIO
+
+__all__ = [
+    "EXTRA_COLUMN", "ENCODER", "UsageError", "JsonLines", "CsvRows", "AtomicFile",
+    "sigterm_raises", "Progress",
+]  # fmt: skip
+
+EXTRA_COLUMN = "extra_fields"
+
+# One reusable encoder: json.dumps with non-default options builds a new encoder on every call.
+ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
+
+
+class UsageError(Exception):
+    """A bad argument found by the CLI itself (exit 2)."""
+
+
+class JsonLines:
+    """Each record as received, one per line."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self._out = out
+
+    def write(self, records: Iterable[dict[str, Any]]) -> None:
+        encode = ENCODER.encode
+        lines = [encode(record) for record in records]
+        if lines:
+            lines.append("")
+            self._out.write("\n".join(lines).encode())
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return ENCODER.encode(value)
+
+
+class CsvRows:
+    """A header row, then one row per record in a fixed column order."""
+
+    def __init__(self, out: IO[bytes], columns: tuple[str, ...]) -> None:
+        self._out = out
+        self._columns = columns
+        self._known = frozenset(columns)
+        self._write_rows([[*columns, EXTRA_COLUMN]])
+
+    def _write_rows(self, rows: list[list[str]]) -> None:
+        buffer = io.StringIO()
+        csv.writer(buffer).writerows(rows)
+        self._out.write(buffer.getvalue().encode())
+
+    def write(self, records: Iterable[dict[str, Any]]) -> None:
+        rows = []
+        for record in records:
+            row = [_cell(record.get(name)) for name in self._columns]
+            extra = {k: v for k, v in record.items() if k not in self._known}
+            row.append(ENCODER.encode(extra) if extra else "")
+            rows.append(row)
+        if rows:
+            self._write_rows(rows)
+
+
+class AtomicFile:
+    """A file that appears at ``path`` only when complete (temporary file + ``os.replace``)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = os.path.abspath(path)
+        folder = os.path.dirname(self.path)
+        if not os.path.isdir(folder):
+            raise UsageError(f"--out: the directory {folder!r} does not exist")
+        if os.path.isdir(self.path):
+            raise UsageError(f"--out: {path!r} is a directory")
+        fd, self._temp = tempfile.mkstemp(
+            prefix=f".{os.path.basename(self.path)}.", suffix=".part", dir=folder
+        )
+        self.file: IO[bytes] = os.fdopen(fd, "wb", buffering=1 << 20)
+
+    def commit(self) -> None:
+        """Flush to disk and move into place, keeping an existing file's permissions."""
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.file.close()
+        try:
+            mode = os.stat(self.path).st_mode & 0o7777
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(self._temp, mode)
+        os.replace(self._temp, self.path)
+
+    def discard(self) -> None:
+        """Remove the incomplete temporary file."""
+        with contextlib.suppress(OSError):
+            self.file.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._temp)
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Turn SIGTERM into SystemExit so cleanup runs, as it does for Ctrl-C."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class Progress:
+    """Records, pages and rate on one self-rewriting stderr line (terminals only)."""
+
+    def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
+        self._stream = stream
+        self._enabled = stream.isatty()
+        self._clock = clock
+        self._started = self._shown = clock()
+        self.records = self.pages = 0
+
+    def add(self, records: int, pages: int = 1) -> None:
+        self.records += records
+        self.pages += pages
+        if self._enabled and self._clock() - self._shown >= 0.2:
+            self._show("\r")
+
+    def _show(self, lead: str, end: str = "") -> None:
+        self._shown = self._clock()
+        rate = self.records / max(self._shown - self._started, 1e-9)
+        self._stream.write(
+            f"{lead}{self.records:,} records, {self.pages:,} pages, {rate:,.0f} records/s{end}"
+        )
+        self._stream.flush()
+
+    def finish(self) -> None:
+        if self._enabled and self.pages:
+            self._show("\r", "\n")
