@@ -142,8 +142,12 @@ class StatusWatcher:
             self._thread.start()
 
     def ensure_running(self) -> None:
-        """Start the thread if this process has none. Cheap enough to call on every request."""
-        if self._thread_pid != _current_pid or self._thread is None or not self._thread.is_alive():
+        """Start the thread if this process has none. Two attribute reads: call it per request.
+
+        A thread that ends, for whatever reason, clears ``_thread`` on its way out (see ``_run``),
+        so checking liveness costs no ``is_alive()`` call here.
+        """
+        if self._thread is None or self._thread_pid != _current_pid:
             self.start()
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -164,6 +168,16 @@ class StatusWatcher:
             self.start()
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            with self._thread_lock:
+                if self._thread is threading.current_thread():
+                    self._thread = None  # the next ensure_running() starts a new one
+            if not self._stop.is_set():
+                logger.error("status watcher thread ended unexpectedly; it restarts on next use")
+
+    def _loop(self) -> None:
         stop = self._stop
         # Without a status page the thread still keeps overrides from the store current.
         next_poll = self._clock.monotonic() if self.source is not None else float("inf")

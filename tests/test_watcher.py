@@ -299,3 +299,27 @@ def test_an_older_reading_never_overwrites_a_newer_one() -> None:
                              started=slow_check_started)
     assert result.error == "superseded by a newer reading"
     assert watcher.flag.enforce is True
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_thread_that_dies_is_restarted_on_next_use(caplog: pytest.LogCaptureFixture) -> None:
+    watcher = StatusWatcher(ScriptedSource(report("operational")), EnforcementFlag(),
+                            poll_interval=60)
+
+    def die() -> None:
+        raise SystemExit  # escapes the per-poll guard, as only a BaseException can
+
+    watcher.tick = die  # type: ignore[method-assign]
+    try:
+        with caplog.at_level(logging.ERROR, logger="failopen.watcher"):
+            watcher.start()
+            first = watcher._thread
+            assert first is not None
+            first.join(5)
+        assert watcher._thread is None
+        assert "ended unexpectedly" in caplog.text
+        del watcher.tick
+        watcher.ensure_running()
+        assert watcher.running and watcher._thread is not first
+    finally:
+        watcher.stop()

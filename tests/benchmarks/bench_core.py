@@ -49,6 +49,8 @@ def bench_request_path() -> list[tuple[str, float]]:
     audit = logging.getLogger("failopen.audit")
     audit.addHandler(logging.NullHandler())
     audit.propagate = False
+    audit.setLevel(logging.CRITICAL)
+    logging.getLogger("failopen.flag").setLevel(logging.CRITICAL)
 
     def bare() -> None:
         return None
@@ -56,15 +58,19 @@ def bench_request_path() -> list[tuple[str, float]]:
     rows = [("bare function call", _ns_per_call(bare)),
             ("flag read (`flag.state.enforce`)", _ns_per_call(lambda: flag.state.enforce))]
     flag.force_off("benchmark")
-    rows.append(("decision, flag off, audit logged",
+    fo.ensure_started()
+    rows.append(("`Guard.decide`, flag off, audit disabled",
+                 _ns_per_call(lambda: guard.decide(None, path="/login", client="192.0.2.1"))))
+    rows.append(("`FailOpen.decide`, flag off, audit disabled (what adapters call)",
+                 _ns_per_call(lambda: fo.decide(None, path="/login", client="192.0.2.1"))))
+    audit.setLevel(logging.NOTSET)
+    rows.append(("`Guard.decide`, flag off, audit logged to a handler",
                  _ns_per_call(lambda: guard.decide(None, path="/login", client="192.0.2.1"),
                               CALLS // 10)))
-    audit.setLevel(logging.CRITICAL)
-    rows.append(("decision, flag off, audit disabled",
-                 _ns_per_call(lambda: guard.decide(None, path="/login", client="192.0.2.1"))))
     flag.automatic()
-    rows.append(("decision, flag on, missing token (no I/O)",
+    rows.append(("`Guard.decide`, flag on, missing token (no I/O)",
                  _ns_per_call(lambda: guard.decide(None, path="/login"))))
+    fo.stop()
     return rows
 
 
