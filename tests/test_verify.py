@@ -981,7 +981,7 @@ def test_retry_after_is_clamped_in_every_result(
 async def test_rate_limited_retry_after_is_clamped(
     make: Any, mode: str, monkeypatch: pytest.MonkeyPatch, parsed: float, expected: float | None
 ) -> None:
-    monkeypatch.setattr(verify_module, "parse_retry_after", lambda value, **kw: parsed)
+    monkeypatch.setattr("failopen._verify_answers.parse_retry_after", lambda value, **kw: parsed)
     reply = Reply(status=429, headers=[("Retry-After", "whatever")])
     result = await call(make(replying(reply)), TOKEN, mode)
     assert (result.outcome, result.retry_after) == (RATE_LIMITED, expected)
@@ -993,7 +993,7 @@ async def test_retry_after_parser_failure_is_no_hint(
     def broken(value: Any, **kwargs: Any) -> float:
         raise OverflowError("date value out of range")
 
-    monkeypatch.setattr(verify_module, "parse_retry_after", broken)
+    monkeypatch.setattr("failopen._verify_answers.parse_retry_after", broken)
     reply = Reply(status=429, headers=[("Retry-After", "Fri, 31 Dec 99999 23:59:59 GMT")])
     result = await call(make(replying(reply)), TOKEN, mode)
     assert (result.outcome, result.retry_after) == (RATE_LIMITED, None)
