@@ -78,12 +78,16 @@ def to_instant(value: Instant, *, name: str) -> datetime:
     )
 
 
-def check_window(start: Instant, end: Instant) -> tuple[datetime, datetime]:
-    """Both ends as aware datetimes, with start strictly before end."""
-    first, last = to_instant(start, name="start"), to_instant(end, name="end")
+def check_window(
+    start: Instant, end: Instant, *, names: tuple[str, str] = ("start", "end")
+) -> tuple[datetime, datetime]:
+    """Both ends as aware datetimes, with start strictly before end; ``names`` label errors."""
+    start_name, end_name = names
+    first, last = to_instant(start, name=start_name), to_instant(end, name=end_name)
     if first >= last:
         raise RaiValidationError(
-            f"start ({format_rfc3339(first)}) must be before end ({format_rfc3339(last)})"
+            f"{start_name} ({format_rfc3339(first)}) must be before "
+            f"{end_name} ({format_rfc3339(last)})"
         )
     return first, last
 
@@ -98,40 +102,39 @@ def split_window(start: datetime, end: datetime) -> list[tuple[datetime, datetim
     return windows
 
 
-def check_public_keys(public_keys: Sequence[str]) -> list[str]:
+def check_public_keys(public_keys: Sequence[str], *, name: str = "public_keys") -> list[str]:
     """A non-empty list of non-empty keys. A bare string is refused, not split into letters."""
     if isinstance(public_keys, (str, bytes)):
         raise RaiValidationError(
-            "public_keys must be a sequence of keys, not a single string; "
+            f"{name} must be a sequence of keys, not a single string; "
             f"pass [{public_keys!r}] for one key"
         )
     try:
         keys = list(public_keys)
     except TypeError:
         raise RaiValidationError(
-            f"public_keys must be a sequence of strings, not {type(public_keys).__name__}"
+            f"{name} must be a sequence of strings, not {type(public_keys).__name__}"
         ) from None
     if not keys:
-        raise RaiValidationError("public_keys must name at least one public key")
+        raise RaiValidationError(f"{name} must name at least one public key")
     for key in keys:
         if not isinstance(key, str) or not key.strip():
-            raise RaiValidationError(f"public_keys: {key!r} is not a non-empty string")
+            raise RaiValidationError(f"{name}: {key!r} is not a non-empty string")
     return keys
 
 
-def check_page_size(page_size: int | None) -> None:
+def check_page_size(page_size: int | None, *, name: str = "page_size") -> None:
     """page_size is None (the service's default) or an int in 1..1000 (spec 8)."""
     if page_size is None:
         return
     if not isinstance(page_size, int) or isinstance(page_size, bool):
-        raise RaiValidationError(f"page_size must be an int, not {type(page_size).__name__}")
+        raise RaiValidationError(f"{name} must be an int, not {type(page_size).__name__}")
     if not 1 <= page_size <= MAX_PAGE_SIZE:
-        raise RaiValidationError(
-            f"page_size must be between 1 and {MAX_PAGE_SIZE}, not {page_size}"
-        )
+        raise RaiValidationError(f"{name} must be between 1 and {MAX_PAGE_SIZE}, not {page_size}")
 
 
 def check_int(name: str, value: int | None, *, minimum: int | None = None) -> None:
+    """``value`` is None (not given) or an int, at least ``minimum`` when one is set."""
     if value is None:
         return
     if not isinstance(value, int) or isinstance(value, bool):
@@ -141,17 +144,23 @@ def check_int(name: str, value: int | None, *, minimum: int | None = None) -> No
 
 
 def check_id(name: str, value: str | None) -> None:
+    """``value`` is None (not given) or a string that is not blank."""
     if value is None:
         return
     if not isinstance(value, str) or not value.strip():
         raise RaiValidationError(f"{name} must be a non-empty string, not {value!r}")
 
 
+def check_cohort_id(cohort_id: str, *, name: str = "cohort_id") -> None:
+    """A cohort id that can name a path segment: not blank, not ``.`` or ``..``."""
+    check_id(name, cohort_id)
+    if cohort_id in (".", ".."):
+        raise RaiValidationError(f"{name} {cohort_id!r} is not a valid id")
+
+
 def cohort_path(cohort_id: str, suffix: str = "") -> str:
     """The path of one cohort; the id is percent-encoded so it can never change the path."""
-    check_id("cohort_id", cohort_id)
-    if cohort_id in (".", ".."):
-        raise RaiValidationError(f"cohort_id {cohort_id!r} is not a valid id")
+    check_cohort_id(cohort_id)
     return f"{API_PREFIX}/cohorts/{quote(cohort_id, safe='')}{suffix}"
 
 

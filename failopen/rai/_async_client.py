@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
@@ -152,7 +152,7 @@ class AsyncClient(BaseClient):
             async for page in pages:
                 yield pager.build(page)
 
-    async def _items(self, pages: AsyncGenerator[Page[T], None]) -> AsyncIterator[T]:
+    async def _items(self, pages: AsyncGenerator[Page[T], None]) -> AsyncGenerator[T, None]:
         async with aclosing(pages):
             async for page in pages:
                 for item in page.items:
@@ -160,7 +160,7 @@ class AsyncClient(BaseClient):
 
     def _pages_or_raw(
         self, pager: Pager[T], raw: bool
-    ) -> AsyncIterator[Page[T]] | AsyncIterator[Page[Record]]:
+    ) -> AsyncGenerator[Page[T], None] | AsyncGenerator[Page[Record], None]:
         return self._raw_pages(pager) if raw else self._pages(pager)
 
     # --- the API ---
@@ -171,19 +171,19 @@ class AsyncClient(BaseClient):
         cohort_id: str | None = ..., anomaly_id: int | None = ..., telltale_id: int | None = ...,
         min_session_count: int | None = ..., page_size: int | None = ...,
         raw: Literal[False] = ...,
-    ) -> AsyncIterator[Page[Cohort]]: ...
+    ) -> AsyncGenerator[Page[Cohort], None]: ...
     @overload
     def iter_cohort_pages(
         self, start: Instant, end: Instant, public_keys: Sequence[str], *,
         cohort_id: str | None = ..., anomaly_id: int | None = ..., telltale_id: int | None = ...,
         min_session_count: int | None = ..., page_size: int | None = ..., raw: Literal[True],
-    ) -> AsyncIterator[Page[Record]]: ...
+    ) -> AsyncGenerator[Page[Record], None]: ...
     @overload
     def iter_cohort_pages(
         self, start: Instant, end: Instant, public_keys: Sequence[str], *,
         cohort_id: str | None = ..., anomaly_id: int | None = ..., telltale_id: int | None = ...,
         min_session_count: int | None = ..., page_size: int | None = ..., raw: bool,
-    ) -> AsyncIterator[Page[Cohort]] | AsyncIterator[Page[Record]]: ...
+    ) -> AsyncGenerator[Page[Cohort], None] | AsyncGenerator[Page[Record], None]: ...
     def iter_cohort_pages(
         self,
         start: Instant,
@@ -196,7 +196,7 @@ class AsyncClient(BaseClient):
         min_session_count: int | None = None,
         page_size: int | None = None,
         raw: bool = False,
-    ) -> AsyncIterator[Page[Cohort]] | AsyncIterator[Page[Record]]:
+    ) -> AsyncGenerator[Page[Cohort], None] | AsyncGenerator[Page[Record], None]:
         """Pages of cohorts of the keys in [start, end]; windows over 30 days are split.
 
         With ``raw=True`` a page holds the records as decoded dicts, unknown fields included,
@@ -218,7 +218,7 @@ class AsyncClient(BaseClient):
         telltale_id: int | None = None,
         min_session_count: int | None = None,
         page_size: int | None = None,
-    ) -> AsyncIterator[Cohort]:
+    ) -> AsyncGenerator[Cohort, None]:
         """Cohorts of the keys in [start, end], following the cursor (spec 4.3)."""
         return self._items(self._pages(cohorts_pager(
             start, end, public_keys, cohort_id=cohort_id, anomaly_id=anomaly_id,
@@ -232,24 +232,24 @@ class AsyncClient(BaseClient):
     @overload
     def iter_cohort_session_pages(
         self, cohort_id: str, *, page_size: int | None = ..., raw: Literal[False] = ...
-    ) -> AsyncIterator[Page[Session]]: ...
+    ) -> AsyncGenerator[Page[Session], None]: ...
     @overload
     def iter_cohort_session_pages(
         self, cohort_id: str, *, page_size: int | None = ..., raw: Literal[True]
-    ) -> AsyncIterator[Page[Record]]: ...
+    ) -> AsyncGenerator[Page[Record], None]: ...
     @overload
     def iter_cohort_session_pages(
         self, cohort_id: str, *, page_size: int | None = ..., raw: bool
-    ) -> AsyncIterator[Page[Session]] | AsyncIterator[Page[Record]]: ...
+    ) -> AsyncGenerator[Page[Session], None] | AsyncGenerator[Page[Record], None]: ...
     def iter_cohort_session_pages(
         self, cohort_id: str, *, page_size: int | None = None, raw: bool = False
-    ) -> AsyncIterator[Page[Session]] | AsyncIterator[Page[Record]]:
+    ) -> AsyncGenerator[Page[Session], None] | AsyncGenerator[Page[Record], None]:
         """Pages of the sessions of one cohort; ``raw=True``: records as decoded, no models."""
         return self._pages_or_raw(cohort_sessions_pager(cohort_id, page_size=page_size), raw)
 
     def iter_cohort_sessions(
         self, cohort_id: str, *, page_size: int | None = None
-    ) -> AsyncIterator[Session]:
+    ) -> AsyncGenerator[Session, None]:
         """The sessions of one cohort, following the cursor (spec 4.5)."""
         return self._items(self._pages(cohort_sessions_pager(cohort_id, page_size=page_size)))
 
@@ -258,19 +258,19 @@ class AsyncClient(BaseClient):
         self, start: Instant, end: Instant, public_keys: Sequence[str], *,
         cohort_id: str | None = ..., anomaly_id: int | None = ..., telltale_id: int | None = ...,
         page_size: int | None = ..., raw: Literal[False] = ...,
-    ) -> AsyncIterator[Page[Session]]: ...
+    ) -> AsyncGenerator[Page[Session], None]: ...
     @overload
     def iter_session_pages(
         self, start: Instant, end: Instant, public_keys: Sequence[str], *,
         cohort_id: str | None = ..., anomaly_id: int | None = ..., telltale_id: int | None = ...,
         page_size: int | None = ..., raw: Literal[True],
-    ) -> AsyncIterator[Page[Record]]: ...
+    ) -> AsyncGenerator[Page[Record], None]: ...
     @overload
     def iter_session_pages(
         self, start: Instant, end: Instant, public_keys: Sequence[str], *,
         cohort_id: str | None = ..., anomaly_id: int | None = ..., telltale_id: int | None = ...,
         page_size: int | None = ..., raw: bool,
-    ) -> AsyncIterator[Page[Session]] | AsyncIterator[Page[Record]]: ...
+    ) -> AsyncGenerator[Page[Session], None] | AsyncGenerator[Page[Record], None]: ...
     def iter_session_pages(
         self,
         start: Instant,
@@ -282,7 +282,7 @@ class AsyncClient(BaseClient):
         telltale_id: int | None = None,
         page_size: int | None = None,
         raw: bool = False,
-    ) -> AsyncIterator[Page[Session]] | AsyncIterator[Page[Record]]:
+    ) -> AsyncGenerator[Page[Session], None] | AsyncGenerator[Page[Record], None]:
         """Pages of sessions across cohorts; windows over 30 days are split.
 
         With ``raw=True`` a page holds the records as decoded dicts, unknown fields included,
@@ -303,7 +303,7 @@ class AsyncClient(BaseClient):
         anomaly_id: int | None = None,
         telltale_id: int | None = None,
         page_size: int | None = None,
-    ) -> AsyncIterator[Session]:
+    ) -> AsyncGenerator[Session, None]:
         """Sessions across cohorts of the keys in [start, end], following the cursor (spec 4.6)."""
         return self._items(self._pages(sessions_pager(
             start, end, public_keys, cohort_id=cohort_id, anomaly_id=anomaly_id,

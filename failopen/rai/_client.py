@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from types import TracebackType
@@ -157,14 +157,14 @@ class Client(BaseClient):
             for page in pages:
                 yield pager.build(page)
 
-    def _items(self, pages: Generator[Page[T], None, None]) -> Iterator[T]:
+    def _items(self, pages: Generator[Page[T], None, None]) -> Generator[T, None, None]:
         with closing(pages):
             for page in pages:
                 yield from page.items
 
     def _pages_or_raw(
         self, pager: Pager[T], raw: bool
-    ) -> Iterator[Page[T]] | Iterator[Page[Record]]:
+    ) -> Generator[Page[T], None, None] | Generator[Page[Record], None, None]:
         return self._raw_pages(pager) if raw else self._pages(pager)
 
     # --- the API ---
@@ -175,19 +175,19 @@ class Client(BaseClient):
         cohort_id: str | None = ..., anomaly_id: int | None = ..., telltale_id: int | None = ...,
         min_session_count: int | None = ..., page_size: int | None = ...,
         raw: Literal[False] = ...,
-    ) -> Iterator[Page[Cohort]]: ...
+    ) -> Generator[Page[Cohort], None, None]: ...
     @overload
     def iter_cohort_pages(
         self, start: Instant, end: Instant, public_keys: Sequence[str], *,
         cohort_id: str | None = ..., anomaly_id: int | None = ..., telltale_id: int | None = ...,
         min_session_count: int | None = ..., page_size: int | None = ..., raw: Literal[True],
-    ) -> Iterator[Page[Record]]: ...
+    ) -> Generator[Page[Record], None, None]: ...
     @overload
     def iter_cohort_pages(
         self, start: Instant, end: Instant, public_keys: Sequence[str], *,
         cohort_id: str | None = ..., anomaly_id: int | None = ..., telltale_id: int | None = ...,
         min_session_count: int | None = ..., page_size: int | None = ..., raw: bool,
-    ) -> Iterator[Page[Cohort]] | Iterator[Page[Record]]: ...
+    ) -> Generator[Page[Cohort], None, None] | Generator[Page[Record], None, None]: ...
     def iter_cohort_pages(
         self,
         start: Instant,
@@ -200,7 +200,7 @@ class Client(BaseClient):
         min_session_count: int | None = None,
         page_size: int | None = None,
         raw: bool = False,
-    ) -> Iterator[Page[Cohort]] | Iterator[Page[Record]]:
+    ) -> Generator[Page[Cohort], None, None] | Generator[Page[Record], None, None]:
         """Pages of cohorts of the keys in [start, end]; windows over 30 days are split.
 
         With ``raw=True`` a page holds the records as decoded dicts, unknown fields included,
@@ -222,7 +222,7 @@ class Client(BaseClient):
         telltale_id: int | None = None,
         min_session_count: int | None = None,
         page_size: int | None = None,
-    ) -> Iterator[Cohort]:
+    ) -> Generator[Cohort, None, None]:
         """Cohorts of the keys in [start, end], following the cursor (spec 4.3)."""
         return self._items(self._pages(cohorts_pager(
             start, end, public_keys, cohort_id=cohort_id, anomaly_id=anomaly_id,
@@ -236,24 +236,24 @@ class Client(BaseClient):
     @overload
     def iter_cohort_session_pages(
         self, cohort_id: str, *, page_size: int | None = ..., raw: Literal[False] = ...
-    ) -> Iterator[Page[Session]]: ...
+    ) -> Generator[Page[Session], None, None]: ...
     @overload
     def iter_cohort_session_pages(
         self, cohort_id: str, *, page_size: int | None = ..., raw: Literal[True]
-    ) -> Iterator[Page[Record]]: ...
+    ) -> Generator[Page[Record], None, None]: ...
     @overload
     def iter_cohort_session_pages(
         self, cohort_id: str, *, page_size: int | None = ..., raw: bool
-    ) -> Iterator[Page[Session]] | Iterator[Page[Record]]: ...
+    ) -> Generator[Page[Session], None, None] | Generator[Page[Record], None, None]: ...
     def iter_cohort_session_pages(
         self, cohort_id: str, *, page_size: int | None = None, raw: bool = False
-    ) -> Iterator[Page[Session]] | Iterator[Page[Record]]:
+    ) -> Generator[Page[Session], None, None] | Generator[Page[Record], None, None]:
         """Pages of the sessions of one cohort; ``raw=True``: records as decoded, no models."""
         return self._pages_or_raw(cohort_sessions_pager(cohort_id, page_size=page_size), raw)
 
     def iter_cohort_sessions(
         self, cohort_id: str, *, page_size: int | None = None
-    ) -> Iterator[Session]:
+    ) -> Generator[Session, None, None]:
         """The sessions of one cohort, following the cursor (spec 4.5)."""
         return self._items(self._pages(cohort_sessions_pager(cohort_id, page_size=page_size)))
 
@@ -262,19 +262,19 @@ class Client(BaseClient):
         self, start: Instant, end: Instant, public_keys: Sequence[str], *,
         cohort_id: str | None = ..., anomaly_id: int | None = ..., telltale_id: int | None = ...,
         page_size: int | None = ..., raw: Literal[False] = ...,
-    ) -> Iterator[Page[Session]]: ...
+    ) -> Generator[Page[Session], None, None]: ...
     @overload
     def iter_session_pages(
         self, start: Instant, end: Instant, public_keys: Sequence[str], *,
         cohort_id: str | None = ..., anomaly_id: int | None = ..., telltale_id: int | None = ...,
         page_size: int | None = ..., raw: Literal[True],
-    ) -> Iterator[Page[Record]]: ...
+    ) -> Generator[Page[Record], None, None]: ...
     @overload
     def iter_session_pages(
         self, start: Instant, end: Instant, public_keys: Sequence[str], *,
         cohort_id: str | None = ..., anomaly_id: int | None = ..., telltale_id: int | None = ...,
         page_size: int | None = ..., raw: bool,
-    ) -> Iterator[Page[Session]] | Iterator[Page[Record]]: ...
+    ) -> Generator[Page[Session], None, None] | Generator[Page[Record], None, None]: ...
     def iter_session_pages(
         self,
         start: Instant,
@@ -286,7 +286,7 @@ class Client(BaseClient):
         telltale_id: int | None = None,
         page_size: int | None = None,
         raw: bool = False,
-    ) -> Iterator[Page[Session]] | Iterator[Page[Record]]:
+    ) -> Generator[Page[Session], None, None] | Generator[Page[Record], None, None]:
         """Pages of sessions across cohorts; windows over 30 days are split.
 
         With ``raw=True`` a page holds the records as decoded dicts, unknown fields included,
@@ -307,7 +307,7 @@ class Client(BaseClient):
         anomaly_id: int | None = None,
         telltale_id: int | None = None,
         page_size: int | None = None,
-    ) -> Iterator[Session]:
+    ) -> Generator[Session, None, None]:
         """Sessions across cohorts of the keys in [start, end], following the cursor (spec 4.6)."""
         return self._items(self._pages(sessions_pager(
             start, end, public_keys, cohort_id=cohort_id, anomaly_id=anomaly_id,

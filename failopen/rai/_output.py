@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import io
 import json
 import os
@@ -31,7 +32,7 @@ ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circ
 
 
 class UsageError(Exception):
-    """A bad argument found by the CLI itself (exit 2)."""
+    """A bad argument found by the CLI itself (exit 2); an unwritable ``--out`` is an OSError."""
 
 
 class JsonLines:
@@ -41,6 +42,7 @@ class JsonLines:
         self._out = out
 
     def write(self, records: Iterable[dict[str, Any]]) -> None:
+        """Write the records as JSON lines, in one write call."""
         encode = ENCODER.encode
         lines = [encode(record) for record in records]
         if lines:
@@ -73,6 +75,7 @@ class CsvRows:
         self._out.write(buffer.getvalue().encode())
 
     def write(self, records: Iterable[dict[str, Any]]) -> None:
+        """Write one row per record; fields outside the columns go to ``extra_fields``."""
         rows = []
         for record in records:
             row = [_cell(record.get(name)) for name in self._columns]
@@ -87,15 +90,22 @@ class AtomicFile:
     """A file that appears at ``path`` only when complete (temporary file + ``os.replace``)."""
 
     def __init__(self, path: str) -> None:
+        """Create the temporary file; an OSError naming ``--out`` when it cannot be (exit 1)."""
         self.path = os.path.abspath(path)
         folder = os.path.dirname(self.path)
         if not os.path.isdir(folder):
-            raise UsageError(f"--out: the directory {folder!r} does not exist")
+            raise FileNotFoundError(errno.ENOENT, "--out: the directory does not exist", folder)
         if os.path.isdir(self.path):
-            raise UsageError(f"--out: {path!r} is a directory")
-        fd, self._temp = tempfile.mkstemp(
-            prefix=f".{os.path.basename(self.path)}.", suffix=".part", dir=folder
-        )
+            raise IsADirectoryError(errno.EISDIR, "--out: is a directory", self.path)
+        try:
+            fd, self._temp = tempfile.mkstemp(
+                prefix=f".{os.path.basename(self.path)}.", suffix=".part", dir=folder
+            )
+        except OSError as exc:
+            # Name the directory, not the random name of a temporary file the user never asked for.
+            raise OSError(
+                exc.errno, f"--out: cannot create a file in the directory ({exc.strerror})", folder
+            ) from exc
         self.file: IO[bytes] = os.fdopen(fd, "wb", buffering=1 << 20)
 
     def commit(self) -> None:
@@ -148,6 +158,7 @@ class Progress:
         self.records = self.pages = 0
 
     def add(self, records: int, pages: int = 1) -> None:
+        """Count a page of records, redrawing the line at most every 0.2 s."""
         self.records += records
         self.pages += pages
         if self._enabled and self._clock() - self._shown >= 0.2:
@@ -162,5 +173,6 @@ class Progress:
         self._stream.flush()
 
     def finish(self) -> None:
+        """End the line with the final totals (on a terminal, once any page was counted)."""
         if self._enabled and self.pages:
             self._show("\r", "\n")

@@ -1,22 +1,7 @@
 """``failopen rai``: export cohorts and sessions for SIEM and data-lake ingestion.
 
-    export FAILOPEN_RAI_BASE_URL=https://api.vendor.example
-    export FAILOPEN_RAI_CLIENT_ID=... FAILOPEN_RAI_CLIENT_SECRET=...   # never on the command line
-    failopen rai sessions --from 2024-05-01T00:00:00Z --to 2024-05-08T00:00:00Z \\
-        --public-key pk_live_1 --format jsonl --out sessions.jsonl
-
-Verbs: ``cohorts``, ``cohort COHORT_ID``, ``cohort-sessions COHORT_ID``, ``sessions``. JSONL writes
-each record exactly as received, unknown fields included. CSV has one column per spec field, in
-the spec's order (:data:`COHORT_COLUMNS`, :data:`SESSION_COLUMNS`), then ``extra_fields``: a JSON
-object of any fields the spec does not list (empty when none). Arrays and objects are JSON in their
-cell, booleans ``true``/``false``, null an empty cell. ``--out`` is written to a hidden temporary
-file beside it and renamed into place only when the export is complete, so an interrupted or failed
-export leaves no file that looks whole (the temporary file is removed on errors, Ctrl-C and
-SIGTERM). Progress goes to stderr, only when stderr is a terminal.
-
-Exit codes: 0 done, 1 the output could not be written, 2 bad arguments (or a 400 from the service),
-3 unauthorized or forbidden, 4 not found, 5 server or network failure after the retries. Failures
-print the error code, message and request_id; never the secret or a token.
+The user's contract (verbs, formats, the atomic ``--out``, exit codes) is :data:`DESCRIPTION`,
+the plain text ``failopen rai --help`` prints. The writers are in ``_output.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +10,8 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
+from datetime import datetime
 from typing import Any
 
 from failopen.rai import (
@@ -38,6 +24,7 @@ from failopen.rai import (
     RaiValidationError,
     Unauthorized,
 )
+from failopen.rai._arguments import check_cohort_id, check_id, check_public_keys, check_window
 from failopen.rai._output import (
     EXTRA_COLUMN,
     AtomicFile,
@@ -49,13 +36,12 @@ from failopen.rai._output import (
 )
 from failopen.rai.models import Page
 
-__all__ = ["register_rai", "COHORT_COLUMNS", "SESSION_COLUMNS"]
+__all__ = ["register_rai", "COHORT_COLUMNS", "SESSION_COLUMNS", "DESCRIPTION"]
 
 ENV_BASE_URL = "FAILOPEN_RAI_BASE_URL"
 ENV_CLIENT_ID = "FAILOPEN_RAI_CLIENT_ID"
 ENV_CLIENT_SECRET = "FAILOPEN_RAI_CLIENT_SECRET"
 EXIT_OK, EXIT_OUTPUT, EXIT_USAGE, EXIT_AUTH, EXIT_NOT_FOUND, EXIT_FAILURE = 0, 1, 2, 3, 4, 5
-_JsonLines, _Progress = JsonLines, Progress  # their names before the move to _output.py
 DEFAULT_PAGE_SIZE = 1000  # the spec's maximum: fewest round trips for an export
 
 COHORT_COLUMNS = (
@@ -70,6 +56,32 @@ SESSION_COLUMNS = (
     "risk_band", "risk_category", "custom_risk_score", "suspicion_flags", "tagged_by_telltale",
     "telltale_names", "verify", "schema_version",
 )  # fmt: skip
+
+DESCRIPTION = """\
+Export cohorts and sessions for SIEM and data-lake ingestion.
+
+  export FAILOPEN_RAI_BASE_URL=https://api.vendor.example
+  export FAILOPEN_RAI_CLIENT_ID=... FAILOPEN_RAI_CLIENT_SECRET=...  # never on the command line
+  failopen rai sessions --from 2024-05-01T00:00:00Z --to 2024-05-08T00:00:00Z \\
+      --public-key pk_live_1 --format jsonl --out sessions.jsonl
+
+Verbs: cohorts, cohort COHORT_ID, cohort-sessions COHORT_ID, sessions.
+
+JSONL writes each record exactly as received, unknown fields included. CSV has
+one column per spec field, in the spec's order, then extra_fields: a JSON object
+of any fields the spec does not list (empty when none). Arrays and objects are
+JSON in their cell, booleans true/false, null an empty cell.
+
+--out is written to a hidden temporary file beside it and renamed into place
+only when the export is complete, so an interrupted or failed export leaves no
+file that looks whole (the temporary file is removed on errors, Ctrl-C and
+SIGTERM). Progress goes to stderr, only when stderr is a terminal.
+
+Exit codes: 0 done, 1 the output could not be written, 2 bad arguments (or a 400
+from the service), 3 unauthorized or forbidden, 4 not found, 5 server or network
+failure after the retries. Failures print the error code, message and
+request_id; never the secret or a token.
+"""
 
 # --- running a verb ----------------------------------------------------------------------------
 
@@ -165,39 +177,58 @@ def _close(iterable: object) -> None:
         close()
 
 
-def _records(pages: Iterator[Page[dict[str, Any]]]) -> Iterator[list[dict[str, Any]]]:
+def _records(
+    pages: Generator[Page[dict[str, Any]], None, None],
+) -> Iterator[list[dict[str, Any]]]:
     try:
         for page in pages:
             yield page.items
     finally:
-        _close(pages)
+        pages.close()
+
+
+# The client checks its arguments too, but its messages name its parameters (start, end, ...);
+# checked here first, a bad argument is reported by the flag the user typed.
+
+
+def _window_args(args: argparse.Namespace) -> tuple[datetime, datetime, list[str]]:
+    start, end = check_window(args.start, args.end, names=("--from", "--to"))
+    public_keys = check_public_keys(args.public_keys, name="--public-key")
+    check_id("--cohort-id", args.cohort_id)
+    return start, end, public_keys
+
+
+def _cohort_arg(args: argparse.Namespace) -> str:
+    check_cohort_id(args.cohort, name="COHORT_ID")
+    return str(args.cohort)
 
 
 def _fetch_cohorts(client: Client, args: argparse.Namespace) -> Iterable[list[dict[str, Any]]]:
+    start, end, public_keys = _window_args(args)
     return _records(client.iter_cohort_pages(
-        args.start, args.end, args.public_keys, cohort_id=args.cohort_id,
-        anomaly_id=args.anomaly_id, telltale_id=args.telltale_id,
-        min_session_count=args.min_session_count, page_size=args.page_size, raw=True,
+        start, end, public_keys, cohort_id=args.cohort_id, anomaly_id=args.anomaly_id,
+        telltale_id=args.telltale_id, min_session_count=args.min_session_count,
+        page_size=args.page_size, raw=True,
     ))  # fmt: skip
 
 
 def _fetch_cohort(client: Client, args: argparse.Namespace) -> Iterable[list[dict[str, Any]]]:
-    return [[client.get_cohort(args.cohort).raw]]
+    return [[client.get_cohort(_cohort_arg(args)).raw]]
 
 
 def _fetch_cohort_sessions(
     client: Client, args: argparse.Namespace
 ) -> Iterable[list[dict[str, Any]]]:
     return _records(
-        client.iter_cohort_session_pages(args.cohort, page_size=args.page_size, raw=True)
+        client.iter_cohort_session_pages(_cohort_arg(args), page_size=args.page_size, raw=True)
     )
 
 
 def _fetch_sessions(client: Client, args: argparse.Namespace) -> Iterable[list[dict[str, Any]]]:
+    start, end, public_keys = _window_args(args)
     return _records(client.iter_session_pages(
-        args.start, args.end, args.public_keys, cohort_id=args.cohort_id,
-        anomaly_id=args.anomaly_id, telltale_id=args.telltale_id, page_size=args.page_size,
-        raw=True,
+        start, end, public_keys, cohort_id=args.cohort_id, anomaly_id=args.anomaly_id,
+        telltale_id=args.telltale_id, page_size=args.page_size, raw=True,
     ))  # fmt: skip
 
 
@@ -262,7 +293,7 @@ def register_rai(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
     """Add ``failopen rai cohorts|cohort|cohort-sessions|sessions``."""
     rai = subparsers.add_parser(
         "rai", help="export session intelligence (cohorts, sessions) as JSONL or CSV",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     verbs = rai.add_subparsers(dest="rai_verb", metavar="VERB", required=True)
 

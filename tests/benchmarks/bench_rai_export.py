@@ -73,7 +73,7 @@ print(json.dumps({"code": 0, "elapsed": elapsed,
 
 FAILOPEN = r"""
 import argparse, functools, json, resource, sys, time
-from failopen.rai import cli
+from failopen.rai import _output, cli
 variant, argv = sys.argv[1], sys.argv[2:]
 if variant == "no-prefetch":
     cli.Client = functools.partial(cli.Client, prefetch=False)
@@ -84,7 +84,7 @@ elif variant == "orjson":
     def write(self, records):
         dumps = orjson.dumps
         self._out.write(b"".join([dumps(r) + b"\n" for r in records]))
-    cli._JsonLines.write = write
+    _output.JsonLines.write = write
 parser = argparse.ArgumentParser()
 cli.register_rai(parser.add_subparsers())
 args = parser.parse_args(["rai", "sessions", *argv])

@@ -323,7 +323,7 @@ async def test_closing_early_cancels_the_prefetch_task() -> None:
     assert started == [0, 1]
     (prefetch,) = asyncio.all_tasks() - baseline
     assert not prefetch.done()
-    await pages.aclose()  # type: ignore[attr-defined]
+    await pages.aclose()
     await settle()
     assert prefetch.cancelled()
     assert started == [0, 1]

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 
 from failopen.rai import Client
 from failopen.rai import cli as rai_cli
+from failopen.rai._output import JsonLines, Progress
 from failopen.rai.cli import COHORT_COLUMNS, SESSION_COLUMNS, register_rai
 from failopen.testing._server import LoopbackServer
 from failopen.testing.rai_emulator import RaiEmulator
@@ -251,7 +253,7 @@ def test_ctrl_c_mid_export_leaves_no_file(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     writes = []
-    real = rai_cli._JsonLines.write
+    real = JsonLines.write
 
     def interrupted(self: Any, records: Any) -> None:
         writes.append(1)
@@ -259,19 +261,37 @@ def test_ctrl_c_mid_export_leaves_no_file(
             raise KeyboardInterrupt
         real(self, records)
 
-    monkeypatch.setattr(rai_cli._JsonLines, "write", interrupted)
+    monkeypatch.setattr(JsonLines, "write", interrupted)
     with pytest.raises(KeyboardInterrupt):
         rai("sessions", *window(emulator), "--page-size", "100", "--out", str(tmp_path / "s"))
     assert leftovers(tmp_path) == []
 
 
-def test_out_into_a_missing_directory_is_a_bad_argument(
+def test_out_that_cannot_be_written_exits_1_before_any_request(
     rai: Callable[..., Run], emulator: RaiEmulator, tmp_path: Path
 ) -> None:
-    result = rai("sessions", *window(emulator), "--out", str(tmp_path / "nope" / "x.jsonl"))
-    assert result.code == 2 and "does not exist" in result.err
+    missing = tmp_path / "nope"
+    result = rai("sessions", *window(emulator), "--out", str(missing / "x.jsonl"))
+    assert result.code == 1
+    assert f"output_error: --out: the directory does not exist ({missing})" in result.err
     result = rai("sessions", *window(emulator), "--out", str(tmp_path))
-    assert result.code == 2 and "is a directory" in result.err
+    assert result.code == 1 and f"output_error: --out: is a directory ({tmp_path})" in result.err
+    assert emulator.data_requests == 0 and leftovers(tmp_path) == []
+
+
+def test_out_into_an_unwritable_directory_exits_1(
+    rai: Callable[..., Run], emulator: RaiEmulator, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    def denied(**kwargs: Any) -> Any:  # chmod would not stop root, so refuse like a 0o500 dir
+        raise PermissionError(13, "Permission denied", str(tmp_path / ".s.jsonl.x.part"))
+
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    result = rai("sessions", *window(emulator), "--out", str(tmp_path / "s.jsonl"))
+    assert result.code == 1
+    assert "output_error: --out: cannot create a file in the directory (Permission denied) " \
+        f"({tmp_path})" in result.err
+    assert ".part" not in result.err and emulator.data_requests == 0
 
 
 # -- exit codes and error reports ------------------------------------------------------------
@@ -329,19 +349,59 @@ def test_service_400_exits_2(rai: Callable[..., Run], emulator: RaiEmulator) -> 
 
 
 @pytest.mark.parametrize(
-    "argv",
-    [["--from", "yesterday", "--to", "2024-05-02T00:00:00Z", "--public-key", KEY],
-     ["--from", "2024-05-02T00:00:00Z", "--to", "2024-05-01T00:00:00Z", "--public-key", KEY],
-     ["--from", "2024-05-01T00:00:00", "--to", "2024-05-02T00:00:00Z", "--public-key", KEY],
-     ["--from", "2024-05-01T00:00:00Z", "--to", "2024-05-02T00:00:00Z", "--public-key", " "]],
+    ("argv", "message"),
+    [(["--from", "yesterday", "--to", "2024-05-02T00:00:00Z", "--public-key", KEY],
+      "--from: 'yesterday' is not an RFC 3339 timestamp"),
+     (["--from", "2024-05-01T00:00:00Z", "--to", "2024-05-02", "--public-key", KEY],
+      "--to: '2024-05-02' is not an RFC 3339 timestamp"),
+     (["--from", "2024-05-02T00:00:00Z", "--to", "2024-05-01T00:00:00Z", "--public-key", KEY],
+      "--from (2024-05-02T00:00:00Z) must be before --to (2024-05-01T00:00:00Z)"),
+     (["--from", "2024-05-01T00:00:00", "--to", "2024-05-02T00:00:00Z", "--public-key", KEY],
+      "--from: '2024-05-01T00:00:00' is not"),
+     (["--from", "2024-05-01T00:00:00Z", "--to", "2024-05-02T00:00:00Z", "--public-key", " "],
+      "--public-key: ' ' is not a non-empty string"),
+     (["--from", "2024-05-01T00:00:00Z", "--to", "2024-05-02T00:00:00Z", "--public-key", KEY,
+       "--cohort-id", ""], "--cohort-id must be a non-empty string")],
 )  # fmt: skip
-def test_bad_arguments_exit_2_before_any_request(
-    rai: Callable[..., Run], emulator: RaiEmulator, argv: list[str]
+def test_bad_arguments_exit_2_before_any_request_naming_the_flag(
+    rai: Callable[..., Run], emulator: RaiEmulator, argv: list[str], message: str
 ) -> None:
     result = rai("sessions", *argv)
-    assert result.code == 2 and "invalid_argument" in result.err
+    assert result.code == 2
+    assert result.err.startswith(f"failopen rai sessions: invalid_argument: {message}")
     assert "request_id: none" in result.err
     assert emulator.data_requests == 0
+
+
+@pytest.mark.parametrize("verb", ["cohort", "cohort-sessions"])
+@pytest.mark.parametrize("cohort_id", ["", " ", ".."])
+def test_a_bad_cohort_id_is_named_as_the_argument(
+    rai: Callable[..., Run], emulator: RaiEmulator, verb: str, cohort_id: str
+) -> None:
+    result = rai(verb, cohort_id)
+    assert result.code == 2 and "invalid_argument: COHORT_ID " in result.err
+    assert emulator.data_requests == 0
+
+
+def test_page_size_errors_name_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser(prog="failopen")
+    register_rai(parser.add_subparsers())
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(["rai", "cohort-sessions", "c", "--page-size", "0"])
+    assert exited.value.code == 2
+    assert "argument --page-size: '0' is not an integer from 1 to 1000" in capsys.readouterr().err
+
+
+def test_help_is_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser(prog="failopen")
+    register_rai(parser.add_subparsers())
+    with pytest.raises(SystemExit):
+        parser.parse_args(["rai", "--help"])
+    shown = capsys.readouterr().out
+    assert "Exit codes: 0 done, 1 the output could not be written" in shown
+    assert "--public-key pk_live_1 --format jsonl --out sessions.jsonl" in shown
+    for markup in ("``", ":data:", "\\\\"):
+        assert markup not in shown
 
 
 @pytest.mark.parametrize(
@@ -409,7 +469,7 @@ def test_progress_on_a_terminal_ends_with_the_totals(
 def test_progress_is_throttled() -> None:
     terminal = Terminal()
     now = [0.0]
-    progress = rai_cli._Progress(terminal, clock=lambda: now[0])
+    progress = Progress(terminal, clock=lambda: now[0])
     for _ in range(10):
         now[0] += 0.125  # shown every 0.2 s at most: every second page
         progress.add(100)

@@ -181,7 +181,7 @@ def test_closing_raw_pages_early_stops_the_prefetch() -> None:
     pages = client.iter_session_pages(START, END, ["PK"], raw=True)
     next(pages)
     assert service.wait_for_request(1)
-    pages.close()  # type: ignore[attr-defined]
+    pages.close()
     assert service.requested() == [0, 1]
 
 

@@ -263,9 +263,16 @@ def test_stopping_early_drops_the_prefetch_thread() -> None:
 def test_breaking_out_of_the_item_loop_closes_the_pages() -> None:
     service = Recorder(pages=100)
     client, _ = make_client(FakeRai(service))
+    before = set(threading.enumerate())
     items = client.iter_cohorts(START, START + timedelta(days=1), ["PK"])
     for _cohort in items:
         break
-    items.close()  # type: ignore[attr-defined]
-    time.sleep(0.05)
-    assert max(service.requested) <= 1
+    assert service.wait_for(1)
+    prefetchers = [t for t in set(threading.enumerate()) - before
+                   if t.name.startswith("failopen.rai.prefetch")]
+    assert prefetchers, "no prefetch thread was running"
+    items.close()  # unclosed, the worker would wait for the next page's request forever
+    for thread in prefetchers:
+        thread.join(timeout=5)
+    assert not any(thread.is_alive() for thread in prefetchers)
+    assert max(service.requested) == 1
