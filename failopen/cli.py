@@ -1,8 +1,9 @@
 """The ``failopen`` command: check the status page, watch it, override the flag, run the demo.
 
 Every verb reads the same ``FAILOPEN_*`` variables as the library; flags win over them.
-Exit codes: 0 success (``status``: operational), 1 ``status``: outage (would bypass),
-2 bad arguments, unknown or unreadable status, or a store error.
+Exit codes: 0 success (``status``: no outage — operational, or a known status that is not in
+FAILOPEN_BYPASS_ON), 1 ``status``: outage (would bypass), 2 bad arguments, an unknown or
+unreadable status, a store error, or an unexpected error (never 1: scripts read 1 as "outage").
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
-def _config(args: argparse.Namespace, **fields: Any) -> Config:
+def _config(**fields: Any) -> Config:
     overrides = {name: value for name, value in fields.items() if value is not None}
     return Config.from_env(**overrides)
 
@@ -56,7 +57,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     from failopen.status import StatusClient
 
     config = _config(
-        args, status_url=args.status_url, global_component=args.global_component,
+        status_url=args.status_url, global_component=args.global_component,
         indicator_fallback=True if args.indicator_fallback else None,
     )
     if config.status_url is None:
@@ -70,8 +71,13 @@ def _cmd_status(args: argparse.Namespace) -> int:
             report = client.fetch()
         except StatusError as exc:
             if args.json:
-                _emit(sys.stdout, {"global_status": None, "would_bypass": False,
-                                   "error": f"{type(exc).__name__}: {exc}"})
+                # The same keys as a good reading, so a consumer never branches on the shape.
+                _emit(sys.stdout, {
+                    "global_status": None, "known": False, "source": None,
+                    "fetched_at": None, "page_updated_at": None, "global_component": None,
+                    "regions": [], "impaired_regions": [], "would_bypass": False,
+                    "error": f"{type(exc).__name__}: {exc}",
+                })
             else:
                 print(f"status page unusable: {type(exc).__name__}: {exc}", file=sys.stderr)
             return EXIT_UNKNOWN
@@ -94,7 +100,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     from failopen.runtime import FailOpen
     from failopen.watcher import PollResult
 
-    config = _config(args, status_url=args.status_url, poll_interval=args.interval,
+    config = _config(status_url=args.status_url, poll_interval=args.interval,
                      store=args.store)
     if config.status_url is None:
         raise ConfigError("FAILOPEN_STATUS_URL: give --status-url or set FAILOPEN_STATUS_URL")
@@ -165,6 +171,14 @@ def _describe_override(override: Override | None) -> dict[str, Any]:
 
 
 def _cmd_override(args: argparse.Namespace) -> int:
+    ignored = [name for name, value, verbs in (("--ttl", args.ttl, ("show", "auto")),
+                                               ("--reason", args.reason, ("show",)))
+               if value is not None and args.verb in verbs]
+    if ignored:
+        # Silently dropping an operator's --ttl would leave them believing it applies.
+        print(f"failopen override {args.verb}: {' and '.join(ignored)} do not apply here",
+              file=sys.stderr)
+        return EXIT_UNKNOWN
     flag = _override_flag(args)
     reason = args.reason or f"failopen override {args.verb} from the command line"
     if args.verb == "off":

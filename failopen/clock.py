@@ -29,12 +29,15 @@ class SystemClock:
     """The real clock."""
 
     def monotonic(self) -> float:
+        """``time.monotonic()``."""
         return time.monotonic()
 
     def time(self) -> float:
+        """``time.time()``."""
         return time.time()
 
     def wait(self, event: threading.Event, timeout: float) -> bool:
+        """``event.wait(timeout)``: returns early, True, when the event is set."""
         return event.wait(timeout)
 
     def __repr__(self) -> str:

@@ -68,6 +68,16 @@ class Config:
     store_refresh: float = 1.0
 
     def __post_init__(self) -> None:
+        # Collections given in code may be any iterable; keep one canonical, hashable form.
+        # Methods are upper-cased here too: "post" must protect POST, not silently nothing.
+        for name, kind in (("bypass_on", frozenset), ("protected_methods", frozenset),
+                           ("protected_paths", tuple)):
+            value = getattr(self, name)
+            if isinstance(value, str) or not isinstance(value, Iterable):
+                raise ConfigError(f"{env_name(name)}: expected a collection, got {value!r}")
+            items = [v.upper() if name == "protected_methods" and isinstance(v, str) else v
+                     for v in value]
+            object.__setattr__(self, name, kind(items))
         for spec in dataclasses.fields(self):
             value = getattr(self, spec.name)
             _check_field(spec.name, value)
@@ -79,6 +89,11 @@ class Config:
             object.__setattr__(
                 self, "verify_url", check_url(self.verify_url, setting=env_name("verify_url"))
             )
+        for name in ("private_key", "public_key", "global_component"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                # Never echo the value: it may be the private key.
+                raise ConfigError(f"{env_name(name)}: expected a non-empty string")
         if self.verify_url is not None and not self.private_key:
             raise ConfigError(
                 "FAILOPEN_PRIVATE_KEY: required when FAILOPEN_VERIFY_URL is set "
@@ -155,7 +170,7 @@ class Config:
         return cls(**values)
 
     def describe(self) -> dict[str, Any]:
-        """The settings as JSON-ready values, secrets masked (for ``failopen config`` and logs)."""
+        """The settings as JSON-ready values, secrets masked (for logs and diagnostics)."""
         out: dict[str, Any] = {}
         for spec in dataclasses.fields(self):
             value = getattr(self, spec.name)

@@ -165,8 +165,10 @@ def run_demo(*, step: float = 0.6, out: TextIO | None = None) -> int:
             )
 
         def on_transition(old: FlagState, new: FlagState) -> None:
+            stale = " (stale: no good reading lately)" if new.stale else ""
             printer.line(
-                f"  >> flag: enforce {old.enforce} -> {new.enforce} [{new.source}] {new.reason}"
+                f"  >> flag: enforce {old.enforce} -> {new.enforce} [{new.source}] "
+                f"{new.reason}{stale}"
             )
 
         runtime = FailOpen(config, on_poll=on_poll)

@@ -271,7 +271,8 @@ class EnforcementFlag:
     # --- listeners ------------------------------------------------------------------------------
 
     def add_listener(self, listener: Listener) -> None:
-        """Call ``listener(old, new)`` on every transition of ``enforce`` or ``source``."""
+        """Call ``listener(old, new)`` whenever the visible state changes (value, source,
+        reason, expiry, staleness); repeating the same reading is not a change."""
         self._listeners.append(listener)
 
     def remove_listener(self, listener: Listener) -> None:
@@ -323,7 +324,7 @@ class EnforcementFlag:
     def _notify(self, old: FlagState, new: FlagState) -> FlagState:
         """Tell listeners about a transition. Runs outside the lock, so a listener may read or
         write the flag; a failing listener is logged and never breaks the writer."""
-        if (old.enforce, old.source) != (new.enforce, new.source):
+        if old != new:
             for listener in list(self._listeners):
                 try:
                     listener(old, new)

@@ -1,8 +1,8 @@
 """FailOpen: the flag, the store, the watcher, the verifier and the guard, assembled from a Config.
 
-Adapters hold one FailOpen per process. Building it does no I/O and starts no thread; the watcher
-starts on first use (``ensure_started``), which keeps management commands, import-time code and
-pre-fork masters free of background threads.
+Adapters hold one FailOpen per process. Building it makes no network call and starts no thread
+(a ``file://`` store is read once); the watcher starts on first use (``ensure_started``), which
+keeps management commands, import-time code and pre-fork masters free of background threads.
 """
 
 from __future__ import annotations

@@ -262,7 +262,11 @@ class StatusClient:
         raise error
 
     def close(self) -> None:
-        """Release the connection pool. Later reads raise StatusUnavailable."""
+        """Release the sync connection pool. Later reads raise StatusUnavailable.
+
+        If :meth:`afetch` was used, await :meth:`aclose` as well, on the loop that used it: an
+        async pool belongs to its event loop and cannot be closed from here.
+        """
         with self._lock:
             self._closed = True
             client, self._client = self._client, None
@@ -328,9 +332,3 @@ class StatusClient:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
-
-
-# Users meet these types as failopen.status.*: say so in reprs, docs and pickles.
-for _public in (Component, StatusReport):
-    _public.__module__ = __name__
-del _public

@@ -57,9 +57,13 @@ _WARNING_INTERVAL = 10.0  # seconds between "verify unavailable" warnings during
 class Verifier(Protocol):
     """Anything that can verify an enforcement token, sync and async."""
 
-    def verify(self, token: str) -> VerifyResult: ...
+    def verify(self, token: str) -> VerifyResult:
+        """The vendor's verdict on ``token``; never raises for a bad or missing answer."""
+        ...
 
-    async def averify(self, token: str) -> VerifyResult: ...
+    async def averify(self, token: str) -> VerifyResult:
+        """The async twin of :meth:`verify`."""
+        ...
 
 
 _PACED_WARNINGS = frozenset(
@@ -307,9 +311,3 @@ class HttpVerifier:
                 return False
             self._credentials_logged_at = now
             return True
-
-
-# Users meet these types as failopen.verify.*: say so in reprs, docs and pickles.
-for _public in (VerifyOutcome, VerifyResult):
-    _public.__module__ = __name__
-del _public

@@ -19,14 +19,12 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.exceptions import StatusError, StatusUnavailable
 from failopen.flag import EnforcementFlag
-
-if TYPE_CHECKING:
-    from failopen.status import StatusReport
+from failopen.status import StatusReport
 
 __all__ = ["StatusWatcher", "StatusSource", "PollResult", "Reading"]
 
@@ -132,6 +130,9 @@ class StatusWatcher:
         """Start the polling thread (idempotent)."""
         with self._thread_lock:
             self._wanted = True
+            if self._last_good is None:
+                # Staleness counts from the start: a page unreadable from boot is flagged too.
+                self._last_good = self._clock.monotonic()
             if self.running:
                 return
             self._stop = threading.Event()

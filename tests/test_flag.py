@@ -205,3 +205,14 @@ def test_to_dict_shape() -> None:
     data = flag.state.to_dict()
     assert data["since"] == "1970-01-01T00:00:00Z"
     assert set(data) >= {"enforce", "source", "reason", "since", "stale"}
+
+
+def test_listeners_hear_staleness_and_a_replaced_override() -> None:
+    flag = EnforcementFlag(clock=FakeClock())
+    seen: list[FlagState] = []
+    flag.add_listener(lambda old, new: seen.append(new))
+    flag.set_stale(True)
+    flag.force_off("first reason", ttl=60)
+    flag.force_off("second reason", ttl=120)
+    assert [s.stale for s in seen[:1]] == [True]
+    assert [s.reason for s in seen[1:]] == ["first reason", "second reason"]

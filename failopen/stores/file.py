@@ -139,9 +139,11 @@ class FileStore:
         return _signature(st)
 
     def changed(self) -> bool:
+        """Cheap: has the file (or what stands at its path) changed since the last load?"""
         return self._current() != self._seen
 
     def load(self) -> Override | None:
+        """The stored override, after checking who wrote the file. Raises StoreError."""
         with self._lock:
             try:
                 # O_NOFOLLOW: never read through a symlink. O_NONBLOCK: a FIFO cannot hang us
@@ -196,6 +198,7 @@ class FileStore:
             )
 
     def save(self, override: Override | None) -> None:
+        """Write the override atomically (None lifts it). Raises StoreError."""
         payload = json.dumps(
             None if override is None else override.to_json(), allow_nan=False
         ).encode()
@@ -220,6 +223,7 @@ class FileStore:
                 raise StoreError(f"cannot write {self.path}: {exc.strerror}") from None
 
     def describe(self) -> str:
+        """The store URL, for logs and ``failopen override show``."""
         return f"file://{self.path}"
 
     def __repr__(self) -> str:

@@ -21,19 +21,23 @@ class MemoryStore:
         self._seen = 0
 
     def load(self) -> Override | None:
+        """The override last saved (expired ones included; the flag drops those)."""
         with self._lock:
             self._seen = self._version
             return self._override
 
     def save(self, override: Override | None) -> None:
+        """Keep this override, or lift it with None."""
         with self._lock:
             self._override = override
             self._version += 1
 
     def changed(self) -> bool:
+        """True when a save happened since the last load."""
         return self._version != self._seen
 
     def describe(self) -> str:
+        """Where the override lives, for logs."""
         return "memory: (this process only)"
 
     def __repr__(self) -> str:
