@@ -654,13 +654,15 @@ def _stop(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
 
 
 def test_emulate_status_serves_until_sigterm() -> None:
-    port = free_port()
-    proc, banner = _start("emulate", "status", "--port", str(port), "--global", "major_outage",
+    proc, banner = _start("emulate", "status", "--port", "0", "--global", "major_outage",
                           "--region", "eu-west-1=partial_outage", lines=3)
     try:
         first = banner[0]
-        assert first.strip() == f"fake status page: http://127.0.0.1:{port}", first
-        answer = httpx.get(f"http://127.0.0.1:{port}/api/v2/components.json", timeout=5)
+        url = first.split(": ", 1)[1].strip()
+        assert first.startswith("fake status page: http://127.0.0.1:"), first
+        port = int(url.rsplit(":", 1)[1])
+        assert port > 0
+        answer = httpx.get(f"{url}/api/v2/components.json", timeout=5)
         assert answer.status_code == 200
         statuses = {c["description"]: c["status"] for c in answer.json()["components"]}
         assert statuses == {
@@ -701,6 +703,37 @@ def test_emulate_verify_serves_until_sigterm() -> None:
     assert "k-123" in banner[2]  # the fake's own key, given on the command line
 
 
+@pytest.mark.parametrize("fake", ["status", "verify", "rai"])
+def test_emulate_on_a_busy_port_is_one_line_and_exit_2(run: Any, fake: str) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+        result = run("emulate", fake, "--port", str(port))
+    assert result.code == 2
+    assert result.err.strip() == (
+        f"failopen emulate {fake}: cannot listen on port {port}: Address already in use"
+    )
+    assert result.out == ""
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--region", "nowhere=major_outage"], "--region nowhere: no such region"),
+    (["--region", "eu-west-1"], "'eu-west-1' is not NAME=STATUS"),
+    (["--regions", "us-east-1,,eu-west-1"], "--regions: region labels are non-empty"),
+    (["--port", "70000"], "not a port number"),
+])
+def test_emulate_status_refuses_bad_arguments_without_a_traceback(
+    run: Any, argv: list[str], message: str
+) -> None:
+    result = run("emulate", "status", *argv)
+    assert result.code == 2
+    assert message in result.err
+    assert "Traceback" not in result.err
+
+
 def test_emulate_needs_a_fake(run: Any) -> None:
     result = run("emulate")
     assert result.code == 2
@@ -711,3 +744,29 @@ def test_emulate_rejects_an_unknown_fault(run: Any) -> None:
     result = run("emulate", "status", "--fault", "meltdown")
     assert result.code == 2
     assert "--fault" in result.err
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (["override", "show", "--ttl", "30m"], "--ttl"),
+    (["override", "show", "--reason", "x"], "--reason"),
+    (["override", "auto", "--ttl", "30m"], "--ttl"),
+])
+def test_override_refuses_options_that_do_not_apply(
+    argv: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*argv, "--store", "file:///nonexistent/never-read.json"]) == 2
+    assert named in capsys.readouterr().err
+
+
+def test_status_json_has_one_shape_readable_or_not(capsys: pytest.CaptureFixture[str]) -> None:
+    from failopen.testing import FakeStatusPage
+
+    page = FakeStatusPage()
+    with page.serve() as server:
+        main(["status", "--status-url", server.url, "--json"])
+        good = json.loads(capsys.readouterr().out)
+        page.set_fault("500")
+        main(["status", "--status-url", server.url, "--json"])
+        bad = json.loads(capsys.readouterr().out)
+    assert set(good) == set(bad)
+    assert bad["global_status"] is None and bad["error"]

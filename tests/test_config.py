@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from failopen.config import Config, env_name
@@ -19,32 +21,59 @@ def test_defaults_are_safe() -> None:
     assert config.stale_after_seconds == 90.0
 
 
-def test_from_env_reads_every_documented_name() -> None:
-    env = {
-        "FAILOPEN_STATUS_URL": "https://status.example.com",
-        "FAILOPEN_POLL_INTERVAL": "0.5",
-        "FAILOPEN_VERIFY_URL": "https://acme-verify.example.com/api/v4/verify/",
-        "FAILOPEN_PRIVATE_KEY": "pk-secret-value",
-        "FAILOPEN_PUBLIC_KEY": "PUB-1",
-        "FAILOPEN_VERIFY_TIMEOUT": "2",
-        "FAILOPEN_PROTECTED_PATHS": "/accounts/login/, /accounts/signup/",
-        "FAILOPEN_TOKEN_FIELD": "tok",
-        "FAILOPEN_TOKEN_HEADER": "X-Tok",
-        "FAILOPEN_BYPASS_ON": "major_outage",
-        "FAILOPEN_GLOBAL_COMPONENT": "abc123",
-        "FAILOPEN_STORE": "file:///tmp/override.json",
-        "FAILOPEN_MODE": "shadow",
-    }
-    config = Config.from_env(env)
-    assert config.status_url == "https://status.example.com"
-    assert config.poll_interval == 0.5
-    assert config.private_key == "pk-secret-value"
-    assert config.protected_paths == ("/accounts/login/", "/accounts/signup/")
-    assert config.bypass_on == frozenset({"major_outage"})
-    assert config.mode == "shadow"
-    assert config.verify_timeout == 2.0
-    assert config.global_component == "abc123"
+# One FAILOPEN_* value per Config field, none of them the default, and what it parses to.
+ENV_TABLE: dict[str, tuple[str, object]] = {
+    "status_url": ("https://status.example.com", "https://status.example.com"),
+    "poll_interval": ("0.5", 0.5),
+    "poll_jitter": ("0.25", 0.25),
+    "status_timeout": ("1.5", 1.5),
+    "status_max_bytes": ("65536", 65536),
+    "global_component": ("abc123", "abc123"),
+    "indicator_fallback": ("yes", True),
+    "bypass_on": ("major_outage, indicator:critical",
+                  frozenset({"major_outage", "indicator:critical"})),
+    "open_after": ("2", 2),
+    "close_after": ("3", 3),
+    "stale_after": ("45", 45.0),
+    "backoff_max": ("120", 120.0),
+    "verify_url": ("https://acme-verify.example.com/api/v4/verify/",
+                   "https://acme-verify.example.com/api/v4/verify/"),
+    "private_key": ("pk-secret-value", "pk-secret-value"),
+    "public_key": ("PUB-1", "PUB-1"),
+    "verify_timeout": ("2", 2.0),
+    "require_verified": ("on", True),
+    "protected_paths": ("/accounts/login/, /accounts/signup/",
+                        ("/accounts/login/", "/accounts/signup/")),
+    "protected_methods": ("post, put", frozenset({"POST", "PUT"})),
+    "token_field": ("tok", "tok"),
+    "token_header": ("X-Tok", "X-Tok"),
+    "mode": ("shadow", "shadow"),
+    "confirm_ttl": ("2.5", 2.5),
+    "retry_after": ("9", 9),
+    "store": ("file:///tmp/override.json", "file:///tmp/override.json"),
+    "store_refresh": ("0.25", 0.25),
+}
+
+
+def test_the_env_table_has_every_config_field() -> None:
+    fields = {spec.name for spec in dataclasses.fields(Config)}
+    assert fields - set(ENV_TABLE) == set(), "add the new field(s) to ENV_TABLE"
+    assert set(ENV_TABLE) - fields == set(), "ENV_TABLE names fields Config no longer has"
+
+
+@pytest.mark.parametrize("name", sorted(ENV_TABLE))
+def test_from_env_reads_every_field(name: str) -> None:
+    config = Config.from_env({env_name(field): text for field, (text, _) in ENV_TABLE.items()})
+    expected = ENV_TABLE[name][1]
+    assert getattr(config, name) == expected
+    assert type(getattr(config, name)) is type(expected)
+    assert getattr(Config(), name) != expected, "the table's value must not be the default"
+
+
+def test_the_env_values_take_effect() -> None:
+    config = Config.from_env({env_name(field): text for field, (text, _) in ENV_TABLE.items()})
     assert config.is_protected("POST", "/accounts/login/")
+    assert config.is_protected("PUT", "/accounts/signup/x")
     assert not config.is_protected("GET", "/accounts/login/")
     assert not config.is_protected("POST", "/about/")
 
@@ -136,3 +165,22 @@ def test_only_localhost_itself_may_use_plain_http() -> None:
     with pytest.raises(ConfigError, match="https"):
         Config(status_url="http://evil.localhost/")
     assert Config(status_url="http://[::1]:8000").status_url == "http://[::1]:8000"
+
+
+def test_collections_given_in_code_are_normalised() -> None:
+    config = Config(protected_methods=["post", "Put"], protected_paths=["/login"],
+                    bypass_on={"major_outage"})
+    assert config.protected_methods == frozenset({"POST", "PUT"})
+    assert config.is_protected("POST", "/login/x")
+    assert config.protected_paths == ("/login",)
+    assert config.bypass_on == frozenset({"major_outage"})
+    with pytest.raises(ConfigError, match="FAILOPEN_PROTECTED_PATHS"):
+        Config(protected_paths="/login")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("field", ["private_key", "public_key", "global_component"])
+@pytest.mark.parametrize("value", ["", "  ", 5])
+def test_string_settings_must_be_non_empty_strings(field: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=env_name(field)) as caught:
+        Config(**{field: value})  # type: ignore[arg-type]
+    assert repr(value) not in str(caught.value) or value == ""

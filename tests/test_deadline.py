@@ -64,16 +64,14 @@ def drip_seconds(page: FakeStatusPage) -> float:
 @pytest.fixture
 def page() -> Iterator[FakeStatusPage]:
     fake = FakeStatusPage()
-    with fake.serve() as server:
-        fake.server = server  # type: ignore[attr-defined]
+    with fake.serve():
         yield fake
 
 
 @pytest.fixture
 def api() -> Iterator[FakeVerifyAPI]:
     fake = FakeVerifyAPI()
-    with fake.serve() as server:
-        fake.verify_url = server.url + fake.path  # type: ignore[attr-defined]
+    with fake.serve():
         yield fake
 
 

@@ -118,7 +118,8 @@ def test_demo_restores_logging_when_it_fails(monkeypatch: pytest.MonkeyPatch) ->
 def test_failopen_demo_command_exits_0() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAILOPEN_")}
     done = subprocess.run(
-        [str(FAILOPEN), "demo"], capture_output=True, text=True, timeout=60, env=env
+        [str(FAILOPEN), "demo", "--step", "0.05"], capture_output=True, text=True, timeout=60,
+        env=env,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "every scene behaved as expected" in done.stdout

@@ -4,26 +4,53 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import types
+import typing
+
+import pytest
 
 import failopen
+import failopen.testing
 
 
-def test_all_names_exist_and_every_public_name_is_listed() -> None:
-    for name in failopen.__all__:
-        assert hasattr(failopen, name), name
-    public = {
+def public_names(package: types.ModuleType) -> set[str]:
+    """Names a package defines without a leading underscore, its submodules aside."""
+    return {
         name
-        for name, value in vars(failopen).items()
-        if not name.startswith("_") and getattr(value, "__module__", "").startswith("failopen")
-    }
-    assert public <= set(failopen.__all__), public - set(failopen.__all__)
+        for name, value in vars(package).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    } - {"annotations"}  # from __future__
+
+
+@pytest.mark.parametrize("package", [failopen, failopen.testing], ids=lambda m: m.__name__)
+def test_all_matches_the_public_names(package: types.ModuleType) -> None:
+    exported = set(package.__all__)
+    assert len(exported) == len(package.__all__), "__all__ repeats a name"
+    public = public_names(package)
+    assert public - exported == set(), "public but not in __all__"
+    assert exported - {"__version__"} - public == set(), "in __all__ but not defined"
+    for name in public:
+        module = getattr(getattr(package, name), "__module__", None) or "failopen"
+        assert module.startswith("failopen"), name
+
+
+def exported_classes() -> list[tuple[str, type]]:
+    return [
+        (f"{package.__name__}.{name}", value)
+        for package in (failopen, failopen.testing)
+        for name in package.__all__
+        if isinstance(value := getattr(package, name), type)
+    ]
+
+
+@pytest.mark.parametrize("cls", [pytest.param(c, id=n) for n, c in exported_classes()])
+def test_every_exported_class_has_resolvable_type_hints(cls: type) -> None:
+    typing.get_type_hints(cls)  # what dataclasses, pydantic and strict users' tools rely on
 
 
 def test_every_export_has_a_docstring() -> None:
-    for name in failopen.__all__:
-        value = getattr(failopen, name)
-        if callable(value) and isinstance(value, type):
-            assert value.__doc__, f"{name} has no docstring"
+    for name, cls in exported_classes():
+        assert cls.__doc__, f"{name} has no docstring"
 
 
 def test_core_imports_no_framework() -> None:

@@ -65,16 +65,14 @@ def expected_reading(fault: str) -> str:
 @pytest.fixture(scope="module")
 def served_page() -> Iterator[FakeStatusPage]:
     fake = FakeStatusPage(regions=("us-east-1", "eu-west-1"))
-    with fake.serve() as server:
-        fake.server = server  # type: ignore[attr-defined]
+    with fake.serve():
         yield fake
 
 
 @pytest.fixture(scope="module")
 def served_api() -> Iterator[FakeVerifyAPI]:
     fake = FakeVerifyAPI()
-    with fake.serve() as server:
-        fake.verify_url = server.url + fake.path  # type: ignore[attr-defined]
+    with fake.serve():
         yield fake
 
 

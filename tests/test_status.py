@@ -306,7 +306,12 @@ def test_bad_status_urls_are_refused_at_construction(url: str) -> None:
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8080", "http://localhost", "http://[::1]:1"])
 def test_plain_http_is_fine_on_loopback(url: str) -> None:
-    StatusClient(url).close()
+    client = StatusClient(url)
+    try:
+        assert client.components_url.startswith(url + "/"), client.components_url
+        assert client.components_url.endswith("/api/v2/components.json")
+    finally:
+        client.close()
 
 
 @pytest.mark.parametrize("kwargs", [

@@ -214,20 +214,27 @@ def test_override_wins_over_readings() -> None:
 def test_thread_polls_survives_errors_and_stops_at_once() -> None:
     source = ScriptedSource(RuntimeError("first poll explodes"), report("major_outage"))
     flag = EnforcementFlag()
-    watcher = StatusWatcher(source, flag, poll_interval=0.01, jitter=0.0, backoff_max=0.02)
+    # After the good poll the thread would sleep a minute: only stop() can end that wait quickly.
+    watcher = StatusWatcher(source, flag, poll_interval=60, jitter=0.0, backoff_max=0.02,
+                            store_refresh=60)
     watcher.start()
     try:
         deadline = time.monotonic() + 5
         while flag.enforce and time.monotonic() < deadline:
             time.sleep(0.005)
-        assert flag.enforce is False
+        assert flag.enforce is False, "the poll after the failed one went through"
+        assert source.calls == 2
         assert watcher.running
         assert any(t.name == "failopen.status-watcher" for t in threading.enumerate())
+        thread = watcher._thread
+        assert thread is not None
+        time.sleep(0.05)  # let the thread reach its minute-long wait
     finally:
         started = time.monotonic()
         watcher.stop()
+    assert time.monotonic() - started < 0.5, "stop() interrupts the sleep"
     assert not watcher.running
-    assert time.monotonic() - started < 1.0, "stop() interrupts the sleep"
+    assert not thread.is_alive()
 
 
 def test_start_is_idempotent_and_ensure_running_restarts() -> None:
@@ -321,5 +328,21 @@ def test_a_thread_that_dies_is_restarted_on_next_use(caplog: pytest.LogCaptureFi
         del watcher.tick
         watcher.ensure_running()
         assert watcher.running and watcher._thread is not first
+    finally:
+        watcher.stop()
+
+
+def test_a_page_unreadable_from_boot_goes_stale() -> None:
+    source = ScriptedSource(StatusUnavailable("wrong URL", status_code=404))
+    flag = EnforcementFlag()
+    watcher = StatusWatcher(source, flag, poll_interval=0.01, jitter=0.0, stale_after=0.05,
+                            backoff_max=0.01, store_refresh=0.01)
+    watcher.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not flag.state.stale and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert flag.state.stale is True
+        assert flag.state.enforce is True
     finally:
         watcher.stop()

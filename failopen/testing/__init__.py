@@ -7,8 +7,9 @@
 * :class:`LoopbackServer`, :class:`Reply`, :func:`as_transport` — serve any fake on 127.0.0.1,
   or hand it to httpx in-process.
 
-pytest fixtures (``fake_status_page``, ``fake_verify_api``, ``fake_clock``, ``failopen_config``)
-are registered automatically when failopen is installed.
+pytest fixtures (``fake_status_page``, ``fake_verify_api``, ``fake_clock``, ``failopen_config``,
+``rai_emulator``) are registered automatically when failopen is installed; see
+:mod:`failopen.testing.pytest_plugin`.
 """
 
 from __future__ import annotations

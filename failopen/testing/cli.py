@@ -6,20 +6,34 @@ import argparse
 import signal
 import sys
 import threading
-from types import FrameType
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from failopen.testing._server import LoopbackServer
 
 __all__ = ["register_emulate_fakes", "register_emulate_rai"]
 
+EXIT_USAGE = 2  # as for every other usage error of the failopen command
 
-def _serve_until_interrupted(server: Any, lines: list[str]) -> int:
+
+def _serve_until_signalled(
+    command: str, port: int, serve: Callable[[], LoopbackServer], banner: Callable[[str], str]
+) -> int:
+    """Start ``serve()``, print ``banner(url)``, serve until SIGINT or SIGTERM, then stop.
+
+    A port that cannot be bound is a one-line message and exit 2, not a traceback. The previous
+    signal handlers are restored afterwards, so main() called in-process leaves Ctrl-C working.
+    """
     done = threading.Event()
-    # Restored afterwards, so main() called in-process leaves Ctrl-C working.
     previous = {s: signal.signal(s, lambda *_: done.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
+        try:
+            server = serve()
+        except OSError as exc:
+            return _usage_error(command, f"cannot listen on port {port}: {exc.strerror or exc}")
         with server:
-            for line in lines:
-                print(line.format(url=server.url), flush=True)
+            print(banner(server.url), flush=True)
             done.wait()
     finally:
         for signum, handler in previous.items():
@@ -27,21 +41,48 @@ def _serve_until_interrupted(server: Any, lines: list[str]) -> int:
     return 0
 
 
+def _usage_error(command: str, message: str) -> int:
+    print(f"failopen emulate {command}: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)")
+    return port
+
+
+def _region_status(text: str) -> tuple[str, str]:
+    name, sep, status = text.partition("=")
+    if not sep or not name.strip() or not status.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=STATUS")
+    return name.strip(), status.strip()
+
+
 def _status(args: argparse.Namespace) -> int:
     from failopen.testing.status_page import FakeStatusPage
 
-    page = FakeStatusPage(regions=tuple(args.regions.split(",")))
+    try:
+        page = FakeStatusPage(regions=tuple(r.strip() for r in args.regions.split(",")))
+    except ValueError as exc:
+        return _usage_error("status", f"--regions: {exc}")
     page.set_global(args.global_status)
-    for item in args.region or []:
-        name, _, status = item.partition("=")
+    for name, status in args.region or []:
+        if name not in page.region_ids:
+            return _usage_error("status", f"--region {name}: no such region; "
+                                f"--regions has {', '.join(page.region_ids)}")  # fmt: skip
         page.set_region(name, status)
     if args.fault:
         page.set_fault(args.fault)
-    return _serve_until_interrupted(page.serve(args.port), [
-        "fake status page: {url}",
-        f"  global component: {args.global_status}",
-        "  FAILOPEN_STATUS_URL={url}",
-    ])
+    return _serve_until_signalled("status", args.port, lambda: page.serve(args.port), lambda url: (
+        f"fake status page: {url}\n"
+        f"  global component: {args.global_status}\n"
+        f"  FAILOPEN_STATUS_URL={url}"
+    ))  # fmt: skip
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -50,12 +91,12 @@ def _verify(args: argparse.Namespace) -> int:
     api = FakeVerifyAPI(private_key=args.private_key)
     if args.fault:
         api.set_fault(args.fault)
-    return _serve_until_interrupted(api.serve(args.port), [
-        "fake verify API: {url}" + api.path,
-        "  FAILOPEN_VERIFY_URL={url}" + api.path,
-        f"  FAILOPEN_PRIVATE_KEY={args.private_key}",
-        f"  tokens: {api.GOOD} (valid), {api.BAD} (unsolved), {api.DENIED} (denied)",
-    ])
+    return _serve_until_signalled("verify", args.port, lambda: api.serve(args.port), lambda url: (
+        f"fake verify API: {url}{api.path}\n"
+        f"  FAILOPEN_VERIFY_URL={url}{api.path}\n"
+        f"  FAILOPEN_PRIVATE_KEY={args.private_key}\n"
+        f"  tokens: {api.GOOD} (valid), {api.BAD} (unsolved), {api.DENIED} (denied)"
+    ))  # fmt: skip
 
 
 def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -64,19 +105,23 @@ def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.Argume
     from failopen.testing.verify_api import FakeVerifyAPI
 
     status = emulators.add_parser("status", help="a fake status page (interface B)")
-    status.add_argument("--port", type=int, default=8401)
+    status.add_argument("--port", type=_port, default=8401,
+                        help="0 picks a free port (default 8401)")
     status.add_argument("--regions", default="us-east-1,eu-west-1",
                         help="comma-separated region labels")
     status.add_argument("--global", dest="global_status", default="operational",
                         help="status of the global component")
-    status.add_argument("--region", action="append", metavar="NAME=STATUS",
+    status.add_argument("--region", action="append", type=_region_status, metavar="NAME=STATUS",
                         help="status of one region (repeatable)")
     status.add_argument("--fault", choices=sorted(FakeStatusPage.FAULTS))
     status.set_defaults(func=_status)
 
     verify = emulators.add_parser("verify", help="a fake verify endpoint")
-    verify.add_argument("--port", type=int, default=8402)
-    verify.add_argument("--private-key", default="test-private-key")
+    verify.add_argument("--port", type=_port, default=8402,
+                        help="0 picks a free port (default 8402)")
+    verify.add_argument("--private-key", default="test-private-key",
+                        help="the key the fake accepts (a test value, never a real one; "
+                             "default test-private-key)")
     verify.add_argument("--fault", choices=sorted(FakeVerifyAPI.FAULTS))
     verify.set_defaults(func=_verify)
 
@@ -89,49 +134,34 @@ def _sessions_range(text: str) -> int | tuple[int, int]:
 
 
 def _serve_rai(args: argparse.Namespace) -> int:
-    from failopen.rai.cli import ENV_BASE_URL, ENV_CLIENT_ID, ENV_CLIENT_SECRET, EXIT_USAGE
+    from failopen.rai.cli import ENV_BASE_URL, ENV_CLIENT_ID, ENV_CLIENT_SECRET
     from failopen.testing.rai_emulator import RaiEmulator
 
-    emulator = RaiEmulator(
-        client_id=args.client_id, client_secret=args.client_secret,
-        public_keys=args.public_keys or ("pk_live_test",), cohorts=args.cohorts,
-        sessions_per_cohort=args.sessions_per_cohort, seed=args.seed, token_ttl=args.token_ttl,
-        fail_every=args.fail_every, latency=args.latency, slow_pages=args.slow_pages,
-        unknown_fields=args.unknown_fields,
-    )  # fmt: skip
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = signal.signal(signal.SIGTERM, on_signal)
     try:
-        server = emulator.serve(port=args.port)
-    except OSError as exc:
-        signal.signal(signal.SIGTERM, previous)
-        print(f"failopen emulate rai: cannot listen on port {args.port}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        emulator = RaiEmulator(
+            client_id=args.client_id, client_secret=args.client_secret,
+            public_keys=args.public_keys or ("pk_live_test",), cohorts=args.cohorts,
+            sessions_per_cohort=args.sessions_per_cohort, seed=args.seed,
+            token_ttl=args.token_ttl, fail_every=args.fail_every, latency=args.latency,
+            slow_pages=args.slow_pages, unknown_fields=args.unknown_fields,
+        )  # fmt: skip
+    except ValueError as exc:
+        return _usage_error("rai", str(exc))
     start, end = emulator.data_window
-    print(
-        f"Session-intelligence API emulator on {server.url} (Ctrl-C to stop)\n"
-        f"export {ENV_BASE_URL}={server.url}\n"
-        f"export {ENV_CLIENT_ID}={emulator.client_id}\n"
-        f"export {ENV_CLIENT_SECRET}={emulator.client_secret}  # test credentials\n"
-        f"# {emulator.total_sessions} sessions in {emulator.cohort_count} cohorts, "
-        f"public keys {', '.join(emulator.public_keys)}, data from {start} to {end}\n"
-        f"# failopen rai sessions --from {start} --to {end} "
-        f"--public-key {emulator.public_keys[0]} --out sessions.jsonl",
-        flush=True,
-    )
-    try:
-        while not stop.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
-        signal.signal(signal.SIGTERM, previous)
-    return 0
+
+    def banner(url: str) -> str:
+        return (
+            f"Session-intelligence API emulator on {url} (Ctrl-C to stop)\n"
+            f"export {ENV_BASE_URL}={url}\n"
+            f"export {ENV_CLIENT_ID}={emulator.client_id}\n"
+            f"export {ENV_CLIENT_SECRET}={emulator.client_secret}  # test credentials\n"
+            f"# {emulator.total_sessions} sessions in {emulator.cohort_count} cohorts, "
+            f"public keys {', '.join(emulator.public_keys)}, data from {start} to {end}\n"
+            f"# failopen rai sessions --from {start} --to {end} "
+            f"--public-key {emulator.public_keys[0]} --out sessions.jsonl"
+        )
+
+    return _serve_until_signalled("rai", args.port, lambda: emulator.serve(port=args.port), banner)
 
 
 def register_emulate_rai(emulate_subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -140,7 +170,7 @@ def register_emulate_rai(emulate_subparsers: argparse._SubParsersAction[Any]) ->
         "rai", help="the session-intelligence API (interface A) emulator",
         description="Serve the session-intelligence API emulator on 127.0.0.1 until Ctrl-C.",
     )  # fmt: skip
-    emulate.add_argument("--port", type=int, default=8403,
+    emulate.add_argument("--port", type=_port, default=8403,
                          help="0 picks a free port (default 8403)")  # fmt: skip
     emulate.add_argument("--seed", type=int, default=0, help="same seed, same data")
     emulate.add_argument("--cohorts", type=int, default=12, help="number of cohorts")

@@ -16,9 +16,11 @@ class FakeClock:
         self._mono = 1000.0
 
     def monotonic(self) -> float:
+        """The monotonic reading: starts at 1000.0 and moves only with :meth:`advance`."""
         return self._mono
 
     def time(self) -> float:
+        """The wall-clock reading (epoch seconds): moves only with :meth:`advance`."""
         return self._wall
 
     def advance(self, seconds: float) -> None:

@@ -1,12 +1,14 @@
 """pytest fixtures for testing an application that uses failopen. Installed automatically.
 
-* ``fake_status_page`` — a FakeStatusPage served on loopback (``.url`` of its server via
-  ``fake_status_page.server.url``); set what it reports with ``set_global`` / ``set_fault``.
+* ``fake_status_page`` — a FakeStatusPage served on loopback; its base URL is
+  ``fake_status_page.url``; set what it reports with ``set_global`` / ``set_fault``.
 * ``fake_verify_api`` — a FakeVerifyAPI served on loopback; ``fake_verify_api.verify_url``.
 * ``fake_clock`` — a FakeClock to pass as ``clock=`` wherever failopen takes one.
 * ``failopen_config`` — a Config pointing at both fakes, protecting ``/login``.
 * ``rai_emulator`` — a RaiEmulator of the session-intelligence API served on loopback;
   ``rai_emulator.base_url``, and its test credentials ``client_id`` / ``client_secret``.
+
+Each served fake also keeps its :class:`~failopen.testing.LoopbackServer` as ``.server``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
     from failopen.testing.status_page import FakeStatusPage
     from failopen.testing.verify_api import FakeVerifyAPI
 
+__all__ = ["fake_clock", "fake_status_page", "fake_verify_api", "failopen_config", "rai_emulator"]
+
 
 @pytest.fixture
 def fake_clock() -> FakeClock:
@@ -34,12 +38,11 @@ def fake_clock() -> FakeClock:
 
 @pytest.fixture
 def fake_status_page() -> Iterator[FakeStatusPage]:
-    """A fake status page served on 127.0.0.1; its server is ``fake_status_page.server``."""
+    """A fake status page served on 127.0.0.1; its base URL is ``fake_status_page.url``."""
     from failopen.testing.status_page import FakeStatusPage
 
     page = FakeStatusPage()
-    with page.serve() as server:
-        page.server = server  # type: ignore[attr-defined]
+    with page.serve():
         yield page
 
 
@@ -49,9 +52,7 @@ def fake_verify_api() -> Iterator[FakeVerifyAPI]:
     from failopen.testing.verify_api import FakeVerifyAPI
 
     api = FakeVerifyAPI()
-    with api.serve() as server:
-        api.server = server  # type: ignore[attr-defined]
-        api.verify_url = server.url + api.path  # type: ignore[attr-defined]
+    with api.serve():
         yield api
 
 
@@ -63,8 +64,8 @@ def failopen_config(
     from failopen.config import Config
 
     return Config(
-        status_url=fake_status_page.server.url,  # type: ignore[attr-defined]
-        verify_url=fake_verify_api.verify_url,  # type: ignore[attr-defined]
+        status_url=fake_status_page.url,
+        verify_url=fake_verify_api.verify_url,
         private_key=fake_verify_api.private_key,
         protected_paths=("/login",),
         poll_interval=0.05,
@@ -81,6 +82,5 @@ def rai_emulator() -> Iterator[RaiEmulator]:
     from failopen.testing.rai_emulator import RaiEmulator
 
     emulator = RaiEmulator()
-    with emulator.serve() as server:
-        emulator.base_url = server.url  # type: ignore[attr-defined]
+    with emulator.serve():
         yield emulator

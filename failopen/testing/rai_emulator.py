@@ -132,6 +132,8 @@ class RaiEmulator:
         self.data_requests = 0
         self.error_counts: Counter[str] = Counter()
         self.history: deque[FakeRequest] = deque(maxlen=history_size)
+        #: The server of the latest :meth:`serve`, None until then.
+        self.server: LoopbackServer | None = None
 
     # -- data ------------------------------------------------------------------------------
 
@@ -142,6 +144,7 @@ class RaiEmulator:
 
     @unknown_fields.setter
     def unknown_fields(self, value: bool) -> None:
+        """Turn the extra, unlisted fields on or off for answers from now on."""
         self._data.unknown_fields = value
 
     @property
@@ -193,8 +196,22 @@ class RaiEmulator:
         return as_transport(self.handler)
 
     def serve(self, *, host: str = "127.0.0.1", port: int = 0) -> LoopbackServer:
-        """A started loopback server for the emulator; ``stop()`` also ends pending waits."""
-        return _EmulatorServer(self, host=host, port=port).start()
+        """A started loopback server for the emulator, also kept as :attr:`server`; ``stop()``
+        also ends pending waits."""
+        self.server = _EmulatorServer(self, host=host, port=port).start()
+        return self.server
+
+    @property
+    def url(self) -> str:
+        """Base URL of the latest :meth:`serve`; RuntimeError before."""
+        if self.server is None:
+            raise RuntimeError("RaiEmulator is not served: call serve() first")
+        return self.server.url
+
+    @property
+    def base_url(self) -> str:
+        """The client's ``base_url`` (``FAILOPEN_RAI_BASE_URL``): the same as :attr:`url`."""
+        return self.url
 
     def handler(self, request: FakeRequest) -> Reply:
         """Answer one request (a :data:`failopen.testing._server.Handler`)."""

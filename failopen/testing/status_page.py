@@ -151,6 +151,8 @@ class FakeStatusPage:
         self._retry_after: float | None = None
         self._requests = 0
         self._received: collections.deque[FakeRequest] = collections.deque(maxlen=1000)
+        #: The server of the latest :meth:`serve`, None until then.
+        self.server: LoopbackServer | None = None
 
     def __repr__(self) -> str:
         return f"FakeStatusPage(regions={list(self.region_ids)!r}, fault={self._fault!r})"
@@ -302,8 +304,19 @@ class FakeStatusPage:
         return as_transport(self.handle)
 
     def serve(self, port: int = 0) -> LoopbackServer:
-        """Start serving on ``127.0.0.1:port`` (0 picks a free port); stop it, or use ``with``."""
-        return LoopbackServer(self.handle, port=port).start()
+        """Start serving on ``127.0.0.1:port`` (0 picks a free port); stop it, or use ``with``.
+
+        The server is also kept as :attr:`server`, so :attr:`url` names it.
+        """
+        self.server = LoopbackServer(self.handle, port=port).start()
+        return self.server
+
+    @property
+    def url(self) -> str:
+        """Base URL of the latest :meth:`serve` (``FAILOPEN_STATUS_URL``); RuntimeError before."""
+        if self.server is None:
+            raise RuntimeError("FakeStatusPage is not served: call serve() first")
+        return self.server.url
 
 
 def _huge(document: dict[str, Any]) -> Iterator[bytes]:

@@ -98,6 +98,9 @@ class FakeVerifyAPI:
         self._verified_once: set[str] = set()
         self.requests = 0
         self.tokens_seen: list[str] = []
+        #: The server of the latest :meth:`serve`, None until then.
+        self.server: LoopbackServer | None = None
+        self._verify_url: str | None = None
         self.add_token(self.GOOD)
         self.add_token(self.BAD, solved=False, verified=False)
         self.add_token(self.UNVERIFIED, solved=True, verified=False)
@@ -160,8 +163,29 @@ class FakeVerifyAPI:
         return as_transport(self.handler)
 
     def serve(self, port: int = 0) -> LoopbackServer:
-        """This fake on a started loopback server; verify URL is ``server.url + api.path``."""
-        return LoopbackServer(self.handler, port=port).start()
+        """This fake on a started loopback server, also kept as :attr:`server`; see :attr:`url`."""
+        self.server = LoopbackServer(self.handler, port=port).start()
+        self._verify_url = None
+        return self.server
+
+    @property
+    def url(self) -> str:
+        """Base URL of the latest :meth:`serve`; RuntimeError before."""
+        if self.server is None:
+            raise RuntimeError("FakeVerifyAPI is not served: call serve() first")
+        return self.server.url
+
+    @property
+    def verify_url(self) -> str:
+        """:attr:`url` + :attr:`path`: the ``FAILOPEN_VERIFY_URL`` of the served fake."""
+        if self._verify_url is not None:
+            return self._verify_url
+        return self.url + self.path
+
+    @verify_url.setter
+    def verify_url(self, value: str) -> None:
+        """Point it elsewhere (e.g. your own server of :meth:`handler`) until the next serve()."""
+        self._verify_url = value
 
     # -- answers --------------------------------------------------------------------------------
 
