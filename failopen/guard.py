@@ -22,7 +22,7 @@ import logging
 import math
 import threading
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from cachetools import TTLCache
 
@@ -157,9 +157,9 @@ class Guard:
         """Decide for one request to a protected route."""
         try:
             early = self._before_verify(token, path, client)
-            if early is not None or token is None:
-                return early or self._missing
-            result = self.verifier.verify(token)
+            if early is not None:
+                return early
+            result = self.verifier.verify(cast(str, token))  # _before_verify refused the rest
             confirmer = self.confirmer if result.outcome is VerifyOutcome.UNAVAILABLE else None
             confirmed = confirmer.confirm() if confirmer is not None else False
             return self._finish(self._from_verify(result, confirmed), path, client)
@@ -170,9 +170,9 @@ class Guard:
         """Async twin of :meth:`decide`."""
         try:
             early = self._before_verify(token, path, client)
-            if early is not None or token is None:
-                return early or self._missing
-            result = await self.verifier.averify(token)
+            if early is not None:
+                return early
+            result = await self.verifier.averify(cast(str, token))
             confirmer = self.confirmer if result.outcome is VerifyOutcome.UNAVAILABLE else None
             confirmed = await confirmer.aconfirm() if confirmer is not None else False
             return self._finish(self._from_verify(result, confirmed), path, client)
@@ -201,9 +201,7 @@ class Guard:
                 reason=f"enforcement off ({state.source}): {state.reason}",
             )
             self._bypass_for = (state, decision)
-        self._count(decision.outcome)
-        audit.warning("bypass path=%r client=%r reason=%s", path, client, decision.reason)
-        return decision
+        return self._finish(decision, path, client)
 
     def _before_verify(self, token: str | None, path: str, client: str) -> Decision | None:
         """The decision when no verify call is needed: flag off, or no usable token."""
