@@ -21,8 +21,9 @@ from typing import Any, TextIO
 
 from failopen.config import Config
 from failopen.exceptions import ConfigError, FailopenError, StatusError
-from failopen.flag import EnforcementFlag, FlagState, Override, rfc3339
+from failopen.flag import EnforcementFlag, FlagState, rfc3339
 from failopen.stores import open_store
+from failopen.web import describe_override
 
 __all__ = ["main", "build_parser", "parse_duration"]
 
@@ -162,14 +163,6 @@ def _override_flag(args: argparse.Namespace) -> EnforcementFlag:
     return EnforcementFlag(store=open_store(url))
 
 
-def _describe_override(override: Override | None) -> dict[str, Any]:
-    if override is None:
-        return {"override": None}
-    return {"override": {"enforce": override.enforce, "reason": override.reason,
-                         "set_at": rfc3339(override.set_at),
-                         "expires_at": rfc3339(override.expires_at)}}
-
-
 def _cmd_override(args: argparse.Namespace) -> int:
     ignored = [name for name, value, verbs in (("--ttl", args.ttl, ("show", "auto")),
                                                ("--reason", args.reason, ("show",)))
@@ -187,7 +180,7 @@ def _cmd_override(args: argparse.Namespace) -> int:
         flag.force_on(reason, ttl=args.ttl)
     elif args.verb == "auto":
         flag.automatic(reason)
-    shown = _describe_override(flag.override)
+    shown = describe_override(flag.override)
     if args.json:
         _emit(sys.stdout, shown)
     elif shown["override"] is None:

@@ -22,6 +22,9 @@ __all__ = ["Config", "KNOWN_IMPAIRED", "env_name"]
 KNOWN_IMPAIRED = frozenset({"degraded_performance", "partial_outage", "major_outage"})
 
 _ENV_PREFIX = "FAILOPEN_"
+_SECRETS = frozenset({"private_key", "admin_token"})
+# An admin token switches enforcement off: short enough to guess is a misconfiguration.
+_MIN_ADMIN_TOKEN = 24
 
 
 def env_name(field_name: str) -> str:
@@ -67,6 +70,11 @@ class Config:
     store: str = "memory:"
     store_refresh: float = 1.0
 
+    # What the adapters serve besides the guard.
+    max_body_bytes: int = 1_048_576
+    admin_token: str | None = field(default=None, repr=False)
+    override_endpoint: bool = False
+
     def __post_init__(self) -> None:
         # Collections given in code may be any iterable; keep one canonical, hashable form.
         # Methods are upper-cased here too: "post" must protect POST, not silently nothing.
@@ -88,6 +96,14 @@ class Config:
         if self.verify_url is not None:
             object.__setattr__(
                 self, "verify_url", check_url(self.verify_url, setting=env_name("verify_url"))
+            )
+        token = self.admin_token
+        if token is not None and (not isinstance(token, str)
+                                  or len(token.strip()) < _MIN_ADMIN_TOKEN):
+            # Never echo the value: it is a credential.
+            raise ConfigError(
+                f"FAILOPEN_ADMIN_TOKEN: must be at least {_MIN_ADMIN_TOKEN} characters; "
+                "generate one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
             )
         for name in ("private_key", "public_key", "global_component"):
             value = getattr(self, name)
@@ -174,7 +190,7 @@ class Config:
         out: dict[str, Any] = {}
         for spec in dataclasses.fields(self):
             value = getattr(self, spec.name)
-            if spec.name == "private_key":
+            if spec.name in _SECRETS:
                 value = "***" if value else None
             elif isinstance(value, frozenset):
                 value = sorted(value)
@@ -188,8 +204,8 @@ class Config:
 
 _FLOATS = {"poll_interval", "poll_jitter", "status_timeout", "stale_after", "backoff_max",
            "verify_timeout", "confirm_ttl", "store_refresh"}
-_INTS = {"status_max_bytes", "open_after", "close_after", "retry_after"}
-_BOOLS = {"indicator_fallback", "require_verified"}
+_INTS = {"status_max_bytes", "open_after", "close_after", "retry_after", "max_body_bytes"}
+_BOOLS = {"indicator_fallback", "require_verified", "override_endpoint"}
 _STR_SETS = {"bypass_on", "protected_methods"}
 _STR_TUPLES = {"protected_paths"}
 _TRUE = {"1", "true", "yes", "on"}

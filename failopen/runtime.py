@@ -163,6 +163,13 @@ class FailOpen:
             self.confirmer.confirm()
         return self.flag.state
 
+    async def aconfirm(self) -> FlagState:
+        """Async twin of :meth:`confirm`: the rare uncached check runs on a worker thread."""
+        self.ensure_started()
+        if self.confirmer is not None:
+            await self.confirmer.aconfirm()
+        return self.flag.state
+
     def poll_now(self) -> PollResult:
         """One status poll, outside the thread (for the CLI and tests)."""
         return self.watcher.poll_once()

@@ -52,6 +52,9 @@ ENV_TABLE: dict[str, tuple[str, object]] = {
     "retry_after": ("9", 9),
     "store": ("file:///tmp/override.json", "file:///tmp/override.json"),
     "store_refresh": ("0.25", 0.25),
+    "max_body_bytes": ("4096", 4096),
+    "admin_token": ("adm-" + "x" * 28, "adm-" + "x" * 28),
+    "override_endpoint": ("true", True),
 }
 
 
@@ -131,6 +134,19 @@ def test_mapping_beats_env_and_accepts_lists() -> None:
     )
     assert config.protected_paths == ("/login/",)
     assert config.bypass_on == frozenset({"major_outage"})
+
+
+def test_admin_token_never_in_repr_or_describe() -> None:
+    config = Config(admin_token="adm-secret-value-0123456789")
+    assert "adm-secret-value" not in repr(config)
+    assert config.describe()["admin_token"] == "***"
+
+
+@pytest.mark.parametrize("token", ["short", " " * 30, "x" * 23])
+def test_a_guessable_admin_token_fails_at_start_up_without_echoing_it(token: str) -> None:
+    with pytest.raises(ConfigError, match="FAILOPEN_ADMIN_TOKEN: must be at least 24") as info:
+        Config(admin_token=token)
+    assert token.strip() == "" or token not in str(info.value)
 
 
 def test_private_key_never_in_repr_or_describe() -> None:

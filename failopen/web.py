@@ -1,0 +1,343 @@
+"""What the adapters say over HTTP, free of any framework.
+
+The Django and ASGI adapters differ only in how they read a request and write a response; the
+bodies, headers and rules live here so both answer the same way:
+
+- the client flag endpoint (``GET <prefix>/flag``, ``?confirm=1``),
+- rejections (403 / 503 + Retry-After), as JSON or a small HTML page,
+- the enforcement token inside a urlencoded, multipart or JSON body,
+- the override endpoint (``POST <prefix>/override``) and its admin token,
+- the browser snippet and the attributes of its script tag.
+
+Rejection messages are fixed per outcome: the detailed reason (which verify failure, whether an
+outage was confirmed) goes to the log, never to a client probing for a way in.
+"""
+
+from __future__ import annotations
+
+import email.message
+import hashlib
+import hmac
+import json
+import logging
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from html import escape
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+from failopen.config import Config
+from failopen.exceptions import StoreError
+from failopen.flag import EnforcementFlag, FlagState, Override, rfc3339
+from failopen.guard import Decision
+
+__all__ = [
+    "FLAG_HEADERS",
+    "MAX_OVERRIDE_BODY",
+    "SNIPPET_PATH",
+    "Snippet",
+    "admin_token_matches",
+    "bearer_token",
+    "describe_override",
+    "flag_payload",
+    "handle_override",
+    "load_snippet",
+    "prefers_json",
+    "rejection_headers",
+    "rejection_html",
+    "rejection_json",
+    "rejection_payload",
+    "snippet_attributes",
+    "token_from_body",
+    "wants_confirm",
+]
+
+audit = logging.getLogger("failopen.audit")
+
+#: Headers of every flag endpoint answer: a cached "enforce: false" would outlive the outage.
+FLAG_HEADERS: tuple[tuple[str, str], ...] = (
+    ("Content-Type", "application/json"),
+    ("Cache-Control", "no-store"),
+)
+
+#: Largest override request body read (the JSON has three short fields).
+MAX_OVERRIDE_BODY = 4096
+
+#: Where the browser snippet ships inside the package.
+SNIPPET_PATH = Path(__file__).parent / "static" / "failopen" / "failopen.js"
+
+_PUBLIC_MESSAGES = {
+    "missing_token": "This request needs an enforcement token.",
+    "invalid_token": "The enforcement token was not accepted.",
+    "rate_limited": "The request cannot be verified right now; retry shortly.",
+    "cannot_verify": "The request cannot be verified right now; retry shortly.",
+    "internal_error": "The request cannot be verified right now; retry shortly.",
+}
+_MAX_TTL = 30 * 86400.0
+_MAX_REASON = 500
+_MAX_FORM_FIELDS = 1000
+
+
+# --- the client flag endpoint ---------------------------------------------------------------------
+
+
+def wants_confirm(value: str | None) -> bool:
+    """True for ``?confirm=1`` (or ``true``/``yes``): the caller asks for an outage check now."""
+    return value is not None and value.strip().lower() in {"1", "true", "yes"}
+
+
+def flag_payload(state: FlagState, *, mode: str = "enforce") -> dict[str, Any]:
+    """The flag endpoint's JSON.
+
+    In shadow mode the server enforces whatever the flag says, so the browser is told to enforce
+    too (a browser skipping the challenge would only collect 403s); ``would_bypass`` shows what
+    enforce mode would do.
+    """
+    payload = state.to_dict()
+    payload["mode"] = mode
+    if mode == "shadow":
+        payload["would_bypass"] = not state.enforce
+        payload["enforce"] = True
+    return payload
+
+
+# --- rejections ---------------------------------------------------------------------------------
+
+
+def rejection_payload(decision: Decision) -> dict[str, Any]:
+    """``{"error": {"code": <outcome>, "message": <fixed public text>}}``."""
+    message = _PUBLIC_MESSAGES.get(decision.outcome, _PUBLIC_MESSAGES["cannot_verify"])
+    return {"error": {"code": decision.outcome, "message": message}}
+
+
+def rejection_json(decision: Decision) -> bytes:
+    """The JSON rejection body, encoded."""
+    return json.dumps(rejection_payload(decision)).encode()
+
+
+def rejection_html(decision: Decision) -> bytes:
+    """A small HTML page for browsers that did not ask for JSON."""
+    message = escape(rejection_payload(decision)["error"]["message"])
+    title = "Request refused" if decision.status_code == 403 else "Please retry shortly"
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+        f"</head><body><h1>{title}</h1><p>{message}</p></body></html>"
+    ).encode()
+
+
+def rejection_headers(decision: Decision, *, json_body: bool) -> list[tuple[str, str]]:
+    """Content type, ``Cache-Control: no-store``, and ``Retry-After`` on a 503."""
+    headers = [
+        ("Content-Type", "application/json" if json_body else "text/html; charset=utf-8"),
+        ("Cache-Control", "no-store"),
+    ]
+    if decision.retry_after is not None:
+        headers.append(("Retry-After", str(decision.retry_after)))
+    return headers
+
+
+def prefers_json(accept: str | None, content_type: str | None = None) -> bool:
+    """JSON for API clients: Accept names JSON, or a JSON request that did not ask for HTML."""
+    accept = (accept or "").lower()
+    if "json" in accept:
+        return True
+    if "text/html" in accept:
+        return False
+    media = _media_type(content_type)
+    return media == "application/json" or media.endswith("+json")
+
+
+# --- the token in a request body ----------------------------------------------------------------
+
+
+def token_from_body(content_type: str | None, body: bytes, field: str) -> str | None:
+    """The ``field`` value of a urlencoded, multipart or JSON body; None if absent or unreadable.
+
+    Never raises: a body this cannot read simply carries no token, and the guard refuses it.
+    """
+    media = _media_type(content_type)
+    try:
+        if media == "application/x-www-form-urlencoded":
+            return _from_urlencoded(body, field)
+        if media == "application/json" or media.endswith("+json"):
+            return _from_json(body, field)
+        if media == "multipart/form-data":
+            return _from_multipart(content_type or "", body, field)
+    except (ValueError, RecursionError, UnicodeError):
+        return None
+    return None
+
+
+def _media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def _from_urlencoded(body: bytes, field: str) -> str | None:
+    pairs = parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True,
+                      max_num_fields=_MAX_FORM_FIELDS)
+    return next((value for name, value in pairs if name == field), None)
+
+
+def _from_json(body: bytes, field: str) -> str | None:
+    data = json.loads(body)
+    value = data.get(field) if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _from_multipart(content_type: str, body: bytes, field: str) -> str | None:
+    boundary = _header_param("content-type", content_type, "boundary")
+    if not boundary:
+        return None
+    delimiter = b"--" + boundary.encode("latin-1")
+    for part in body.split(delimiter)[1:]:
+        if part.startswith(b"--"):  # the closing delimiter
+            break
+        head, sep, value = part.removeprefix(b"\r\n").partition(b"\r\n\r\n")
+        if not sep:
+            continue
+        for line in head.decode("latin-1").split("\r\n"):
+            name, _, header = line.partition(":")
+            if name.strip().lower() != "content-disposition":
+                continue
+            # A file upload is never the token, whatever its field name.
+            if _header_param("content-disposition", header, "filename") is not None:
+                break
+            if _header_param("content-disposition", header, "name") == field:
+                return value.removesuffix(b"\r\n").decode("utf-8")
+    return None
+
+
+def _header_param(header: str, value: str, param: str) -> str | None:
+    message = email.message.Message()
+    message[header] = value
+    found = message.get_param(param, header=header)
+    if isinstance(found, tuple):  # RFC 2231 form: (charset, language, value)
+        found = found[2]
+    return found if isinstance(found, str) else None
+
+
+# --- the override endpoint ----------------------------------------------------------------------
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, else None."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def admin_token_matches(given: str | None, expected: str | None) -> bool:
+    """Constant-time comparison; False when either side is missing."""
+    if not given or not expected:
+        return False
+    return hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode("utf-8"))
+
+
+def describe_override(override: Override | None) -> dict[str, Any]:
+    """``{"override": null}`` or the override with RFC 3339 times (CLI and endpoint share it)."""
+    if override is None:
+        return {"override": None}
+    return {"override": {"enforce": override.enforce, "reason": override.reason,
+                         "set_at": rfc3339(override.set_at),
+                         "expires_at": rfc3339(override.expires_at)}}
+
+
+@dataclass(frozen=True)
+class _OverrideRequest:
+    enforce: bool | None
+    ttl: float | None
+    reason: str
+
+
+def handle_override(
+    flag: EnforcementFlag, body: bytes, *, actor: str, mode: str = "enforce"
+) -> tuple[int, dict[str, Any]]:
+    """Apply ``{"enforce": false|true|null, "ttl": seconds, "reason": "..."}`` after auth.
+
+    Returns the status and JSON to answer: 200 with the override and the fresh flag, 400 with
+    what is wrong with the request, or 503 when the store cannot be written (nothing changed).
+    The caller has already authenticated ``actor``; the audit log names them.
+    """
+    try:
+        request = _parse_override(body)
+    except ValueError as exc:
+        return 400, {"error": {"code": "bad_request", "message": str(exc)}}
+    reason = f"{request.reason or 'override endpoint'} (by {actor})"
+    try:
+        if request.enforce is None:
+            flag.automatic(reason)
+        elif request.enforce:
+            flag.force_on(reason, ttl=request.ttl)
+        else:
+            flag.force_off(reason, ttl=request.ttl)
+    except StoreError as exc:
+        audit.error("override by %r failed: %s", actor, exc)
+        return 503, {"error": {"code": "store_unavailable",
+                               "message": "the override store cannot be written; nothing changed"}}
+    audit.warning("override enforce=%s ttl=%s by=%r reason=%r", request.enforce, request.ttl,
+                  actor, request.reason)
+    return 200, {**describe_override(flag.override), "flag": flag_payload(flag.state, mode=mode)}
+
+
+def _parse_override(body: bytes) -> _OverrideRequest:
+    if len(body) > MAX_OVERRIDE_BODY:
+        raise ValueError(f"body over {MAX_OVERRIDE_BODY} bytes")
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        raise ValueError("body is not JSON") from None
+    if not isinstance(data, dict):
+        raise ValueError('expected a JSON object like {"enforce": false, "ttl": 900}')
+    unknown = sorted(set(data) - {"enforce", "ttl", "reason"})
+    if unknown:
+        raise ValueError(f"unknown field(s): {', '.join(map(str, unknown))}")
+    if "enforce" not in data or data["enforce"] not in (True, False, None):
+        raise ValueError('"enforce" is required: false (bypass), true (enforce) or null (auto)')
+    enforce = data["enforce"]
+    ttl = data.get("ttl")
+    if ttl is not None:
+        if enforce is None:
+            raise ValueError('"ttl" does not apply to "enforce": null')
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not (
+            math.isfinite(ttl) and 0 < ttl <= _MAX_TTL
+        ):
+            raise ValueError(f'"ttl" must be seconds from 1 to {int(_MAX_TTL)}')
+        ttl = float(ttl)
+    reason = data.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > _MAX_REASON:
+        raise ValueError(f'"reason" must be a string of at most {_MAX_REASON} characters')
+    return _OverrideRequest(enforce=enforce, ttl=ttl, reason=reason.strip())
+
+
+# --- the browser snippet ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """The snippet's bytes with a strong ETag, read once."""
+
+    body: bytes
+    etag: str
+
+
+@lru_cache(maxsize=1)
+def load_snippet(path: Path = SNIPPET_PATH) -> Snippet | None:
+    """The browser snippet shipped with the package, or None while it is not there."""
+    try:
+        body = path.read_bytes()
+    except OSError:
+        return None
+    return Snippet(body=body, etag='"' + hashlib.sha256(body).hexdigest()[:32] + '"')
+
+
+def snippet_attributes(config: Config, *, flag_url: str) -> dict[str, str]:
+    """The ``data-*`` attributes of the snippet's script tag: where to ask, what to send."""
+    return {
+        "data-failopen-flag-url": flag_url,
+        "data-failopen-public-key": config.public_key or "",
+        "data-failopen-token-field": config.token_field,
+    }
