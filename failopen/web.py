@@ -295,7 +295,8 @@ def _parse_override(body: bytes) -> _OverrideRequest:
     unknown = sorted(set(data) - {"enforce", "ttl", "reason"})
     if unknown:
         raise ValueError(f"unknown field(s): {', '.join(map(str, unknown))}")
-    if "enforce" not in data or data["enforce"] not in (True, False, None):
+    # Identity, not equality: 0 == False and 1 == True, and a number is not a decision.
+    if "enforce" not in data or not any(data["enforce"] is v for v in (True, False, None)):
         raise ValueError('"enforce" is required: false (bypass), true (enforce) or null (auto)')
     enforce = data["enforce"]
     ttl = data.get("ttl")

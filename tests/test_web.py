@@ -1,0 +1,317 @@
+"""failopen.web: what both adapters answer — flag JSON, rejections, body tokens, overrides."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from failopen.config import Config
+from failopen.exceptions import StoreError
+from failopen.flag import EnforcementFlag, FlagState, Override
+from failopen.guard import Decision
+from failopen.stores.memory import MemoryStore
+from failopen.testing import FakeClock
+from failopen.web import (
+    FLAG_HEADERS,
+    MAX_OVERRIDE_BODY,
+    admin_token_matches,
+    bearer_token,
+    flag_payload,
+    handle_override,
+    load_snippet,
+    prefers_json,
+    rejection_headers,
+    rejection_html,
+    rejection_json,
+    rejection_payload,
+    snippet_attributes,
+    token_from_body,
+    wants_confirm,
+)
+
+FIELD = "enforcement-token"
+ADMIN = "adm-0123456789abcdefghijklmnop"
+
+
+def _reject(status: int, outcome: Any, reason: str, retry_after: int | None = None) -> Decision:
+    return Decision(allow=False, bypassed=False, outcome=outcome, reason=reason,
+                    status_code=status, retry_after=retry_after)
+
+
+# --- the flag endpoint ---------------------------------------------------------------------------
+
+
+def test_flag_payload_has_the_issue_keys_and_is_never_cached() -> None:
+    state = FlagState(enforce=False, source="watcher", reason="global major_outage", since=0.0,
+                      global_status="major_outage")
+    payload = flag_payload(state)
+    assert {"enforce", "source", "reason", "since", "stale"} <= set(payload)
+    assert payload["enforce"] is False and payload["since"] == "1970-01-01T00:00:00Z"
+    assert payload["mode"] == "enforce"
+    assert ("Cache-Control", "no-store") in FLAG_HEADERS
+
+
+def test_shadow_mode_tells_the_browser_to_enforce_and_shows_what_would_happen() -> None:
+    # The server enforces in shadow mode, so a browser told "enforce: false" would skip the
+    # challenge and collect 403s for every log-in during the outage.
+    off = FlagState(enforce=False, source="watcher", reason="outage", since=0.0)
+    payload = flag_payload(off, mode="shadow")
+    assert payload["enforce"] is True and payload["would_bypass"] is True
+    on = FlagState(enforce=True, source="watcher", reason="ok", since=0.0)
+    assert flag_payload(on, mode="shadow")["would_bypass"] is False
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("1", True), ("true", True), ("YES", True), (" 1 ", True),
+    (None, False), ("", False), ("0", False), ("false", False), ("2", False),
+])
+def test_wants_confirm(value: str | None, expected: bool) -> None:
+    assert wants_confirm(value) is expected
+
+
+# --- rejections ----------------------------------------------------------------------------------
+
+
+def test_rejection_body_never_carries_the_internal_reason() -> None:
+    # The reason says which verify failure happened and whether an outage was confirmed:
+    # useful in the log, and a map for an attacker probing for a bypass.
+    decision = _reject(503, "cannot_verify", "cannot verify now (timeout); no outage confirmed", 7)
+    body = json.loads(rejection_json(decision))
+    assert body["error"]["code"] == "cannot_verify"
+    assert "outage" not in body["error"]["message"]
+    assert "timeout" not in rejection_json(decision).decode()
+    assert "outage" not in rejection_html(decision).decode()
+    assert ("Retry-After", "7") in rejection_headers(decision, json_body=True)
+
+
+@pytest.mark.parametrize("outcome", ["missing_token", "invalid_token", "rate_limited",
+                                     "cannot_verify", "internal_error", "some_future_outcome"])
+def test_every_outcome_has_a_public_message(outcome: str) -> None:
+    payload = rejection_payload(_reject(403, outcome, "secret detail"))
+    assert payload["error"]["code"] == outcome
+    assert payload["error"]["message"] and "secret detail" not in payload["error"]["message"]
+
+
+def test_rejection_headers() -> None:
+    forbidden = _reject(403, "invalid_token", "x")
+    assert dict(rejection_headers(forbidden, json_body=False)) == {
+        "Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store",
+    }
+    assert dict(rejection_headers(forbidden, json_body=True))["Content-Type"] == "application/json"
+
+
+def test_rejection_html_is_a_small_escaped_page() -> None:
+    page = rejection_html(_reject(403, "missing_token", "<script>")).decode()
+    assert page.startswith("<!doctype html>") and "<script>" not in page
+    assert "Request refused" in page
+    assert "retry" in rejection_html(_reject(503, "cannot_verify", "x", 5)).decode()
+
+
+@pytest.mark.parametrize(("accept", "content_type", "expected"), [
+    ("application/json", None, True),
+    ("application/problem+json", None, True),
+    ("text/html,application/xhtml+xml,*/*;q=0.8", "application/json", False),
+    ("*/*", "application/json; charset=utf-8", True),
+    ("*/*", "application/vnd.api+json", True),
+    ("*/*", "application/x-www-form-urlencoded", False),
+    (None, None, False),
+])
+def test_prefers_json(accept: str | None, content_type: str | None, expected: bool) -> None:
+    assert prefers_json(accept, content_type) is expected
+
+
+# --- the token in a body -------------------------------------------------------------------------
+
+
+def _multipart(*parts: tuple[str, str | None, bytes], boundary: str = "XyZ") -> tuple[str, bytes]:
+    chunks = []
+    for name, filename, value in parts:
+        disposition = f'form-data; name="{name}"' + (f'; filename="{filename}"' if filename else "")
+        chunks.append(f"--{boundary}\r\nContent-Disposition: {disposition}\r\n".encode()
+                      + (b"Content-Type: application/octet-stream\r\n" if filename else b"")
+                      + b"\r\n" + value + b"\r\n")
+    closing = f"--{boundary}--\r\n".encode()
+    return f"multipart/form-data; boundary={boundary}", b"".join(chunks) + closing
+
+
+@pytest.mark.parametrize(("content_type", "body", "expected"), [
+    ("application/x-www-form-urlencoded", b"user=a&enforcement-token=tok.1%2B2", "tok.1+2"),
+    ("application/x-www-form-urlencoded; charset=utf-8", b"enforcement-token=", ""),
+    ("application/x-www-form-urlencoded", b"user=a", None),
+    ("application/json", b'{"enforcement-token": "tok-json", "user": "a"}', "tok-json"),
+    ("application/vnd.api+json", b'{"enforcement-token": "tok-json"}', "tok-json"),
+    ("application/json", b'{"enforcement-token": 12}', None),
+    ("application/json", b'["enforcement-token"]', None),
+    ("application/json", b"{not json", None),
+    ("application/json", b"[" * 100_000, None),
+    ("application/json", b"\xff\xfe", None),
+    ("text/plain", b"enforcement-token=tok", None),
+    (None, b"enforcement-token=tok", None),
+])
+def test_token_from_body(content_type: str | None, body: bytes, expected: str | None) -> None:
+    assert token_from_body(content_type, body, FIELD) == expected
+
+
+def test_token_from_multipart_with_a_file_before_it() -> None:
+    content_type, body = _multipart(
+        ("avatar", "a.bin", b"\x00\x01--XyZ not a boundary\r\n\r\n"),
+        ("user", None, b"alice"),
+        (FIELD, None, b"tok-multi"),
+    )
+    assert token_from_body(content_type, body, FIELD) == "tok-multi"
+
+
+def test_a_file_upload_named_like_the_field_is_never_the_token() -> None:
+    content_type, body = _multipart((FIELD, "evil.txt", b"tok-from-file"))
+    assert token_from_body(content_type, body, FIELD) is None
+
+
+@pytest.mark.parametrize("content_type", [
+    "multipart/form-data", "multipart/form-data; boundary=", "multipart/form-data; boundary=other",
+])
+def test_multipart_without_a_usable_boundary_carries_no_token(content_type: str) -> None:
+    _, body = _multipart((FIELD, None, b"tok"))
+    assert token_from_body(content_type, body, FIELD) is None
+
+
+def test_multipart_quoted_boundary_and_truncated_part() -> None:
+    content_type, body = _multipart((FIELD, None, b"tok"), boundary="a b")
+    assert token_from_body('multipart/form-data; boundary="a b"', body, FIELD) == "tok"
+    assert token_from_body(content_type, b"--a b\r\nContent-Disposition: form-data", FIELD) is None
+
+
+def test_urlencoded_field_flood_is_refused_not_parsed() -> None:
+    body = b"&".join(b"f%d=1" % i for i in range(5000)) + b"&enforcement-token=tok"
+    assert token_from_body("application/x-www-form-urlencoded", body, FIELD) is None
+
+
+# --- admin token ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("header", "expected"), [
+    (f"Bearer {ADMIN}", ADMIN), (f"bearer  {ADMIN} ", ADMIN), ("Basic abc", None),
+    ("Bearer", None), ("Bearer ", None), ("", None), (None, None),
+])
+def test_bearer_token(header: str | None, expected: str | None) -> None:
+    assert bearer_token(header) == expected
+
+
+def test_admin_token_matches() -> None:
+    assert admin_token_matches(ADMIN, ADMIN)
+    assert not admin_token_matches(ADMIN[:-1], ADMIN)
+    assert not admin_token_matches(ADMIN + "x", ADMIN)
+    assert not admin_token_matches("é" * 30, ADMIN)
+    assert not admin_token_matches(None, ADMIN)
+    assert not admin_token_matches("", "")
+    assert not admin_token_matches(ADMIN, None), "no configured token must never match"
+
+
+# --- the override endpoint -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def flag(fake_clock: FakeClock) -> EnforcementFlag:
+    return EnforcementFlag(store=MemoryStore(), clock=fake_clock)
+
+
+def _override(flag: EnforcementFlag, data: Any, **kwargs: Any) -> tuple[int, dict[str, Any]]:
+    body = data if isinstance(data, bytes) else json.dumps(data).encode()
+    return handle_override(flag, body, actor="staff:alice", **kwargs)
+
+
+def test_override_off_with_ttl_then_auto(
+    flag: EnforcementFlag, fake_clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="failopen.audit"):
+        status, answer = _override(flag, {"enforce": False, "ttl": 900, "reason": "vendor down"})
+    assert status == 200
+    assert answer["override"]["enforce"] is False
+    assert answer["override"]["reason"] == "vendor down (by staff:alice)"
+    assert answer["flag"]["enforce"] is False and answer["flag"]["source"] == "override"
+    assert "staff:alice" in caplog.text
+    fake_clock.advance(901)
+    assert flag.state.enforce is True, "the ttl must lapse by itself"
+    status, answer = _override(flag, {"enforce": True})
+    assert (status, answer["flag"]["enforce"], answer["override"]["enforce"]) == (200, True, True)
+    status, answer = _override(flag, {"enforce": None, "reason": "done"})
+    assert (status, answer["override"]) == (200, None)
+
+
+def test_override_answer_shows_the_shadow_flag(flag: EnforcementFlag) -> None:
+    status, answer = _override(flag, {"enforce": False}, mode="shadow")
+    assert status == 200 and answer["flag"]["enforce"] is True and answer["flag"]["would_bypass"]
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (b"", "not JSON"),
+    (b"{", "not JSON"),
+    ([False], "JSON object"),
+    ({}, '"enforce" is required'),
+    ({"enforce": "false"}, '"enforce" is required'),
+    ({"enforce": 0}, '"enforce" is required'),
+    ({"enforce": 1}, '"enforce" is required'),
+    ({"enforce": False, "ttl": 0}, '"ttl" must be'),
+    ({"enforce": False, "ttl": -5}, '"ttl" must be'),
+    ({"enforce": False, "ttl": True}, '"ttl" must be'),
+    ({"enforce": False, "ttl": "900"}, '"ttl" must be'),
+    ({"enforce": False, "ttl": 10**9}, '"ttl" must be'),
+    (b'{"enforce": false, "ttl": NaN}', '"ttl" must be'),
+    ({"enforce": None, "ttl": 60}, "does not apply"),
+    ({"enforce": False, "reason": 5}, '"reason" must be'),
+    ({"enforce": False, "reason": "x" * 501}, '"reason" must be'),
+    ({"enforce": False, "until": 5}, "unknown field(s): until"),
+    (b"[" * 4000, "not JSON"),
+    (b" " * (MAX_OVERRIDE_BODY + 1), "body over"),
+])
+def test_a_bad_override_request_changes_nothing(
+    flag: EnforcementFlag, data: Any, message: str
+) -> None:
+    before = flag.state
+    status, answer = _override(flag, data)
+    assert status == 400 and answer["error"]["code"] == "bad_request"
+    assert message in answer["error"]["message"]
+    assert flag.state is before
+
+
+def test_a_store_that_cannot_be_written_answers_503_and_changes_nothing(
+    fake_clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    class BrokenStore(MemoryStore):
+        def save(self, override: Override | None) -> None:
+            raise StoreError("disk full")
+
+    flag = EnforcementFlag(store=BrokenStore(), clock=fake_clock)
+    status, answer = _override(flag, {"enforce": False})
+    assert status == 503 and answer["error"]["code"] == "store_unavailable"
+    assert flag.state.enforce is True
+    assert "disk full" in caplog.text
+
+
+# --- the snippet ---------------------------------------------------------------------------------
+
+
+def test_load_snippet_gives_a_strong_etag_that_follows_the_content(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.js", tmp_path / "b.js"
+    first.write_text("console.log(1)")
+    second.write_text("console.log(2)")
+    a, b = load_snippet(first), load_snippet(second)
+    assert a is not None and b is not None
+    assert a.body == b"console.log(1)"
+    assert a.etag.startswith('"') and a.etag.endswith('"') and a.etag != b.etag
+    assert load_snippet(tmp_path / "missing.js") is None
+
+
+def test_snippet_attributes_carry_no_secret() -> None:
+    config = Config(verify_url="https://v.example.com/", private_key="pk-secret-value",
+                    public_key="PUB-1", admin_token=ADMIN)
+    attributes = snippet_attributes(config, flag_url="/failopen/flag")
+    assert attributes == {
+        "data-failopen-flag-url": "/failopen/flag",
+        "data-failopen-public-key": "PUB-1",
+        "data-failopen-token-field": FIELD,
+    }
+    assert "pk-secret-value" not in str(attributes) and ADMIN not in str(attributes)
