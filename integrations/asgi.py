@@ -1,0 +1,258 @@
+"""Pure ASGI middleware: guards protected routes and serves failopen's own routes.
+
+    from failopen.integrations.asgi import FailOpenMiddleware
+    app = FailOpenMiddleware(app)                              # FAILOPEN_* environment variables
+    app = FailOpenMiddleware(app, config=failopen.Config(...))
+
+Per ``http`` request, in this order::
+
+    <prefix>/flag, <prefix>/failopen.js, <prefix>/override ... answered here (override: only with
+                                                               an admin token configured)
+    protected method + path .................................. token -> guard -> 403 / 503 / 413,
+                                                               or the app, with the Decision in
+                                                               scope["state"]["failopen"]
+    anything else ............................................ the app, receive untouched
+
+``lifespan`` starts the watcher on startup and stops it after the app's own shutdown; without
+lifespan the first guarded request starts it. Other scope types pass straight through. The
+decision lives in ``failopen.guard`` and every wire format in ``failopen.web``: this module only
+translates ASGI messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from urllib.parse import parse_qsl
+
+from failopen import web
+from failopen.config import Config
+from failopen.exceptions import ConfigError
+from failopen.guard import Decision
+from failopen.runtime import FailOpen
+
+from . import _asgi_body as raw
+
+__all__ = ["FailOpenMiddleware"]
+
+logger = logging.getLogger("failopen.asgi")
+
+_Route = Callable[["raw.Scope", "raw.Receive"], Awaitable["raw.Response | None"]]
+
+def _check_prefix(prefix: object) -> str:
+    if (not isinstance(prefix, str) or not prefix.startswith("/") or prefix.endswith("/")
+            or not prefix.isprintable() or any(c in prefix for c in " ?#%")):
+        raise ConfigError(
+            "FailOpenMiddleware(prefix=...): expected a path like '/failopen' (starting with "
+            f"'/', no trailing '/', no spaces, query or fragment), got {prefix!r}"
+        )
+    return prefix
+
+
+class FailOpenMiddleware:
+    """failopen around any ASGI app: Starlette, FastAPI, Django's ASGI handler, Quart."""
+
+    def __init__(
+        self,
+        app: raw.ASGIApp,
+        *,
+        config: Config | None = None,
+        runtime: FailOpen | None = None,
+        prefix: str = "/failopen",
+        snippet_path: Path | None = None,
+    ) -> None:
+        if runtime is None:
+            runtime = FailOpen(config if config is not None else Config.from_env())
+        elif config is not None and config != runtime.config:
+            raise ConfigError("FailOpenMiddleware: pass config= or runtime=, not both "
+                              "(a runtime carries its own config)")
+        self.app = app
+        self.runtime = runtime
+        self.config = config = runtime.config
+        self.prefix = _check_prefix(prefix)
+        if not config.token_header.isascii():
+            raise ConfigError("FAILOPEN_TOKEN_HEADER: an HTTP header name is plain ASCII")
+        # Everything a request needs is computed here: a route that is not protected then costs
+        # a few comparisons.
+        self._paths = config.protected_paths
+        self._methods = config.protected_methods
+        self._token_header = config.token_header.strip().lower().encode("ascii")
+        self._internal_error = Decision(
+            allow=False, bypassed=False, outcome="internal_error",
+            reason="failopen internal error", status_code=503, retry_after=config.retry_after,
+        )
+        self._route_prefix = prefix + "/"
+        self._routes: dict[str, _Route] = {prefix + "/flag": self._flag,
+                                           prefix + "/failopen.js": self._snippet}
+        if config.admin_token:  # otherwise the route does not exist: the app answers
+            self._routes[prefix + "/override"] = self._override
+        where = Path(os.fspath(snippet_path)) if snippet_path is not None else web.SNIPPET_PATH
+        snippet = web.load_snippet(where)
+        if snippet is None:
+            logger.warning("browser snippet not found at %s; GET %s/failopen.js answers 404",
+                           where, prefix)
+        self._etag = snippet.etag if snippet is not None else ""
+        self._snippet_200, self._snippet_304 = raw.snippet_responses(snippet)
+
+    def __repr__(self) -> str:
+        return f"FailOpenMiddleware(app={self.app!r}, prefix={self.prefix!r})"
+
+    async def __call__(self, scope: raw.Scope, receive: raw.Receive, send: raw.Send) -> None:
+        """Handle one ASGI connection."""
+        kind = scope["type"]
+        if kind != "http":
+            if kind == "lifespan":
+                await self._lifespan(scope, receive, send)
+            else:
+                await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        if path.startswith(self._route_prefix):
+            route = self._routes.get(path)
+            if route is not None:
+                await self._answer(route, scope, receive, send)
+                return
+        if scope["method"] in self._methods and path.startswith(self._paths):
+            await self._guarded(scope, receive, send, path)
+            return
+        await self.app(scope, receive, send)
+
+    # --- protected routes -------------------------------------------------------------------
+
+    async def _guarded(
+        self, scope: raw.Scope, receive: raw.Receive, send: raw.Send, path: str
+    ) -> None:
+        try:
+            outcome = await self._decide(scope, receive, path)
+        except Exception:
+            # A bug in failopen must neither reach the server nor open the gate.
+            logger.exception("failopen failed on a protected route; refusing the request")
+            outcome = self._internal_error, receive
+        if isinstance(outcome, raw.Response):
+            await outcome.send(send)
+        elif outcome is None:
+            return  # the client left while sending its body: nobody to answer
+        elif not outcome[0].allow:
+            await raw.rejection(outcome[0]).send(send)
+        else:
+            # Outside the try: the app's own exceptions reach the server unchanged.
+            await self.app(scope, outcome[1], send)
+
+    async def _decide(
+        self, scope: raw.Scope, receive: raw.Receive, path: str
+    ) -> tuple[Decision, raw.Receive] | raw.Response | None:
+        token = content_type = length = None
+        for name, value in scope["headers"]:
+            if name == self._token_header:
+                token = token or value.decode("latin-1")
+            elif name == b"content-type":
+                content_type = value.decode("latin-1")
+            elif name == b"content-length":
+                length = value
+        app_receive = receive
+        if not token and raw.body_may_carry_token(content_type):
+            read = await raw.read_body(receive, self.config.max_body_bytes,
+                                       declared=raw.declared_length(length))
+            if read == raw.TOO_LARGE:
+                return raw.BODY_TOO_LARGE
+            if read == raw.DISCONNECTED:
+                return None
+            body, messages = read
+            token = web.token_from_body(content_type, body, self.config.token_field)
+            app_receive = raw.Replay(messages, receive)
+        client = scope.get("client")
+        decision = await self.runtime.adecide(token, path=path,
+                                              client=client[0] if client else "")
+        state = scope.get("state")
+        if state is None:
+            scope["state"] = state = {}
+        state["failopen"] = decision
+        return decision, app_receive
+
+    # --- failopen's own routes --------------------------------------------------------------
+
+    async def _answer(
+        self, route: _Route, scope: raw.Scope, receive: raw.Receive, send: raw.Send
+    ) -> None:
+        try:
+            response = await route(scope, receive)
+        except Exception:
+            logger.exception("failopen route %s failed", scope["path"])
+            response = raw.rejection(self._internal_error)
+        if response is not None:
+            await response.send(send, head=scope["method"] == "HEAD")
+
+    async def _flag(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response:
+        if scope["method"] not in ("GET", "HEAD"):
+            return raw.method_not_allowed("GET, HEAD")
+        self.runtime.ensure_started()
+        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"),
+                          keep_blank_values=True)
+        confirm = next((value for name, value in query if name == "confirm"), None)
+        # aconfirm never turns enforcement off by itself: only a confirmed outage does.
+        state = await self.runtime.aconfirm() if web.wants_confirm(confirm) else self.runtime.state
+        payload = web.flag_payload(state, mode=self.config.mode)
+        return raw.raw_response(200, web.FLAG_HEADERS, json.dumps(payload).encode())
+
+    async def _snippet(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response:
+        if scope["method"] not in ("GET", "HEAD"):
+            return raw.method_not_allowed("GET, HEAD")
+        match = raw.header(scope, b"if-none-match")
+        if self._etag and match is not None and raw.etag_listed(match, self._etag):
+            return self._snippet_304
+        return self._snippet_200
+
+    async def _override(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response | None:
+        if scope["method"] != "POST":
+            return raw.method_not_allowed("POST")
+        # Browsers never attach a bearer token by themselves, so this route needs no CSRF check.
+        given = web.bearer_token(raw.header(scope, b"authorization"))
+        if given is None:
+            return raw.UNAUTHORIZED
+        if not web.admin_token_matches(given, self.config.admin_token):
+            client = scope.get("client")
+            logger.warning("override refused: wrong admin token from %s",
+                           client[0] if client else "an unknown client")
+            return raw.FORBIDDEN
+        length = raw.header(scope, b"content-length")
+        read = await raw.read_body(receive, web.MAX_OVERRIDE_BODY, declared=raw.declared_length(
+            length.encode("latin-1") if length is not None else None))
+        if read == raw.TOO_LARGE:
+            return raw.BODY_TOO_LARGE
+        if read == raw.DISCONNECTED:
+            return None
+        # handle_override may write a file store: keep the event loop free meanwhile.
+        status, payload = await asyncio.to_thread(
+            web.handle_override, self.runtime.flag, read[0], actor="admin-token",
+            mode=self.config.mode,
+        )
+        return raw.json_response(status, payload)
+
+    # --- lifespan ---------------------------------------------------------------------------
+
+    async def _lifespan(self, scope: raw.Scope, receive: raw.Receive, send: raw.Send) -> None:
+        async def lifespan_receive() -> raw.Message:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    self.runtime.start()
+                except Exception:
+                    logger.exception("failopen: starting the watcher failed; it starts lazily")
+            return message
+
+        async def lifespan_send(message: raw.Message) -> None:
+            # After the app's own shutdown handlers, which may still use failopen.
+            if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+                try:
+                    await self.runtime.aclose()
+                except Exception:
+                    logger.exception("failopen: stopping the watcher failed")
+            await send(message)
+
+        # An app without lifespan support raises here as it would unwrapped: the server then
+        # runs without lifespan, and the watcher starts on the first guarded request.
+        await self.app(scope, lifespan_receive, lifespan_send)

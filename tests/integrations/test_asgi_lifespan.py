@@ -1,0 +1,146 @@
+"""Lifespan: the watcher follows the server's startup and shutdown; the app still gets both."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from _asgi_kit import Stack, drive, http_scope
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+pytestmark = pytest.mark.anyio
+
+Make = Callable[..., Stack]
+
+
+class LifespanServer:
+    """What a server does for lifespan: startup, wait, shutdown; keeps what the app sent."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.scope: dict[str, Any] = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
+        self.sent: list[dict[str, Any]] = []
+        self._inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._replied = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def _receive(self) -> dict[str, Any]:
+        return await self._inbox.get()
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        self.sent.append(message)
+        self._replied.set()
+
+    async def _event(self, name: str) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self.app(self.scope, self._receive, self._send))
+        self._replied.clear()
+        await self._inbox.put({"type": f"lifespan.{name}"})
+        replied = asyncio.create_task(self._replied.wait())
+        await asyncio.wait([replied, self._task], timeout=5, return_when=asyncio.FIRST_COMPLETED)
+        replied.cancel()
+
+    async def startup(self) -> None:
+        await self._event("startup")
+
+    async def shutdown(self) -> None:
+        await self._event("shutdown")
+        assert self._task is not None
+        await asyncio.wait_for(self._task, 5)
+
+
+async def test_watcher_runs_from_startup_to_after_the_apps_shutdown(make_asgi: Make) -> None:
+    seen: list[tuple[str, bool]] = []
+    holder: list[Stack] = []
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        seen.append(("startup", holder[0].runtime.watcher.running))
+        yield {"db": "pool"}
+        seen.append(("shutdown", holder[0].runtime.watcher.running))
+
+    async def whoami(request: Request) -> JSONResponse:
+        return JSONResponse({"db": request.state.db,
+                             "failopen": request.state.failopen.outcome})
+
+    inner = Starlette(routes=[Route("/login", whoami, methods=["POST"])], lifespan=lifespan)
+    stack = make_asgi(inner=inner, started=False)
+    holder.append(stack)
+    server = LifespanServer(stack.app)
+
+    await server.startup()
+    assert server.sent == [{"type": "lifespan.startup.complete"}]
+    assert stack.runtime.watcher.running
+    assert server.scope["state"] == {"db": "pool"}  # the app's lifespan state reached the server
+
+    # A request carries a copy of the lifespan state, as servers do; both kinds of state show.
+    stack.runtime.flag.force_off("drill")
+    reply = await drive(stack.app, http_scope("/login", state=dict(server.scope["state"])),
+                        [{"type": "http.request", "body": b""}])
+    assert (reply.status, reply.json()) == (200, {"db": "pool", "failopen": "bypassed_flag_off"})
+
+    await server.shutdown()
+    assert server.sent[-1] == {"type": "lifespan.shutdown.complete"}
+    assert seen == [("startup", True), ("shutdown", True)]
+    assert not stack.runtime.watcher.running
+
+
+async def test_a_failing_shutdown_still_stops_the_watcher(make_asgi: Make) -> None:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        raise RuntimeError("the app's shutdown failed")
+
+    stack = make_asgi(inner=Starlette(lifespan=lifespan), started=False)
+    server = LifespanServer(stack.app)
+    await server.startup()
+    assert stack.runtime.watcher.running
+    with pytest.raises(RuntimeError, match="shutdown failed"):
+        await server.shutdown()
+    assert server.sent[-1]["type"] == "lifespan.shutdown.failed"
+    assert not stack.runtime.watcher.running
+
+
+async def test_a_failing_startup_passes_through(make_asgi: Make) -> None:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        raise RuntimeError("no database")
+        yield
+
+    stack = make_asgi(inner=Starlette(lifespan=lifespan), started=False)
+    server = LifespanServer(stack.app)
+    await server.startup()
+    assert server.sent[0]["type"] == "lifespan.startup.failed"
+    assert "no database" in server.sent[0]["message"]
+    assert server._task is not None
+    with pytest.raises(RuntimeError, match="no database"):
+        await server._task
+
+
+async def test_an_app_without_lifespan_behaves_as_it_did_and_starts_lazily(
+    make_asgi: Make,
+) -> None:
+    class HttpOnly(Exception):
+        pass
+
+    async def http_only(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            raise HttpOnly(scope["type"])  # what servers read as "lifespan unsupported"
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    stack = make_asgi(inner=http_only, started=False)
+    server = LifespanServer(stack.app)
+    with pytest.raises(HttpOnly):
+        await server.shutdown()  # startup then shutdown: the app raised on the first receive
+    assert server.sent == []
+    assert not stack.runtime.watcher.running
+    response = await stack.client.post("/login", headers={"X-Enforcement-Token": "good-token"})
+    assert response.status_code == 204
+    assert stack.runtime.watcher.running  # started by the first guarded request
