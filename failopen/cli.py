@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from failopen.config import Config
@@ -41,9 +41,14 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
-def _config(**fields: Any) -> Config:
+#: Builds the Config from keyword overrides; adapters pass their own (Django: its settings).
+ConfigFactory = Callable[..., Config]
+
+
+def _config(args: argparse.Namespace, **fields: Any) -> Config:
     overrides = {name: value for name, value in fields.items() if value is not None}
-    return Config.from_env(**overrides)
+    factory: ConfigFactory = getattr(args, "config_factory", Config.from_env)
+    return factory(**overrides)
 
 
 def _emit(out: TextIO, data: dict[str, Any]) -> None:
@@ -58,7 +63,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     from failopen.status import StatusClient
 
     config = _config(
-        status_url=args.status_url, global_component=args.global_component,
+        args, status_url=args.status_url, global_component=args.global_component,
         indicator_fallback=True if args.indicator_fallback else None,
     )
     if config.status_url is None:
@@ -101,7 +106,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     from failopen.runtime import FailOpen
     from failopen.watcher import PollResult
 
-    config = _config(status_url=args.status_url, poll_interval=args.interval,
+    config = _config(args, status_url=args.status_url, poll_interval=args.interval,
                      store=args.store)
     if config.status_url is None:
         raise ConfigError("FAILOPEN_STATUS_URL: give --status-url or set FAILOPEN_STATUS_URL")
@@ -153,7 +158,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
 
 def _override_flag(args: argparse.Namespace) -> EnforcementFlag:
-    url = args.store if args.store is not None else Config.from_env().store
+    url = args.store if args.store is not None else _config(args).store
     if url.startswith("memory:"):
         raise ConfigError(
             "FAILOPEN_STORE: the memory: store lives inside each server process, so a command "
@@ -258,10 +263,15 @@ def _register_optional(verbs: Any, emulators: Any) -> None:
     register_emulate_rai(emulators)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``failopen`` command."""
+def main(argv: Sequence[str] | None = None, *, config_factory: ConfigFactory | None = None) -> int:
+    """Entry point of the ``failopen`` command.
+
+    ``config_factory(**overrides)`` replaces ``Config.from_env`` (the Django command passes one
+    that reads ``settings.FAILOPEN``).
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.config_factory = config_factory if config_factory is not None else Config.from_env
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

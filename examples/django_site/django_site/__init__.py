@@ -1,0 +1,1 @@
+"""failopen's example Django site: a log-in form protected by FailOpenMiddleware."""

@@ -1,0 +1,70 @@
+"""Settings of the example site. failopen is configured from the ``FAILOPEN_*`` variables.
+
+    failopen emulate status &   # the test kit's fakes, on ports 8401 and 8402
+    failopen emulate verify &
+    export FAILOPEN_STATUS_URL=http://127.0.0.1:8401
+    export FAILOPEN_VERIFY_URL=http://127.0.0.1:8402/api/v4/verify/
+    export FAILOPEN_PRIVATE_KEY=test-private-key FAILOPEN_PUBLIC_KEY=example-public-key
+    python examples/django_site/manage.py runserver
+
+No database: the site has no users, so the override endpoint (FAILOPEN_OVERRIDE_ENDPOINT=true)
+takes only the admin token (FAILOPEN_ADMIN_TOKEN) here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent
+
+# An example: the real key of a real site comes from its secret store, never from the source.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "failopen-example-site-not-a-secret")
+DEBUG = os.environ.get("DJANGO_DEBUG", "") == "1"
+ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]", "testserver"]
+
+INSTALLED_APPS = [
+    "django.contrib.staticfiles",
+    "failopen.integrations.django",
+]
+
+MIDDLEWARE = [
+    "django_site.middleware.worker_pid",  # X-Worker-Pid, for the two-worker end-to-end test
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "failopen.integrations.django.middleware.FailOpenMiddleware",
+]
+
+ROOT_URLCONF = "django_site.urls"
+WSGI_APPLICATION = "django_site.wsgi.application"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {"context_processors": ["django.template.context_processors.request"]},
+    }
+]
+DATABASES: dict[str, dict[str, str]] = {}
+
+STATIC_URL = "static/"
+# The browser snippet ships inside the failopen package; this finder serves it.
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "failopen.integrations.django.finders.SnippetFinder",
+]
+
+# Everything else comes from the FAILOPEN_* environment variables.
+FAILOPEN: dict[str, object] = (
+    {} if os.environ.get("FAILOPEN_PROTECTED_PATHS") else {"PROTECTED_PATHS": ["/login/"]}
+)
+
+USE_TZ = True
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"failopen": {"handlers": ["console"], "level": "WARNING"}},
+}

@@ -1,0 +1,17 @@
+"""Django integration: ``INSTALLED_APPS += ["failopen.integrations.django"]``.
+
+Add ``failopen.integrations.django.middleware.FailOpenMiddleware`` to ``MIDDLEWARE`` and
+``path("failopen/", include("failopen.integrations.django.urls"))`` to the URLconf; configure
+with the ``FAILOPEN`` setting (keys are :class:`failopen.Config` field names in upper case).
+"""
+
+from __future__ import annotations
+
+try:
+    import django  # type: ignore[import-untyped]  # noqa: F401 - fail early, usefully
+except ImportError as exc:  # pragma: no cover - depends on what is installed
+    raise ImportError(
+        'failopen.integrations.django needs Django: pip install "failopen[django]"'
+    ) from exc
+
+__all__: list[str] = []

@@ -1,0 +1,125 @@
+"""System checks (``manage.py check``): a misconfiguration shows at start-up, not on a request.
+
+=================  ===============================================================================
+``failopen.E001``  the settings do not make a valid Config (the message says which and why)
+``failopen.E002``  no status URL: failopen can never see an outage, so it never fails open
+``failopen.E003``  the status URL is plain http to a host that is not loopback
+``failopen.E004``  protected paths without the verify settings (VERIFY_URL, PRIVATE_KEY)
+``failopen.E005``  REJECT_VIEW cannot be imported or is not callable
+``failopen.W001``  a protected path that no URL pattern matches (a typo protects nothing)
+``failopen.W002``  override endpoint enabled with the memory: store (only one worker sees it)
+``failopen.W003``  FailOpenMiddleware is not in MIDDLEWARE (nothing is protected)
+``failopen.W004``  override endpoint enabled, but nobody can authenticate to it
+``failopen.W005``  no protected paths: the middleware checks nothing
+=================  ===============================================================================
+"""
+
+# Django ships no type information: its names are Any here.
+# mypy: disable-error-code="import-untyped"
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+from django.urls import Resolver404, resolve
+
+from failopen.config import Config
+from failopen.exceptions import ConfigError
+
+from . import conf
+
+__all__ = ["check_settings", "register"]
+
+_MIDDLEWARE = "failopen.integrations.django.middleware.FailOpenMiddleware"
+_WHERE = "set FAILOPEN['{key}'] or the FAILOPEN_{key} environment variable"
+# ConfigError messages that have a check of their own, by the start of the message.
+_SPECIFIC = (
+    ("FAILOPEN_STATUS_URL: plain http", "failopen.E003"),
+    ("FAILOPEN_PRIVATE_KEY: required", "failopen.E004"),
+)
+
+
+def register() -> None:
+    """Register the checks (called from ``AppConfig.ready``)."""
+    checks.register(check_settings, "failopen")
+
+
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Every failopen check; each message names the setting to change."""
+    errors: list[checks.CheckMessage] = []
+    try:
+        raw = conf.raw_settings()
+        config = conf.config_factory()
+    except ConfigError as exc:
+        message = str(exc)
+        check_id = next((i for start, i in _SPECIFIC if message.startswith(start)),
+                        "failopen.E001")
+        errors.append(checks.Error(f"failopen settings are invalid: {message}", id=check_id,
+                                   hint="Fix the setting named above."))
+        return errors
+    try:
+        conf.reject_view_from(raw)
+    except ConfigError as exc:
+        errors.append(checks.Error(str(exc), id="failopen.E005",
+                                   hint="Use the dotted path of a view(request, decision)."))
+    return errors + _check_config(config)
+
+
+def _check_config(config: Config) -> list[checks.CheckMessage]:
+    found: list[checks.CheckMessage] = []
+    if config.status_url is None:
+        found.append(checks.Error(
+            "failopen has no status URL: it cannot see an outage, so it never fails open.",
+            hint=_WHERE.format(key="STATUS_URL"), id="failopen.E002"))
+    if config.protected_paths and config.verify_url is None:
+        found.append(checks.Error(
+            "FAILOPEN['PROTECTED_PATHS'] is set but VERIFY_URL is not: no token can be verified.",
+            hint=_WHERE.format(key="VERIFY_URL") + " (and PRIVATE_KEY)", id="failopen.E004"))
+    if not config.protected_paths:
+        found.append(checks.Warning(
+            "FAILOPEN['PROTECTED_PATHS'] is empty: the middleware protects nothing.",
+            hint=_WHERE.format(key="PROTECTED_PATHS"), id="failopen.W005"))
+    for path in config.protected_paths:
+        if not _routes(path):
+            found.append(checks.Warning(
+                f"protected path {path!r} matches no URL pattern.",
+                hint="Check FAILOPEN['PROTECTED_PATHS'] against urls.py (prefixes, with the "
+                     "trailing slash if the URL has one).", id="failopen.W001"))
+    if config.override_endpoint:
+        found += _check_override(config)
+    if _MIDDLEWARE not in getattr(settings, "MIDDLEWARE", ()):
+        found.append(checks.Warning(
+            "FailOpenMiddleware is not in MIDDLEWARE: no request is checked.",
+            hint=f"Add {_MIDDLEWARE!r} to MIDDLEWARE.", id="failopen.W003"))
+    return found
+
+
+def _check_override(config: Config) -> list[checks.CheckMessage]:
+    from django.apps import apps
+
+    found: list[checks.CheckMessage] = []
+    if config.store.startswith("memory:"):
+        found.append(checks.Warning(
+            "the override endpoint writes to the memory: store, which only the worker that "
+            "answered sees.",
+            hint=_WHERE.format(key="STORE") + " to a shared store (file:///path, redis://).",
+            id="failopen.W002"))
+    if config.admin_token is None and not apps.is_installed("django.contrib.auth"):
+        found.append(checks.Warning(
+            "the override endpoint is enabled but nobody can authenticate to it (no ADMIN_TOKEN "
+            "and django.contrib.auth is not installed).",
+            hint=_WHERE.format(key="ADMIN_TOKEN"), id="failopen.W004"))
+    return found
+
+
+def _routes(prefix: str) -> bool:
+    """True when the prefix itself resolves (a protected path is usually a view's URL)."""
+    try:
+        resolve(prefix)
+    except Resolver404:
+        return False
+    except Exception:  # a broken URLconf has checks of its own
+        return True
+    return True

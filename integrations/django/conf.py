@@ -1,0 +1,199 @@
+"""Settings, read lazily, and the one process-wide :class:`~failopen.FailOpen`.
+
+``settings.FAILOPEN`` is read on first use, not at import, and dropped again when Django's
+``setting_changed`` signal names it, so ``override_settings(FAILOPEN=...)`` works in tests. The
+middleware asks :func:`loaded` per request: after the first call that is one global read.
+"""
+
+# Django ships no type information: its names are Any here.
+# mypy: disable-error-code="import-untyped"
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.utils.module_loading import import_string
+
+from failopen.config import Config
+from failopen.exceptions import ConfigError
+from failopen.guard import Decision
+from failopen.runtime import FailOpen
+
+__all__ = [
+    "DJANGO_KEYS",
+    "Loaded",
+    "config",
+    "config_factory",
+    "connect_signals",
+    "loaded",
+    "reset",
+    "runtime",
+    "unavailable",
+]
+
+logger = logging.getLogger("failopen.django")
+
+#: Keys of ``settings.FAILOPEN`` that only the Django adapter reads (not Config fields).
+DJANGO_KEYS = frozenset({"REJECT_VIEW"})
+
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+_PROTECTION_KEYS = ("PROTECTED_PATHS", "PROTECTED_METHODS")
+# A runtime that failed to build is retried at most this often, not on every request.
+_RETRY_BUILD = 1.0
+
+RejectView = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What the middleware needs per request, computed once per settings value."""
+
+    config: Config | None
+    is_protected: Callable[[str, str], bool]
+    token_meta_key: str = ""
+    reject_view: RejectView | None = None
+    error: str | None = None
+
+
+def raw_settings() -> dict[str, Any]:
+    """``settings.FAILOPEN`` as a dict (empty when unset)."""
+    value = getattr(settings, "FAILOPEN", None)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"FAILOPEN: expected a dict, got {type(value).__name__}")
+    return dict(value)
+
+
+def config_factory(**overrides: Any) -> Config:
+    """A Config from ``settings.FAILOPEN`` (then ``FAILOPEN_*`` variables); keywords win."""
+    core = {k: v for k, v in raw_settings().items() if k not in DJANGO_KEYS}
+    return Config.from_mapping(core, **overrides)
+
+
+def reject_view_from(raw: Mapping[str, Any]) -> RejectView | None:
+    """The ``REJECT_VIEW`` callable (a dotted path or the callable itself), or None."""
+    value = raw.get("REJECT_VIEW")
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = import_string(value)
+        except ImportError as exc:
+            raise ConfigError(f"FAILOPEN['REJECT_VIEW']: cannot import it ({exc})") from None
+    if not callable(value):
+        raise ConfigError("FAILOPEN['REJECT_VIEW']: expected a view, view(request, decision)")
+    return value  # type: ignore[no-any-return]
+
+
+def _load() -> Loaded:
+    try:
+        raw = raw_settings()
+        cfg = config_factory()
+        header = cfg.token_header.upper().replace("-", "_")
+        return Loaded(config=cfg, is_protected=cfg.is_protected,
+                      token_meta_key=f"HTTP_{header}", reject_view=reject_view_from(raw))
+    except Exception as exc:  # a broken setting must not break the site: see _fallback
+        logger.error("failopen settings unusable; protected routes answer 503: %s", exc)
+        return Loaded(config=None, is_protected=_fallback_protection(), error=str(exc))
+
+
+def _fallback_protection() -> Callable[[str, str], bool]:
+    """Which requests to refuse while the settings are broken: the protected ones if readable."""
+    try:
+        raw = raw_settings()
+    except ConfigError:
+        raw = {}
+    subset = {k: raw[k] for k in _PROTECTION_KEYS if k in raw}
+    environ = {k: v for k, v in os.environ.items()
+               if k in {"FAILOPEN_" + key for key in _PROTECTION_KEYS}}
+    try:
+        return Config.from_mapping(subset, environ=environ).is_protected
+    except ConfigError:
+        # Not even the protected paths are known: fail closed on anything that writes.
+        return lambda method, path: method not in _SAFE_METHODS
+
+
+_lock = threading.RLock()  # runtime() reads loaded() while holding it
+_loaded: Loaded | None = None
+_runtime: FailOpen | None = None
+_runtime_error: tuple[float, str] | None = None
+
+
+def loaded() -> Loaded:
+    """The current settings, loaded on first use. Never raises."""
+    current = _loaded
+    if current is None:
+        with _lock:
+            current = _loaded if _loaded is not None else _store_loaded(_load())
+    return current
+
+
+def _store_loaded(value: Loaded) -> Loaded:
+    global _loaded
+    _loaded = value
+    return value
+
+
+def config() -> Config:
+    """The current Config; ConfigError (message without secrets) when the settings are broken."""
+    current = loaded()
+    if current.config is None:
+        raise ConfigError(current.error or "failopen settings unusable")
+    return current.config
+
+
+def runtime() -> FailOpen:
+    """This process's FailOpen, built on first use (no thread, no I/O until a decision)."""
+    global _runtime, _runtime_error
+    current = _runtime
+    if current is not None:
+        return current
+    with _lock:
+        if _runtime is not None:
+            return _runtime
+        failed = _runtime_error
+        if failed is not None and time.monotonic() - failed[0] < _RETRY_BUILD:
+            raise ConfigError(failed[1])
+        try:
+            _runtime = FailOpen(config())
+        except Exception as exc:
+            _runtime_error = (time.monotonic(), f"failopen cannot start: {exc}")
+            logger.error("%s", _runtime_error[1])
+            raise ConfigError(_runtime_error[1]) from None
+        _runtime_error = None
+        return _runtime
+
+
+def reset() -> None:
+    """Forget the settings and stop this process's runtime; the next use reads them again."""
+    global _loaded, _runtime, _runtime_error
+    with _lock:
+        old, _loaded, _runtime, _runtime_error = _runtime, None, None, None
+    if old is not None:
+        old.stop()
+
+
+def unavailable(retry_after: int = 5) -> Decision:
+    """The decision for a protected request while failopen itself cannot decide: refuse, 503."""
+    return Decision(allow=False, bypassed=False, outcome="internal_error",
+                    reason="failopen is misconfigured or could not start",
+                    status_code=503, retry_after=retry_after)
+
+
+def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == "FAILOPEN":
+        reset()
+
+
+def connect_signals() -> None:
+    """Re-read the settings whenever ``FAILOPEN`` changes (``override_settings``)."""
+    setting_changed.connect(_on_setting_changed, dispatch_uid="failopen.django.conf")

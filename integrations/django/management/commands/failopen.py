@@ -1,0 +1,56 @@
+"""``python manage.py failopen status|watch|override ...``: the ``failopen`` command, configured
+from ``settings.FAILOPEN`` (then the ``FAILOPEN_*`` variables) instead of the environment alone.
+
+Options after the verb go to ``failopen``'s own parser, so the verbs, options, output and exit
+codes are the same as the ``failopen`` command's. Django's options (``--settings``) go before it.
+"""
+
+# Django ships no type information: its names are Any here.
+# mypy: disable-error-code="import-untyped"
+# mypy: allow-subclassing-any
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from failopen import cli
+
+from ... import conf
+
+__all__ = ["Command"]
+
+VERBS = ("status", "watch", "override")
+
+
+class Command(BaseCommand):
+    """Check the status page, watch it, or override the flag, with the Django settings."""
+
+    help = "failopen status|watch|override (see: manage.py failopen VERB --help)"
+    # The status page is not the database: these verbs must work before migrations ran.
+    requires_system_checks: list[str] = []
+    requires_migrations_checks = False
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("verb", choices=VERBS, help="what to do")
+        parser.add_argument("verb_args", nargs=argparse.REMAINDER, metavar="ARGS",
+                            help="the failopen command's options for VERB")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        argv = [options["verb"], *options["verb_args"]]
+        # failopen writes to sys.stdout/stderr; point those at the command's streams so
+        # call_command(stdout=...) captures exactly what the failopen command prints.
+        out = getattr(self.stdout, "_out", sys.stdout)
+        err = getattr(self.stderr, "_out", sys.stderr)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(argv, config_factory=conf.config_factory)
+            except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+                code = exc.code if isinstance(exc.code, int) else 2
+        if code:
+            # The exit codes mean something to scripts (1: outage, 2: unknown): keep them.
+            raise SystemExit(code)

@@ -1,0 +1,195 @@
+"""``FailOpenMiddleware``: asks the guard about protected requests; passes the rest straight on.
+
+Sync- and async-capable (``sync_capable = async_capable = True``): Django runs it natively in
+both stacks, never through a thread or an event-loop adapter.
+"""
+
+# Django ships no type information: its names are Any here.
+# mypy: disable-error-code="import-untyped"
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.http import HttpRequest, HttpResponse
+
+from failopen.guard import Decision
+from failopen.web import (
+    prefers_json,
+    rejection_headers,
+    rejection_html,
+    rejection_json,
+    token_from_body,
+)
+
+from . import conf
+
+__all__ = ["FailOpenMiddleware", "RequestDecision"]
+
+logger = logging.getLogger("failopen.django")
+
+_FORMS = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
+
+
+class RequestDecision:
+    """``request.failopen`` on a protected request: what the guard decided, and why."""
+
+    __slots__ = ("decision",)
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+
+    def __repr__(self) -> str:
+        return f"RequestDecision({self.decision.outcome!r}, enforce={self.enforce})"
+
+    @property
+    def enforce(self) -> bool:
+        """True when the token was checked (or, in shadow mode, would have been bypassed)."""
+        return not self.decision.bypassed
+
+    @property
+    def bypassed(self) -> bool:
+        """True when the request went through without a verified token (fail-open)."""
+        return self.decision.bypassed
+
+    @property
+    def reason(self) -> str:
+        """Why, in words (for logs; never shown to the client by failopen)."""
+        return self.decision.reason
+
+    @property
+    def outcome(self) -> str:
+        """The guard's outcome code, such as ``valid`` or ``bypassed_flag_off``."""
+        return self.decision.outcome
+
+    @property
+    def allow(self) -> bool:
+        """True when the request reaches the view."""
+        return self.decision.allow
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``enforce`` plus the guard's decision fields."""
+        return {"enforce": self.enforce, **self.decision.to_dict()}
+
+
+class FailOpenMiddleware:
+    """Validates enforcement tokens on protected routes, unless a confirmed outage says not to.
+
+    Non-protected requests get ``request.failopen = None`` and nothing else.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:
+            markcoroutinefunction(self)
+
+    def __repr__(self) -> str:
+        return f"FailOpenMiddleware(async_mode={self.async_mode})"
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.async_mode:
+            return self.__acall__(request)
+        settings = conf.loaded()
+        if not settings.is_protected(request.method, request.path_info):
+            request.failopen = None
+            return self.get_response(request)
+        if settings.config is None:
+            decision = conf.unavailable()
+        else:
+            try:
+                decision = conf.runtime().decide(
+                    _token(request, settings), path=request.path_info,
+                    client=request.META.get("REMOTE_ADDR", ""))
+            except Exception:
+                decision = _failed(settings)
+        request.failopen = RequestDecision(decision)
+        if decision.allow:
+            return self.get_response(request)
+        view = settings.reject_view
+        if view is not None:
+            call = async_to_sync(view) if iscoroutinefunction(view) else view
+            try:
+                return _finish_custom(call(request, decision), decision)
+            except Exception:
+                logger.exception("failopen REJECT_VIEW failed; answering with the default page")
+        return rejection(request, decision)
+
+    async def __acall__(self, request: HttpRequest) -> Any:
+        """The async twin of ``__call__``: the same steps, awaiting the guard and the view."""
+        settings = conf.loaded()
+        if not settings.is_protected(request.method, request.path_info):
+            request.failopen = None
+            return await self.get_response(request)
+        if settings.config is None:
+            decision = conf.unavailable()
+        else:
+            try:
+                decision = await conf.runtime().adecide(
+                    _token(request, settings), path=request.path_info,
+                    client=request.META.get("REMOTE_ADDR", ""))
+            except Exception:
+                decision = _failed(settings)
+        request.failopen = RequestDecision(decision)
+        if decision.allow:
+            return await self.get_response(request)
+        view = settings.reject_view
+        if view is not None:
+            call = view if iscoroutinefunction(view) else sync_to_async(view)
+            try:
+                return _finish_custom(await call(request, decision), decision)
+            except Exception:
+                logger.exception("failopen REJECT_VIEW failed; answering with the default page")
+        return rejection(request, decision)
+
+
+def _failed(settings: conf.Loaded) -> Decision:
+    logger.exception("failopen could not decide; refusing the request")
+    assert settings.config is not None
+    return conf.unavailable(settings.config.retry_after)
+
+
+def _token(request: HttpRequest, settings: conf.Loaded) -> str | None:
+    """The token from the header, else from the body's field. Never raises: unreadable is None."""
+    token = request.META.get(settings.token_meta_key)
+    if token:
+        return token  # type: ignore[no-any-return]
+    config = settings.config
+    assert config is not None
+    try:
+        if request.method == "POST" and request.content_type in _FORMS:
+            # request.POST, not our own parser: the view reads the same parsed form afterwards,
+            # and Django streams multipart file parts to disk.
+            value = request.POST.get(config.token_field)
+            return value if isinstance(value, str) else None
+        if int(request.META.get("CONTENT_LENGTH") or 0) > config.max_body_bytes:
+            return None
+        return token_from_body(request.META.get("CONTENT_TYPE"), request.body,
+                               config.token_field)
+    except Exception:
+        # Too big, too many fields, malformed multipart, client gone: the body carries no token.
+        return None
+
+
+def rejection(request: HttpRequest, decision: Decision) -> HttpResponse:
+    """failopen's own rejection: JSON for API clients, else a small HTML page."""
+    as_json = prefers_json(request.META.get("HTTP_ACCEPT"), request.META.get("CONTENT_TYPE"))
+    response = HttpResponse(rejection_json(decision) if as_json else rejection_html(decision),
+                            status=decision.status_code)
+    for name, value in rejection_headers(decision, json_body=as_json):
+        response[name] = value
+    return response
+
+
+def _finish_custom(response: Any, decision: Decision) -> Any:
+    """A site's REJECT_VIEW page is never cached, and a 503 still says when to retry."""
+    if not response.has_header("Cache-Control"):
+        response["Cache-Control"] = "no-store"
+    if decision.retry_after is not None and not response.has_header("Retry-After"):
+        response["Retry-After"] = str(decision.retry_after)
+    return response

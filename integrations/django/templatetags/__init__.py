@@ -1,0 +1,1 @@
+"""Package marker (Django discovers this by name)."""

@@ -1,0 +1,19 @@
+"""``path("failopen/", include("failopen.integrations.django.urls"))``: flag and override."""
+
+# Django ships no type information: its names are Any here.
+# mypy: disable-error-code="import-untyped"
+
+from __future__ import annotations
+
+from django.urls import path
+
+from . import views
+
+__all__ = ["app_name", "urlpatterns"]
+
+app_name = "failopen"
+
+urlpatterns = [
+    path("flag", views.flag, name="flag"),
+    path("override", views.override, name="override"),
+]

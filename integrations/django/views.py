@@ -1,0 +1,117 @@
+"""The flag endpoint (``GET flag``, ``?confirm=1``) and the optional override endpoint."""
+
+# Django ships no type information: its names are Any here.
+# mypy: disable-error-code="import-untyped, untyped-decorator"
+# mypy: allow-subclassing-any
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.middleware.csrf import CsrfViewMiddleware
+from django.views.decorators.csrf import csrf_exempt
+
+from failopen.web import (
+    FLAG_HEADERS,
+    MAX_OVERRIDE_BODY,
+    admin_token_matches,
+    bearer_token,
+    flag_payload,
+    handle_override,
+    wants_confirm,
+)
+
+from . import conf
+
+__all__ = ["flag", "override"]
+
+logger = logging.getLogger("failopen.django")
+
+_UNAVAILABLE = {"error": {"code": "unavailable", "message": "failopen is not available"}}
+_FORBIDDEN = {"error": {"code": "forbidden", "message": "not allowed"}}
+_NOT_FOUND = {"error": {"code": "not_found", "message": "not found"}}
+
+
+def _json(status: int, data: dict[str, Any]) -> HttpResponse:
+    response = HttpResponse(json.dumps(data), status=status)
+    for name, value in FLAG_HEADERS:
+        response[name] = value
+    return response
+
+
+def flag(request: HttpRequest) -> HttpResponse:
+    """``{"enforce", "source", "reason", "since", "stale", ...}``, never cached.
+
+    ``?confirm=1`` first runs the single-flight, cached outage check: it can only turn enforcement
+    off when the status page confirms an outage, whoever asks and however often.
+    """
+    if request.method not in ("GET", "HEAD"):
+        return HttpResponseNotAllowed(["GET", "HEAD"])
+    try:
+        runtime = conf.runtime()
+        if wants_confirm(request.GET.get("confirm")):
+            state = runtime.confirm()
+        else:
+            runtime.ensure_started()
+            state = runtime.state
+        return _json(200, flag_payload(state, mode=runtime.config.mode))
+    except Exception:
+        logger.exception("failopen flag endpoint failed")
+        # The snippet reads any error as "enforce": the safe side.
+        return _json(503, _UNAVAILABLE)
+
+
+class _CsrfCheck(CsrfViewMiddleware):
+    """Django's own CSRF check, returning the failure reason instead of a response."""
+
+    def _reject(self, request: HttpRequest, reason: str) -> str:
+        return reason
+
+
+def _csrf_failure(request: HttpRequest) -> str | None:
+    check = _CsrfCheck(lambda request: None)
+    check.process_request(request)
+    failure: str | None = check.process_view(request, None, (), {})
+    return failure
+
+
+def _actor(request: HttpRequest, admin_token: str | None) -> str | None:
+    """Who may override: the admin token (no CSRF: no cookie involved), or staff with CSRF."""
+    given = bearer_token(request.META.get("HTTP_AUTHORIZATION"))
+    if given is not None:
+        return "admin-token" if admin_token_matches(given, admin_token) else None
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated or not user.is_staff or not user.is_active:
+        return None
+    reason = _csrf_failure(request)
+    if reason is not None:
+        logger.warning("failopen override refused: CSRF check failed (%s)", reason)
+        return None
+    return f"staff:{user.get_username()}"
+
+
+@csrf_exempt  # checked in _actor for session auth only: a bearer token is not ambient authority
+def override(request: HttpRequest) -> HttpResponse:
+    """``POST {"enforce": false|true|null, "ttl": seconds, "reason": "..."}``; 404 when off."""
+    try:
+        config = conf.config()
+    except Exception:
+        logger.exception("failopen override endpoint: settings unusable")
+        return _json(503, _UNAVAILABLE)
+    if not config.override_endpoint:
+        return _json(404, _NOT_FOUND)
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    actor = _actor(request, config.admin_token)
+    if actor is None:
+        return _json(403, _FORBIDDEN)
+    try:
+        body = request.read(MAX_OVERRIDE_BODY + 1)
+        status, data = handle_override(conf.runtime().flag, body, actor=actor, mode=config.mode)
+    except Exception:
+        logger.exception("failopen override endpoint failed")
+        return _json(503, _UNAVAILABLE)
+    return _json(status, data)
