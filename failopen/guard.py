@@ -179,6 +179,20 @@ class Guard:
         except Exception:
             return self._internal_error()
 
+    def bypass(self, *, path: str = "", client: str = "") -> Decision | None:
+        """The bypass decision if one needs no token right now (flag off, enforce mode), else None.
+
+        Lets an adapter skip reading a request body for a token nobody would look at. None means
+        "call :meth:`decide` with the token": that call checks the flag again, so a flag that
+        turns back on in between is enforced. Never raises.
+        """
+        try:
+            if self.mode == "enforce" and not self.flag.state.enforce:
+                return self._bypass_flag_off(path, client)
+        except Exception:
+            logger.exception("failopen bypass check failed; deciding with the token instead")
+        return None
+
     def counts(self) -> dict[str, int]:
         """How many decisions of each outcome this process has made."""
         with self._counts_lock:

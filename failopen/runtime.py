@@ -146,6 +146,16 @@ class FailOpen:
         if self.status is not None:
             await self.status.aclose()
 
+    def bypass(self, *, path: str = "", client: str = "") -> Decision | None:
+        """The bypass decision when no token is needed right now, else None (see Guard.bypass).
+
+        Adapters call this before reading a body for the token::
+
+            decision = fo.bypass(path=p, client=c) or fo.decide(read_token(), path=p, client=c)
+        """
+        self.ensure_started()
+        return self.guard.bypass(path=path, client=client)
+
     def decide(self, token: str | None, *, path: str = "", client: str = "") -> Decision:
         """The guard's decision for one request to a protected route."""
         self.ensure_started()

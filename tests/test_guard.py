@@ -296,3 +296,35 @@ def test_outcomes_the_guard_does_not_know_are_refused_without_confirmation() -> 
     assert (decision.allow, decision.status_code, decision.outcome) == (False, 503, "cannot_verify")
     assert source.calls == 0
     assert guard.flag.enforce
+
+
+def test_bypass_needs_no_token_while_the_flag_is_off(caplog: pytest.LogCaptureFixture) -> None:
+    guard, source, verifier = build(VerifyOutcome.VALID)
+    assert guard.bypass(path="/login") is None, "flag on: the token must be read and verified"
+    assert guard.counts() == {}, "asking whether a bypass applies is not a decision"
+    guard.flag.force_off("vendor down")
+    with caplog.at_level(logging.WARNING, logger="failopen.audit"):
+        decision = guard.bypass(path="/login", client="203.0.113.9")
+    assert decision is not None and decision.bypassed and decision.outcome == "bypassed_flag_off"
+    assert guard.counts() == {"bypassed_flag_off": 1}
+    assert "'203.0.113.9'" in caplog.text, "a bypass is audited wherever it is decided"
+    assert verifier.tokens == [] and source.calls == 0
+
+
+def test_bypass_in_shadow_mode_defers_to_decide() -> None:
+    guard, _, _ = build(VerifyOutcome.VALID, mode="shadow")
+    guard.flag.force_off("vendor down")
+    assert guard.bypass(path="/login") is None, "shadow mode enforces: the token is needed"
+
+
+def test_bypass_that_fails_defers_to_decide(caplog: pytest.LogCaptureFixture) -> None:
+    guard, _, _ = build(VerifyOutcome.VALID)
+
+    class Broken:
+        @property
+        def state(self) -> None:
+            raise RuntimeError("boom")
+
+    guard.flag = Broken()  # type: ignore[assignment]
+    assert guard.bypass(path="/login") is None
+    assert "deciding with the token instead" in caplog.text

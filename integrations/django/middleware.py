@@ -103,9 +103,11 @@ class FailOpenMiddleware:
             decision = conf.unavailable()
         else:
             try:
-                decision = conf.runtime().decide(
-                    _token(request, settings), path=request.path_info,
-                    client=request.META.get("REMOTE_ADDR", ""))
+                runtime, path = conf.runtime(), request.path_info
+                client = request.META.get("REMOTE_ADDR", "")
+                # With enforcement off the token is never looked at: skip parsing the body.
+                decision = runtime.bypass(path=path, client=client) or runtime.decide(
+                    _token(request, settings), path=path, client=client)
             except Exception:
                 decision = _failed(settings)
         request.failopen = RequestDecision(decision)
@@ -130,9 +132,10 @@ class FailOpenMiddleware:
             decision = conf.unavailable()
         else:
             try:
-                decision = await conf.runtime().adecide(
-                    _token(request, settings), path=request.path_info,
-                    client=request.META.get("REMOTE_ADDR", ""))
+                runtime, path = conf.runtime(), request.path_info
+                client = request.META.get("REMOTE_ADDR", "")
+                decision = runtime.bypass(path=path, client=client) or await runtime.adecide(
+                    _token(request, settings), path=path, client=client)
             except Exception:
                 decision = _failed(settings)
         request.failopen = RequestDecision(decision)

@@ -33,6 +33,12 @@ def login_json(request: HttpRequest) -> HttpResponse:
                          "outcome": decision.outcome})
 
 
+def login_raw(request: HttpRequest) -> HttpResponse:
+    """Reads the raw body, which Django refuses once a multipart form has been parsed."""
+    decision = request.failopen  # type: ignore[attr-defined]
+    return JsonResponse({"bytes": len(request.body), "outcome": decision.outcome})
+
+
 def open_view(request: HttpRequest) -> HttpResponse:
     return _answer(request)
 
@@ -63,6 +69,7 @@ urlpatterns = [
     path("login/", login),
     path("login/async/", alogin),
     path("login/json/", login_json),
+    path("login/raw/", login_raw),
     path("open/", open_view),
     path("open/async/", aopen_view),
     path("page/", page),

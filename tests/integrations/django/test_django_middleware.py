@@ -127,6 +127,22 @@ def test_flag_off_admits_without_token(
     assert fake_verify_api.requests == 0
 
 
+def test_flag_off_leaves_the_body_unread_for_the_view(
+    client: Any, use_failopen: Any, fake_status_page: FakeStatusPage, tmp_path: Any
+) -> None:
+    # With enforcement off no token is looked at, so the body is not parsed for one: a view
+    # that reads the raw multipart body (or swaps upload handlers) still can.
+    runtime = use_failopen()
+    flag_off(runtime, fake_status_page)
+    upload = tmp_path / "avatar.txt"
+    upload.write_text("x" * 1000)
+    with upload.open("rb") as handle:
+        response = client.post("/login/raw/", {"username": "ann", "avatar": handle})
+    assert response.status_code == 200
+    assert response.json()["outcome"] == "bypassed_flag_off"
+    assert response.json()["bytes"] > 1000
+
+
 def test_flag_on_again_after_recovery(
     client: Any, use_failopen: Any, fake_status_page: FakeStatusPage
 ) -> None:
