@@ -15,18 +15,18 @@ outage was confirmed) goes to the log, never to a client probing for a way in.
 
 from __future__ import annotations
 
-import email.message
 import hashlib
 import hmac
 import json
 import logging
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from html import escape
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote
 
 from failopen.config import Config
 from failopen.exceptions import StoreError
@@ -78,6 +78,12 @@ _PUBLIC_MESSAGES = {
 _MAX_TTL = 30 * 86400.0
 _MAX_REASON = 500
 _MAX_FORM_FIELDS = 1000
+_MAX_PART_HEADERS = 32
+_MAX_PARAMS = 32
+# The " (by <actor>)" that handle_override appends to an override's reason.
+_ACTOR = re.compile(r" \(by [^()]*\)\Z")
+# A quoted-string after "=", with backslash escapes: linear, no nested repetition.
+_QUOTED = re.compile(r'[ \t]*"((?:[^"\\]|\\.)*)"')
 
 
 # --- the client flag endpoint ---------------------------------------------------------------------
@@ -89,13 +95,17 @@ def wants_confirm(value: str | None) -> bool:
 
 
 def flag_payload(state: FlagState, *, mode: str = "enforce") -> dict[str, Any]:
-    """The flag endpoint's JSON.
+    """The flag endpoint's JSON (an override's reason without who placed it).
 
     In shadow mode the server enforces whatever the flag says, so the browser is told to enforce
     too (a browser skipping the challenge would only collect 403s); ``would_bypass`` shows what
     enforce mode would do.
     """
     payload = state.to_dict()
+    if state.source == "override":
+        # The endpoint answers anyone: who placed the override (a staff user name, with Django)
+        # is for the audit log and ``failopen override show``, not for the public.
+        payload["reason"] = _ACTOR.sub("", state.reason)
     payload["mode"] = mode
     if mode == "shadow":
         payload["would_bypass"] = not state.enforce
@@ -156,6 +166,8 @@ def token_from_body(content_type: str | None, body: bytes, field: str) -> str | 
     """The ``field`` value of a urlencoded, multipart or JSON body; None if absent or unreadable.
 
     Never raises: a body this cannot read simply carries no token, and the guard refuses it.
+    Neither does a flood (over 1000 fields or parts, over 32 headers in a part): this runs on
+    the ASGI event loop, so its cost stays linear in the body and small per byte.
     """
     media = _media_type(content_type)
     try:
@@ -187,35 +199,86 @@ def _from_json(body: bytes, field: str) -> str | None:
 
 
 def _from_multipart(content_type: str, body: bytes, field: str) -> str | None:
-    boundary = _header_param("content-type", content_type, "boundary")
+    boundary = _header_param(content_type, "boundary")
     if not boundary:
         return None
     delimiter = b"--" + boundary.encode("latin-1")
-    for part in body.split(delimiter)[1:]:
-        if part.startswith(b"--"):  # the closing delimiter
+    # Walked with find(), not split(): a body of tiny parts would otherwise become a list of
+    # hundreds of thousands of slices before the first one is looked at.
+    start, parts = body.find(delimiter), 0
+    while start != -1:
+        start += len(delimiter)
+        if body.startswith(b"--", start):  # the closing delimiter
             break
-        head, sep, value = part.removeprefix(b"\r\n").partition(b"\r\n\r\n")
-        if not sep:
-            continue
-        for line in head.decode("latin-1").split("\r\n"):
-            name, _, header = line.partition(":")
-            if name.strip().lower() != "content-disposition":
-                continue
-            # A file upload is never the token, whatever its field name.
-            if _header_param("content-disposition", header, "filename") is not None:
-                break
-            if _header_param("content-disposition", header, "name") == field:
-                return value.removesuffix(b"\r\n").decode("utf-8")
+        parts += 1
+        if parts > _MAX_FORM_FIELDS:  # a flood is refused, not parsed (like urlencoded)
+            raise ValueError("too many multipart parts")
+        end = body.find(delimiter, start)
+        stop = len(body) if end == -1 else end
+        if body.startswith(b"\r\n", start):
+            start += 2
+        head_end = body.find(b"\r\n\r\n", start, stop)
+        if head_end != -1 and _names_field(body[start:head_end], field):
+            return body[head_end + 4:stop].removesuffix(b"\r\n").decode("utf-8")
+        start = end
     return None
 
 
-def _header_param(header: str, value: str, param: str) -> str | None:
-    message = email.message.Message()
-    message[header] = value
-    found = message.get_param(param, header=header)
-    if isinstance(found, tuple):  # RFC 2231 form: (charset, language, value)
-        found = found[2]
-    return found if isinstance(found, str) else None
+def _names_field(head: bytes, field: str) -> bool:
+    """True when a part's headers make it the form field ``field`` (never a file upload)."""
+    lines = head.split(b"\r\n", _MAX_PART_HEADERS)
+    if len(lines) > _MAX_PART_HEADERS:  # real parts carry two or three headers
+        raise ValueError("too many headers in a multipart part")
+    for line in lines:
+        name, _, header = line.decode("latin-1").partition(":")
+        if name.strip().lower() != "content-disposition":
+            continue
+        # The first Content-Disposition decides; the name is checked first, as the cheaper test
+        # rules out almost every part. A file upload is never the token, whatever its name.
+        return (_header_param(header, "name") == field
+                and _header_param(header, "filename") is None)
+    return False
+
+
+def _header_param(value: str, param: str) -> str | None:
+    """One parameter of a header like ``form-data; name="x"``, in time linear in its length.
+
+    Not ``email.message``: its parameter parsing takes seconds on a megabyte of ``;``, and a
+    multipart body is made of such headers. Quoted strings unescape ``\\`` and ``\"`` only (as
+    email and Django do); ``param*=charset'lang'%XX`` (RFC 2231) wins over ``param=``; a
+    parameter split in RFC 2231 sections (``param*0=``) is not read.
+    """
+    plain = extended = None
+    at, end, seen = value.find(";"), len(value), 0
+    while at != -1 and seen < _MAX_PARAMS:
+        seen += 1
+        semi = value.find(";", at + 1)
+        stop = end if semi == -1 else semi
+        equals = value.find("=", at + 1, stop)
+        if equals == -1:  # a parameter without a value
+            at = semi
+            continue
+        name = value[at + 1:equals].strip().lower()
+        quoted = _QUOTED.match(value, equals + 1)
+        if quoted is not None:
+            found = quoted.group(1).replace("\\\\", "\\").replace('\\"', '"')
+            at = value.find(";", quoted.end())
+        elif value[equals + 1:stop].lstrip().startswith('"'):
+            break  # an unterminated quote: nothing after it can be read reliably
+        else:
+            found = value[equals + 1:stop].strip()
+            at = semi
+        if name == param and plain is None:
+            plain = found
+        elif name == param + "*" and extended is None:
+            extended = found
+    if extended is not None:
+        charset, _, rest = extended.partition("'")
+        try:
+            return unquote(rest.partition("'")[2], encoding=charset or "utf-8", errors="strict")
+        except (LookupError, UnicodeError):
+            return None  # a charset Python does not know cannot name our field
+    return plain
 
 
 # --- the override endpoint ----------------------------------------------------------------------
@@ -266,7 +329,9 @@ def handle_override(
         request = _parse_override(body)
     except ValueError as exc:
         return 400, {"error": {"code": "bad_request", "message": str(exc)}}
-    reason = f"{request.reason or 'override endpoint'} (by {actor})"
+    # The flag keeps 500 characters of a reason: cut the operator's text, never who they are.
+    suffix = f" (by {actor})"
+    reason = (request.reason or "override endpoint")[:max(0, _MAX_REASON - len(suffix))] + suffix
     try:
         if request.enforce is None:
             flag.automatic(reason)

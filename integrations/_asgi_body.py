@@ -2,10 +2,10 @@
 
 Every answer's content comes from ``failopen.web``; this module only turns it into ASGI messages.
 A protected route may carry its token inside the body. Reading that body consumes the server's
-``receive``; :class:`Replay` hands the very same ``http.request`` messages to the app afterwards,
-then passes later calls (``http.disconnect``) through. A body over the cap is never buffered:
-a declared ``Content-Length`` over it is refused before reading, a chunked one as soon as it
-grows past it.
+``receive``; :class:`Replay` hands the app the very same bytes afterwards (as one
+``http.request`` message), then passes later calls (``http.disconnect``) through. A body over
+the cap is never buffered: a declared ``Content-Length`` over it is refused before reading, a
+chunked one as soon as it grows past it.
 """
 
 from __future__ import annotations
@@ -88,31 +88,34 @@ def declared_length(value: bytes | None) -> int | None:
     """The Content-Length as a number; None when absent or unreadable (the cap still holds)."""
     if value is None or not value.strip().isdigit():
         return None
-    return int(value)
+    digits = value.strip()
+    # int() refuses over 4300 digits, and no cap is near 19 digits: larger is simply too large.
+    return int(digits) if len(digits) <= 18 else 10**18
 
 
 async def read_body(
     receive: Receive, limit: int, *, declared: int | None = None
 ) -> tuple[bytes, list[Message]] | Literal["too_large", "disconnected"]:
-    """The whole body and the messages it came in, or TOO_LARGE / DISCONNECTED.
+    """The whole body and the one message that replays it, or TOO_LARGE / DISCONNECTED.
 
     At most ``limit`` bytes are ever held: a larger ``declared`` length is refused unread.
     """
     if declared is not None and declared > limit:
         return TOO_LARGE
-    messages: list[Message] = []
-    size = 0
+    buffer = bytearray()
     while True:
         message = await receive()
         if message["type"] != "http.request":
             return DISCONNECTED  # the client left mid-body: nobody is waiting for an answer
-        size += len(message.get("body", b""))
-        if size > limit:
+        buffer += message.get("body", b"")
+        if len(buffer) > limit:
             return TOO_LARGE
-        messages.append(message)
         if not message.get("more_body", False):
             break
-    return b"".join(m.get("body", b"") for m in messages), messages
+    body = bytes(buffer)
+    # Replayed as one message with the same bytes: keeping a slow client's every tiny chunk as
+    # its own message would hold a ~200-byte dict per byte, far past the cap.
+    return body, [{"type": "http.request", "body": body, "more_body": False}]
 
 
 class Replay:

@@ -8,9 +8,12 @@ Per ``http`` request, in this order::
 
     <prefix>/flag, <prefix>/failopen.js, <prefix>/override ... answered here (override: only with
                                                                an admin token configured)
-    protected method + path .................................. token -> guard -> 403 / 503 / 413,
+    protected method + path (any case of the method; the path with or without root_path,
+    merged slashes, resolved dot segments; "/x/" also covers "/x")
+                                                               token -> guard -> 403 / 503 / 413,
                                                                or the app, with the Decision in
-                                                               scope["state"]["failopen"]
+                                                               scope["state"]["failopen"] (flag
+                                                               off: the app, body left unread)
     anything else ............................................ the app, receive untouched
 
 ``lifespan`` starts the watcher on startup and stops it after the app's own shutdown; without
@@ -25,6 +28,8 @@ import asyncio
 import json
 import logging
 import os
+import posixpath
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from urllib.parse import parse_qsl
@@ -42,6 +47,21 @@ __all__ = ["FailOpenMiddleware"]
 logger = logging.getLogger("failopen.asgi")
 
 _Route = Callable[["raw.Scope", "raw.Receive"], Awaitable["raw.Response | None"]]
+_SLASHES = re.compile("/{2,}")
+
+
+def _other_spelling(path: str, root_path: str) -> str:
+    """The path with root_path dropped (what Starlette and Django route on), or added (servers
+    from before ASGI said that path includes it): the app routes on one of the two."""
+    if not root_path:
+        return path
+    return path[len(root_path):] if path.startswith(root_path) else root_path + path
+
+
+def _normalised(path: str) -> str:
+    """Runs of slashes merged and dot segments resolved, as some routers and proxies do."""
+    return posixpath.normpath(_SLASHES.sub("/", path))
+
 
 def _check_prefix(prefix: object) -> str:
     if (not isinstance(prefix, str) or not prefix.startswith("/") or prefix.endswith("/")
@@ -79,13 +99,16 @@ class FailOpenMiddleware:
         # Everything a request needs is computed here: a route that is not protected then costs
         # a few comparisons.
         self._paths = config.protected_paths
-        self._methods = config.protected_methods
+        # "/signup/" also guards "/signup" exactly: many routers answer both spellings.
+        self._exact = frozenset(p.rstrip("/") for p in self._paths if len(p) > 1 and p[-1] == "/")
+        # HEAD runs the GET view in Starlette and Django alike.
+        methods = set(config.protected_methods)
+        self._methods = frozenset(methods | {"HEAD"} if "GET" in methods else methods)
         self._token_header = config.token_header.strip().lower().encode("ascii")
         self._internal_error = Decision(
             allow=False, bypassed=False, outcome="internal_error",
             reason="failopen internal error", status_code=503, retry_after=config.retry_after,
         )
-        self._route_prefix = prefix + "/"
         self._routes: dict[str, _Route] = {prefix + "/flag": self._flag,
                                            prefix + "/failopen.js": self._snippet}
         if config.admin_token:  # otherwise the route does not exist: the app answers
@@ -111,15 +134,27 @@ class FailOpenMiddleware:
                 await self.app(scope, receive, send)
             return
         path: str = scope["path"]
-        if path.startswith(self._route_prefix):
-            route = self._routes.get(path)
-            if route is not None:
-                await self._answer(route, scope, receive, send)
-                return
-        if scope["method"] in self._methods and path.startswith(self._paths):
+        other = _other_spelling(path, scope.get("root_path") or "")
+        route = self._routes.get(path) or self._routes.get(other)
+        if route is not None:
+            await self._answer(route, scope, receive, send)
+            return
+        # Django upper-cases the method it routes on: "post" runs the POST view.
+        if scope["method"].upper() in self._methods and self._protects(path, other):
             await self._guarded(scope, receive, send, path)
             return
         await self.app(scope, receive, send)
+
+    def _protects(self, path: str, other: str) -> bool:
+        """True when any spelling the app could route to a protected view names one."""
+        for candidate in (path, other):
+            if candidate.startswith(self._paths) or candidate in self._exact:
+                return True
+            if "//" in candidate or "/." in candidate:
+                normal = _normalised(candidate)
+                if normal.startswith(self._paths) or normal in self._exact:
+                    return True
+        return False
 
     # --- protected routes -------------------------------------------------------------------
 
@@ -132,12 +167,13 @@ class FailOpenMiddleware:
             # A bug in failopen must neither reach the server nor open the gate.
             logger.exception("failopen failed on a protected route; refusing the request")
             outcome = self._internal_error, receive
+        head = scope["method"].upper() == "HEAD"  # guarded when GET is: headers only
         if isinstance(outcome, raw.Response):
-            await outcome.send(send)
+            await outcome.send(send, head=head)
         elif outcome is None:
             return  # the client left while sending its body: nobody to answer
         elif not outcome[0].allow:
-            await raw.rejection(outcome[0]).send(send)
+            await raw.rejection(outcome[0]).send(send, head=head)
         else:
             # Outside the try: the app's own exceptions reach the server unchanged.
             await self.app(scope, outcome[1], send)
@@ -145,14 +181,35 @@ class FailOpenMiddleware:
     async def _decide(
         self, scope: raw.Scope, receive: raw.Receive, path: str
     ) -> tuple[Decision, raw.Receive] | raw.Response | None:
+        client = scope.get("client")
+        address = client[0] if client else ""
+        # Enforcement off: nobody looks at the token, so the body is neither capped nor parsed.
+        decision = self.runtime.bypass(path=path, client=address)
+        app_receive = receive
+        if decision is None:
+            judged = await self._judge(scope, receive, path, address)
+            if judged is None or isinstance(judged, raw.Response):  # 413, or the client left
+                return judged
+            decision, app_receive = judged
+        state = scope.get("state")
+        if state is None:
+            scope["state"] = state = {}
+        state["failopen"] = decision
+        return decision, app_receive
+
+    async def _judge(
+        self, scope: raw.Scope, receive: raw.Receive, path: str, address: str
+    ) -> tuple[Decision, raw.Receive] | raw.Response | None:
         token = content_type = length = None
+        # The first of repeated headers, as Starlette and Django read them.
         for name, value in scope["headers"]:
             if name == self._token_header:
                 token = token or value.decode("latin-1")
             elif name == b"content-type":
-                content_type = value.decode("latin-1")
+                content_type = content_type if content_type is not None else value.decode(
+                    "latin-1")
             elif name == b"content-length":
-                length = value
+                length = length if length is not None else value
         app_receive = receive
         if not token and raw.body_may_carry_token(content_type):
             read = await raw.read_body(receive, self.config.max_body_bytes,
@@ -164,14 +221,7 @@ class FailOpenMiddleware:
             body, messages = read
             token = web.token_from_body(content_type, body, self.config.token_field)
             app_receive = raw.Replay(messages, receive)
-        client = scope.get("client")
-        decision = await self.runtime.adecide(token, path=path,
-                                              client=client[0] if client else "")
-        state = scope.get("state")
-        if state is None:
-            scope["state"] = state = {}
-        state["failopen"] = decision
-        return decision, app_receive
+        return await self.runtime.adecide(token, path=path, client=address), app_receive
 
     # --- failopen's own routes --------------------------------------------------------------
 
@@ -184,7 +234,7 @@ class FailOpenMiddleware:
             logger.exception("failopen route %s failed", scope["path"])
             response = raw.rejection(self._internal_error)
         if response is not None:
-            await response.send(send, head=scope["method"] == "HEAD")
+            await response.send(send, head=scope["method"].upper() == "HEAD")
 
     async def _flag(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response:
         if scope["method"] not in ("GET", "HEAD"):
@@ -245,8 +295,10 @@ class FailOpenMiddleware:
             return message
 
         async def lifespan_send(message: raw.Message) -> None:
-            # After the app's own shutdown handlers, which may still use failopen.
-            if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+            # After the app's own shutdown handlers, which may still use failopen; and after a
+            # failed startup, which the server answers by exiting without a shutdown.
+            if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed",
+                                   "lifespan.startup.failed"):
                 try:
                     await self.runtime.aclose()
                 except Exception:

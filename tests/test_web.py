@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -315,3 +316,88 @@ def test_snippet_attributes_carry_no_secret() -> None:
         "data-failopen-token-field": FIELD,
     }
     assert "pk-secret-value" not in str(attributes) and ADMIN not in str(attributes)
+
+
+# --- a body built to be slow to read -------------------------------------------------------------
+# token_from_body runs on the ASGI event loop: what one request costs, every request waits for.
+
+
+def test_multipart_part_flood_is_refused_not_parsed() -> None:
+    parts = [(f"f{i}", None, b"1") for i in range(5000)] + [(FIELD, None, b"tok")]
+    content_type, body = _multipart(*parts)
+    assert token_from_body(content_type, body, FIELD) is None
+
+
+def test_multipart_header_flood_in_one_part_is_refused() -> None:
+    body = (b"--XyZ\r\n" + b"X-Pad: 1\r\n" * 5000
+            + b'Content-Disposition: form-data; name="enforcement-token"\r\n\r\ntok\r\n--XyZ--\r\n')
+    assert token_from_body("multipart/form-data; boundary=XyZ", body, FIELD) is None
+
+
+def test_multipart_within_the_limits_still_finds_the_token() -> None:
+    parts = [(f"f{i}", None, b"1") for i in range(900)] + [(FIELD, None, b"tok")]
+    content_type, body = _multipart(*parts)
+    assert token_from_body(content_type, body, FIELD) == "tok"
+
+
+@pytest.mark.parametrize("disposition", [
+    b"form-data" + b";" * 1_000_000,  # the stdlib's email parser: seconds, quadratic
+    b"form-data" + b"; a=b" * 200_000,
+    b'form-data; name="' + b'\\"' * 500_000,
+    b'form-data; name="x' + b'; a="\\' * 150_000,
+])
+def test_a_huge_content_disposition_costs_milliseconds(disposition: bytes) -> None:
+    body = (b"--XyZ\r\nContent-Disposition: " + disposition
+            + b'\r\n\r\nv\r\n--XyZ\r\nContent-Disposition: form-data; name="enforcement-token"'
+            + b"\r\n\r\ntok\r\n--XyZ--\r\n")
+    started = time.perf_counter()
+    token_from_body("multipart/form-data; boundary=XyZ", body, FIELD)
+    assert time.perf_counter() - started < 0.5
+
+
+def test_many_parts_with_long_dispositions_cost_milliseconds() -> None:
+    part = b"--XyZ\r\nContent-Disposition: form-data" + b";" * 1000 + b"\r\n\r\nv\r\n"
+    body = part * 999 + b'--XyZ\r\nContent-Disposition: form-data; name="enforcement-token"'
+    started = time.perf_counter()
+    token_from_body("multipart/form-data; boundary=XyZ", body + b"\r\n\r\ntok\r\n--XyZ--", FIELD)
+    assert time.perf_counter() - started < 0.5
+
+
+@pytest.mark.parametrize(("disposition", "expected"), [
+    (b'form-data; name="enforcement-token"', "tok"),
+    (b"form-data; name=enforcement-token", "tok"),
+    (b'form-data; NAME="enforcement-token"', "tok"),
+    (b'form-data ; name = "enforcement-token" ', "tok"),
+    (b'form-data; name="enforcement-\\t\\"oken"', None),  # only \\ and \" are unescaped
+    (b'form-data; name="a\\"b"; name="enforcement-token"', None),  # the first name decides
+    (b"form-data; name*=utf-8''enforcement%2Dtoken", "tok"),
+    (b'form-data; name="other"', None),
+    (b'form-data; name="enforcement-token"; filename="t.txt"', None),
+    (b"form-data; name=\"enforcement-token\"; filename*=utf-8''t.txt", None),
+    (b'form-data; name="enforcement-token"; filename=""', None),
+    (b"form-data; name*=no-such-charset''enforcement%2Dtoken", None),
+    (b'form-data; name="enforcement-token', None),  # an unterminated quote
+    (b"form-data; name", None),
+])
+def test_content_disposition_forms(disposition: bytes, expected: str | None) -> None:
+    body = b"--XyZ\r\nContent-Disposition: " + disposition + b"\r\n\r\ntok\r\n--XyZ--\r\n"
+    assert token_from_body("multipart/form-data; boundary=XyZ", body, FIELD) == expected
+
+
+def test_a_long_reason_keeps_who_placed_the_override(flag: EnforcementFlag) -> None:
+    # The stored reason is cut at 500 characters: the actor must not be what is cut.
+    status, answer = _override(flag, {"enforce": False, "reason": "x" * 500})
+    assert status == 200
+    assert answer["override"]["reason"].endswith(" (by staff:alice)")
+    assert flag.state.reason.endswith(" (by staff:alice)")
+
+
+def test_the_public_flag_does_not_name_who_placed_an_override(flag: EnforcementFlag) -> None:
+    # The flag endpoint answers anyone; a staff user name is for the audit log and the CLI.
+    status, answer = _override(flag, {"enforce": False, "reason": "vendor down"})
+    assert status == 200 and "staff:alice" in answer["override"]["reason"]
+    public = flag_payload(flag.state)
+    assert public["reason"] == "vendor down" and "alice" not in json.dumps(public)
+    assert "alice" not in json.dumps(answer["flag"])
+    watcher = FlagState(enforce=True, source="watcher", reason="all fine (by design)", since=0.0)
+    assert flag_payload(watcher)["reason"] == "all fine (by design)"  # only overrides change

@@ -7,6 +7,7 @@ test_asgi_uvicorn.py.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -233,7 +234,8 @@ async def test_a_failure_inside_the_middleware_falls_closed_with_503(
     make_asgi: Make, caplog: pytest.LogCaptureFixture, break_scope: str
 ) -> None:
     stack = make_asgi()
-    stack.runtime.flag.force_off("even with the flag off, a failure never admits")
+    if break_scope != "no headers":  # with the flag off, the headers are never read
+        stack.runtime.flag.force_off("even with the flag off, a failure never admits")
     scope = http_scope("/raw")
     if break_scope == "immutable state":
         scope["state"] = MappingProxyType({})
@@ -596,3 +598,106 @@ async def test_starlette_add_middleware_form(make_asgi: Make) -> None:
         assert (await client.get("/failopen/flag")).json()["enforce"] is True
         admitted = await client.post("/login", headers={"X-Enforcement-Token": GOOD})
         assert admitted.json()["decision"]["outcome"] == "valid"
+
+
+# --- every spelling of a protected route reaches the guard ---------------------------------------
+# The app, not failopen, decides which view a request reaches: whatever the app could route to a
+# protected view must be guarded, or the guard is one spelling away from never being asked.
+
+
+@pytest.mark.parametrize("method", ["post", "Post"])
+async def test_a_lower_case_method_is_guarded(make_asgi: Make, method: str) -> None:
+    # Django's ASGI handler upper-cases scope["method"]: "post" runs the POST view.
+    stack = make_asgi()
+    reply = await drive(stack.app, http_scope("/raw", method=method),
+                        [{"type": "http.request", "body": b""}])
+    assert (reply.status, reply.json()["error"]["code"]) == (403, "missing_token")
+    assert stack.recorder.calls == []
+
+
+async def test_head_is_guarded_when_get_is(make_asgi: Make) -> None:
+    # Starlette and Django both run the GET view for a HEAD request.
+    stack = make_asgi(protected_methods=("GET",))
+    reply = await drive(stack.app, http_scope("/raw", method="HEAD"),
+                        [{"type": "http.request", "body": b""}])
+    assert reply.status == 403 and stack.recorder.calls == []
+
+
+@pytest.mark.parametrize(("path", "root_path", "protected"), [
+    # A server run with --root-path, or a Starlette Mount("/app", ...): the app routes on
+    # "/login", as Starlette and Django drop root_path from the front.
+    ("/app/login", "/app", PROTECTED),
+    ("/app/login/", "/app", PROTECTED),
+    ("/login", "/app", PROTECTED),  # an older server that leaves root_path out of path
+    ("/login", "/app", ("/app/login",)),  # ... with the full path in the settings
+    ("/app/login", "/app", ("/app/login",)),
+])
+async def test_a_route_under_root_path_is_guarded(
+    make_asgi: Make, path: str, root_path: str, protected: tuple[str, ...]
+) -> None:
+    recorder = Recorder()
+    stack = make_asgi(inner=recorder, protected_paths=protected)
+    reply = await drive(stack.app, http_scope(path, root_path=root_path),
+                        [{"type": "http.request", "body": b""}])
+    assert reply.status == 403 and recorder.calls == []
+
+
+@pytest.mark.parametrize("path", ["//raw", "///raw/x", "/./raw", "/x/../raw", "/.//raw"])
+async def test_double_slashes_and_dot_segments_are_guarded(make_asgi: Make, path: str) -> None:
+    # Routers that merge slashes or resolve dot segments (or a proxy doing it) reach "/raw".
+    recorder = Recorder()
+    stack = make_asgi(inner=recorder)
+    reply = await drive(stack.app, http_scope(path), [{"type": "http.request", "body": b""}])
+    assert reply.status == 403 and recorder.calls == []
+
+
+async def test_a_protected_path_with_a_trailing_slash_also_guards_it_without(
+    make_asgi: Make,
+) -> None:
+    # Django-style "/signup/" in the settings, and a route that also answers "/signup".
+    recorder = Recorder()
+    stack = make_asgi(inner=recorder, protected_paths=("/signup/",))
+    for path in ("/signup", "/signup/", "/signup/step2"):
+        reply = await drive(stack.app, http_scope(path), [{"type": "http.request", "body": b""}])
+        assert reply.status == 403, path
+    reply = await drive(stack.app, http_scope("/signups"), [{"type": "http.request", "body": b""}])
+    assert reply.status == 200  # an exact match only: "/signup/" does not reach "/signups"
+
+
+async def test_own_routes_are_found_under_root_path(make_asgi: Make) -> None:
+    stack = make_asgi()
+    reply = await drive(stack.app, http_scope("/app/failopen/flag", method="GET",
+                                              root_path="/app"))
+    assert reply.status == 200 and reply.json()["enforce"] is True
+
+
+async def test_a_refused_head_request_gets_no_body(make_asgi: Make) -> None:
+    stack = make_asgi(protected_methods=("GET",))
+    reply = await drive(stack.app, http_scope("/raw", method="HEAD"),
+                        [{"type": "http.request", "body": b""}])
+    assert reply.status == 403 and reply.body == b""
+    assert int(reply.headers["content-length"]) > 0  # what a GET would have carried
+
+
+async def test_a_flood_of_confirms_makes_one_status_request_per_ttl(make_asgi: Make) -> None:
+    stack = make_asgi(confirm_ttl=60.0)
+    stack.page.set_global("major_outage")
+    asked = stack.page.requests
+    answers = await asyncio.gather(*(stack.client.get("/failopen/flag?confirm=1")
+                                     for _ in range(100)))
+    assert {a.status_code for a in answers} == {200}
+    assert stack.page.requests == asked + 1
+    assert stack.runtime.state.enforce is False  # the one check saw the outage
+
+
+async def test_a_flood_of_confirms_never_turns_enforcement_off_without_an_outage(
+    make_asgi: Make,
+) -> None:
+    stack = make_asgi()
+    stack.page.set_region(next(iter(stack.page.region_ids)), "major_outage")  # regional only
+    for fault in (None, "500", "429", "timeout", "malformed", "missing_global", "unknown_status"):
+        stack.page.set_fault(fault)
+        answers = await asyncio.gather(*(stack.client.get("/failopen/flag?confirm=1")
+                                         for _ in range(20)))
+        assert {a.json()["enforce"] for a in answers} == {True}, fault
+    assert stack.runtime.state.enforce is True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -110,7 +111,7 @@ async def test_unreadable_body_is_still_replayed_when_the_flag_is_off(make_asgi:
     assert response.status_code == 200 and response.json()["body_sha256"] == sha256(body)
 
 
-async def test_chunked_body_replays_the_same_messages_then_the_servers_own(
+async def test_chunked_body_replays_the_same_bytes_then_the_servers_own(
     make_asgi: Make,
 ) -> None:
     stack = make_asgi()
@@ -119,7 +120,8 @@ async def test_chunked_body_replays_the_same_messages_then_the_servers_own(
     scope = http_scope("/raw", headers=[("Content-Type", "application/x-www-form-urlencoded")])
     reply = await drive(stack.app, scope, messages)
     assert (reply.status, reply.body) == (200, body)
-    assert stack.recorder.messages == messages  # the very same messages, in order
+    # The very same bytes, as one message (chunks are not kept: see the slow-client test).
+    assert stack.recorder.messages == [{"type": "http.request", "body": body, "more_body": False}]
     assert reply.receive_calls == len(messages)  # read once by failopen, never twice
     _, app_receive, _ = stack.recorder.calls[0]
     assert await app_receive() == {"type": "http.disconnect"}  # later calls reach the server
@@ -254,3 +256,65 @@ async def test_a_client_leaving_mid_body_gets_no_answer_and_the_app_no_call(
     reply = await drive(stack.app, scope, messages)
     assert reply.status is None and reply.body == b""
     assert stack.recorder.calls == [] and stack.verify.requests == 0
+
+
+async def test_a_slow_client_in_tiny_chunks_costs_no_more_than_the_cap(make_asgi: Make) -> None:
+    # One byte per message: kept as messages, each byte would hold a ~200-byte dict.
+    cap = 100_000
+    stack = make_asgi(max_body_bytes=cap)
+    body = f"{FIELD}={GOOD}&pad=".encode()
+    body += b"x" * (cap - len(body))
+    sent = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        sent += 1
+        return {"type": "http.request", "body": body[sent - 1:sent], "more_body": sent < cap}
+
+    async def send(message: Any) -> None:
+        return None
+
+    scope = http_scope("/raw", headers=[("Content-Type", "application/x-www-form-urlencoded")])
+    tracemalloc.start()
+    try:
+        await stack.app(scope, receive, send)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 10 * cap, peak
+    assert stack.recorder.messages[0]["body"] == body
+    assert stack.verify.tokens_seen == [GOOD]
+
+
+@pytest.mark.parametrize("length", ["9" * 5000, "1" + "0" * 40])
+async def test_an_absurd_content_length_is_413_not_an_internal_error(
+    make_asgi: Make, caplog: pytest.LogCaptureFixture, length: str
+) -> None:
+    stack = make_asgi(max_body_bytes=CAP)
+    scope = http_scope("/raw", headers=[("Content-Type", "application/json"),
+                                        ("Content-Length", length)])
+    reply = await drive(stack.app, scope, chunks(b"{}"))
+    assert (reply.status, reply.receive_calls) == (413, 0)
+    assert not [r for r in caplog.records if r.levelno >= 40]
+
+
+async def test_the_first_content_type_is_the_one_read(make_asgi: Make) -> None:
+    # Starlette and Django read the first of repeated headers; failopen reads the same one.
+    stack = make_asgi()
+    body = f"{FIELD}={GOOD}".encode()
+    scope = http_scope("/raw", headers=[("Content-Type", "application/x-www-form-urlencoded"),
+                                        ("Content-Type", "text/plain")])
+    reply = await drive(stack.app, scope, chunks(body))
+    assert reply.status == 200 and stack.verify.tokens_seen == [GOOD]
+
+
+async def test_while_enforcement_is_off_the_body_is_not_read(make_asgi: Make) -> None:
+    # Nobody would look at the token: a large upload must not meet the cap, nor be parsed.
+    stack = make_asgi(max_body_bytes=CAP)
+    stack.runtime.flag.force_off("vendor ticket 1234")
+    body = b"x" * (5 * CAP)
+    scope = http_scope("/raw", headers=[("Content-Type", "multipart/form-data; boundary=x"),
+                                        ("Content-Length", str(len(body)))])
+    reply = await drive(stack.app, scope, chunks(body, 2 * CAP))
+    assert (reply.status, reply.body) == (200, body)
+    assert stack.recorder.calls[0][0]["state"]["failopen"].outcome == "bypassed_flag_off"

@@ -56,6 +56,26 @@ SCRIPT = textwrap.dedent('''
             assert refused.json()["error"]["code"] == "missing_token"
             assert (await client.get("/health")).status_code == 200
             assert (await client.get("/failopen/flag")).json()["enforce"] is True
+        # Django upper-cases scope["method"]: a lower-case "post" runs the POST view, so it
+        # must meet the guard too (httpx upper-cases methods, hence the raw call).
+        sent, messages = [], [{"type": "http.request", "body": b"username=ann"}]
+
+        async def receive():
+            if messages:
+                return messages.pop()
+            await asyncio.Event().wait()  # the client stays: Django waits for a disconnect
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                 "method": "post", "scheme": "http", "path": "/login", "raw_path": b"/login",
+                 "query_string": b"", "root_path": "", "client": ("203.0.113.9", 1),
+                 "server": ("testserver", 80),
+                 "headers": [(b"host", b"testserver"),
+                             (b"content-type", b"application/x-www-form-urlencoded")]}
+        await app(scope, receive, send)
+        assert sent[0]["status"] == 403, sent
         await runtime.aclose()
         print("django-asgi-ok")
 

@@ -144,3 +144,20 @@ async def test_an_app_without_lifespan_behaves_as_it_did_and_starts_lazily(
     response = await stack.client.post("/login", headers={"X-Enforcement-Token": "good-token"})
     assert response.status_code == 204
     assert stack.runtime.watcher.running  # started by the first guarded request
+
+
+async def test_a_failing_startup_stops_the_watcher_it_started(make_asgi: Make) -> None:
+    # The server gives up after startup.failed and never sends shutdown.
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        raise RuntimeError("no database")
+        yield
+
+    stack = make_asgi(inner=Starlette(lifespan=lifespan), started=False)
+    server = LifespanServer(stack.app)
+    await server.startup()
+    assert server.sent[0]["type"] == "lifespan.startup.failed"
+    assert not stack.runtime.watcher.running
+    assert server._task is not None
+    with pytest.raises(RuntimeError, match="no database"):
+        await server._task
