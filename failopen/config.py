@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import posixpath
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -22,6 +24,7 @@ __all__ = ["Config", "KNOWN_IMPAIRED", "env_name"]
 KNOWN_IMPAIRED = frozenset({"degraded_performance", "partial_outage", "major_outage"})
 
 _ENV_PREFIX = "FAILOPEN_"
+_SLASHES = re.compile("/{2,}")
 _SECRETS = frozenset({"private_key", "admin_token"})
 # An admin token switches enforcement off: short enough to guess is a misconfiguration.
 _MIN_ADMIN_TOKEN = 24
@@ -89,6 +92,9 @@ class Config:
         for spec in dataclasses.fields(self):
             value = getattr(self, spec.name)
             _check_field(spec.name, value)
+        # "/signup/" listed: "/signup" reaches the same view in many routers.
+        object.__setattr__(self, "_exact", frozenset(
+            p.rstrip("/") for p in self.protected_paths if len(p) > 1 and p.endswith("/")))
         if self.status_url is not None:
             object.__setattr__(
                 self, "status_url", check_url(self.status_url, setting=env_name("status_url"))
@@ -139,8 +145,36 @@ class Config:
         return self.stale_after if self.stale_after is not None else 3 * self.poll_interval
 
     def is_protected(self, method: str, path: str) -> bool:
-        """True when a request with this method and path must carry an enforcement token."""
-        return method in self.protected_methods and path.startswith(self.protected_paths)
+        """True when a request with this method and path must carry an enforcement token.
+
+        Any case of the method counts (servers pass ``post`` through; frameworks route it as
+        POST), and HEAD counts wherever GET does (frameworks run the GET view for it).
+        """
+        methods = self.protected_methods
+        if method not in methods:
+            method = method.upper()
+            if method not in methods and not (method == "HEAD" and "GET" in methods):
+                return False
+        return self.protects_path(path)
+
+    def protects_path(self, path: str) -> bool:
+        """True when ``path``, in any spelling a router may treat as the same, is protected.
+
+        Beyond the prefixes themselves: ``/signup`` when ``/signup/`` is listed, and paths with
+        ``//`` or dot segments, which some routers and proxies normalise. Only ever adds
+        protection.
+        """
+        paths = self.protected_paths
+        if path.startswith(paths) or path in self._exact_paths:
+            return True
+        if "//" in path or "/." in path:
+            normal = posixpath.normpath(_SLASHES.sub("/", path))
+            return normal.startswith(paths) or normal in self._exact_paths
+        return False
+
+    @property
+    def _exact_paths(self) -> frozenset[str]:
+        return self.__dict__["_exact"]  # type: ignore[no-any-return]
 
     def replace(self, **changes: Any) -> Config:
         """A copy with some fields changed, validated again."""

@@ -28,8 +28,6 @@ import asyncio
 import json
 import logging
 import os
-import posixpath
-import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from urllib.parse import parse_qsl
@@ -47,7 +45,6 @@ __all__ = ["FailOpenMiddleware"]
 logger = logging.getLogger("failopen.asgi")
 
 _Route = Callable[["raw.Scope", "raw.Receive"], Awaitable["raw.Response | None"]]
-_SLASHES = re.compile("/{2,}")
 
 
 def _other_spelling(path: str, root_path: str) -> str:
@@ -56,11 +53,6 @@ def _other_spelling(path: str, root_path: str) -> str:
     if not root_path:
         return path
     return path[len(root_path):] if path.startswith(root_path) else root_path + path
-
-
-def _normalised(path: str) -> str:
-    """Runs of slashes merged and dot segments resolved, as some routers and proxies do."""
-    return posixpath.normpath(_SLASHES.sub("/", path))
 
 
 def _check_prefix(prefix: object) -> str:
@@ -98,12 +90,7 @@ class FailOpenMiddleware:
             raise ConfigError("FAILOPEN_TOKEN_HEADER: an HTTP header name is plain ASCII")
         # Everything a request needs is computed here: a route that is not protected then costs
         # a few comparisons.
-        self._paths = config.protected_paths
-        # "/signup/" also guards "/signup" exactly: many routers answer both spellings.
-        self._exact = frozenset(p.rstrip("/") for p in self._paths if len(p) > 1 and p[-1] == "/")
-        # HEAD runs the GET view in Starlette and Django alike.
-        methods = set(config.protected_methods)
-        self._methods = frozenset(methods | {"HEAD"} if "GET" in methods else methods)
+        self._is_protected = config.is_protected  # any method case, HEAD with GET, path spellings
         self._token_header = config.token_header.strip().lower().encode("ascii")
         self._internal_error = Decision(
             allow=False, bypassed=False, outcome="internal_error",
@@ -140,21 +127,12 @@ class FailOpenMiddleware:
             await self._answer(route, scope, receive, send)
             return
         # Django upper-cases the method it routes on: "post" runs the POST view.
-        if scope["method"].upper() in self._methods and self._protects(path, other):
+        method = scope["method"]
+        if self._is_protected(method, path) or (
+                other != path and self._is_protected(method, other)):
             await self._guarded(scope, receive, send, path)
             return
         await self.app(scope, receive, send)
-
-    def _protects(self, path: str, other: str) -> bool:
-        """True when any spelling the app could route to a protected view names one."""
-        for candidate in (path, other):
-            if candidate.startswith(self._paths) or candidate in self._exact:
-                return True
-            if "//" in candidate or "/." in candidate:
-                normal = _normalised(candidate)
-                if normal.startswith(self._paths) or normal in self._exact:
-                    return True
-        return False
 
     # --- protected routes -------------------------------------------------------------------
 

@@ -200,3 +200,32 @@ def test_string_settings_must_be_non_empty_strings(field: str, value: object) ->
     with pytest.raises(ConfigError, match=env_name(field)) as caught:
         Config(**{field: value})  # type: ignore[arg-type]
     assert repr(value) not in str(caught.value) or value == ""
+
+
+@pytest.mark.parametrize(("method", "path", "expected"), [
+    ("POST", "/accounts/login/", True),
+    ("post", "/accounts/login/", True),      # servers pass it through; frameworks route it as POST
+    ("POST", "/accounts/login/x", True),
+    ("POST", "/accounts/login", True),       # routers often answer both spellings
+    ("POST", "//accounts//login/", True),
+    ("POST", "/accounts/./login/", True),
+    ("POST", "/x/../accounts/login/", True),
+    ("POST", "/accounts/logout/", False),
+    ("POST", "/accounts/log", False),
+    ("GET", "/accounts/login/", False),
+    ("HEAD", "/accounts/login/", False),
+    ("POST", "/", False),
+])
+def test_is_protected_covers_every_spelling_of_a_protected_route(
+    method: str, path: str, expected: bool
+) -> None:
+    config = Config(protected_paths=("/accounts/login/",), verify_url="https://v.example.com/",
+                    private_key="k")
+    assert config.is_protected(method, path) is expected
+
+
+def test_head_is_protected_wherever_get_is() -> None:
+    config = Config(protected_paths=("/search/",), protected_methods={"GET"},
+                    verify_url="https://v.example.com/", private_key="k")
+    assert config.is_protected("HEAD", "/search/") and config.is_protected("head", "/search/")
+    assert config.protected_methods == frozenset({"GET"}), "the setting itself is not rewritten"
