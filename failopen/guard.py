@@ -86,6 +86,7 @@ class OutageConfirmer:
         renew_locks_after_fork(self, "_lock")
         self._clock = clock
         self._cache: TTLCache[str, bool] = TTLCache(maxsize=1, ttl=ttl, timer=clock.monotonic)
+        self._pending: tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]] | None = None
         self.requests = 0
 
     def fresh(self) -> bool:
@@ -105,10 +106,24 @@ class OutageConfirmer:
         return not self._watcher.flag.state.enforce
 
     async def aconfirm(self) -> bool:
-        """Async twin of :meth:`confirm`; the rare uncached check runs on a worker thread."""
+        """Async twin of :meth:`confirm`; the rare uncached check runs on a worker thread.
+
+        Callers on one event loop share one pending check: a flood of failing verifies would
+        otherwise queue a thread-pool job each, all blocked on the lock, starving the loop's
+        default executor (DNS lookups, ``to_thread``) for up to the status timeout.
+        """
         if self.fresh():
             return not self._watcher.flag.state.enforce
-        return await asyncio.get_running_loop().run_in_executor(None, self.confirm)
+        loop = asyncio.get_running_loop()
+        pending = self._pending
+        if pending is not None and pending[0] is loop and not pending[1].done():
+            future = pending[1]
+        else:
+            future = loop.run_in_executor(None, self.confirm)
+            self._pending = (loop, future)
+        # Shielded: one caller giving up (a client gone) must not cancel everyone's check.
+        await asyncio.shield(future)
+        return not self._watcher.flag.state.enforce
 
     def _check(self) -> None:
         self.requests += 1

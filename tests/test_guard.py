@@ -328,3 +328,31 @@ def test_bypass_that_fails_defers_to_decide(caplog: pytest.LogCaptureFixture) ->
     guard.flag = Broken()  # type: ignore[assignment]
     assert guard.bypass(path="/login") is None
     assert "deciding with the token instead" in caplog.text
+
+
+@pytest.mark.anyio
+async def test_async_callers_share_one_pending_check_instead_of_a_thread_each() -> None:
+    import asyncio
+
+    clock = FakeClock()
+    flag = EnforcementFlag(clock=clock)
+    source = Source(report("major_outage"))
+    source.gate = threading.Event()
+    watcher = StatusWatcher(source, flag, clock=clock)
+    calls = 0
+
+    class Counting(OutageConfirmer):
+        def confirm(self) -> bool:
+            nonlocal calls
+            calls += 1
+            return super().confirm()
+
+    confirmer = Counting(source, watcher, ttl=10.0, clock=clock)
+    tasks = [asyncio.create_task(confirmer.aconfirm()) for _ in range(200)]
+    await asyncio.sleep(0.05)
+    tasks[0].cancel()  # one caller gone must not cancel the check the others wait for
+    source.gate.set()
+    results = await asyncio.gather(*tasks[1:])
+    assert all(results), "the confirmed outage reaches every waiting caller"
+    assert calls == 1, f"{calls} thread-pool jobs for one check"
+    assert source.calls == 1
