@@ -11,6 +11,11 @@
 ``failopen.W003``  FailOpenMiddleware is not in MIDDLEWARE (nothing is protected)
 ``failopen.W004``  override endpoint enabled, but nobody can authenticate to it
 ``failopen.W005``  no protected paths: the middleware checks nothing
+``failopen.W006``  the failopen URLs are not in the URLconf (no flag endpoint, no script tag)
+``failopen.W007``  a protected path covers failopen's own endpoints (an override would need a
+                   token from the vendor that is down)
+``failopen.W008``  a protected path's view is also routed where no protected path reaches
+                   (an alias, a translated URL, a case-insensitive regex): a way around
 =================  ===============================================================================
 """
 
@@ -23,12 +28,12 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
-from django.urls import Resolver404, resolve
+from django.urls import NoReverseMatch, reverse
 
 from failopen.config import Config
 from failopen.exceptions import ConfigError
 
-from . import conf
+from . import conf, routes
 
 __all__ = ["check_settings", "register"]
 
@@ -82,13 +87,15 @@ def _check_config(config: Config) -> list[checks.CheckMessage]:
             "FAILOPEN['PROTECTED_PATHS'] is empty: the middleware protects nothing.",
             hint=_WHERE.format(key="PROTECTED_PATHS"), id="failopen.W005"))
     for path in config.protected_paths:
-        if not _routes(path):
+        if not routes.prefix_is_routed(path):
             found.append(checks.Warning(
                 f"protected path {path!r} matches no URL pattern.",
                 hint="Check FAILOPEN['PROTECTED_PATHS'] against urls.py (prefixes, with the "
                      "trailing slash if the URL has one).", id="failopen.W001"))
     if config.override_endpoint:
         found += _check_override(config)
+    found += _check_own_urls(config)
+    found += _check_aliases(config)
     if _MIDDLEWARE not in getattr(settings, "MIDDLEWARE", ()):
         found.append(checks.Warning(
             "FailOpenMiddleware is not in MIDDLEWARE: no request is checked.",
@@ -106,20 +113,45 @@ def _check_override(config: Config) -> list[checks.CheckMessage]:
             "answered sees.",
             hint=_WHERE.format(key="STORE") + " to a shared store (file:///path, redis://).",
             id="failopen.W002"))
-    if config.admin_token is None and not apps.is_installed("django.contrib.auth"):
+    # Staff sign in through request.user, which AuthenticationMiddleware (or a subclass) sets.
+    sessions = apps.is_installed("django.contrib.auth") and any(
+        m.endswith("AuthenticationMiddleware") for m in getattr(settings, "MIDDLEWARE", ()))
+    if config.admin_token is None and not sessions:
         found.append(checks.Warning(
-            "the override endpoint is enabled but nobody can authenticate to it (no ADMIN_TOKEN "
-            "and django.contrib.auth is not installed).",
+            "the override endpoint is enabled but nobody can authenticate to it (no ADMIN_TOKEN, "
+            "and no staff sign-in: django.contrib.auth with AuthenticationMiddleware).",
             hint=_WHERE.format(key="ADMIN_TOKEN"), id="failopen.W004"))
     return found
 
 
-def _routes(prefix: str) -> bool:
-    """True when the prefix itself resolves (a protected path is usually a view's URL)."""
+def _check_own_urls(config: Config) -> list[checks.CheckMessage]:
     try:
-        resolve(prefix)
-    except Resolver404:
-        return False
+        flag_url = reverse("failopen:flag")
+        override_url = reverse("failopen:override")
+    except NoReverseMatch:
+        return [checks.Warning(
+            "the failopen URLs are not in the URLconf: browsers cannot read the flag, and "
+            "{% failopen_script %} renders nothing.",
+            hint='Add path("failopen/", include("failopen.integrations.django.urls")) to '
+                 "urls.py.", id="failopen.W006")]
     except Exception:  # a broken URLconf has checks of its own
-        return True
-    return True
+        return []
+    covered = [url for url, method, used in ((flag_url, "GET", True),
+                                              (override_url, "POST", config.override_endpoint))
+               if used and config.is_protected(method, url)]
+    if not covered:
+        return []
+    return [checks.Warning(
+        f"FAILOPEN['PROTECTED_PATHS'] covers failopen's own {', '.join(covered)}: it would "
+        "need an enforcement token, which is what an outage takes away.",
+        hint="Narrow PROTECTED_PATHS to the views that need a token (the log-in and sign-up "
+             "URLs).", id="failopen.W007")]
+
+
+def _check_aliases(config: Config) -> list[checks.CheckMessage]:
+    return [checks.Warning(
+        f"the view of protected path {path!r} is also routed at {route!r}, which no protected "
+        "path covers: requests there reach it unchecked.",
+        hint="Add that route's prefix to FAILOPEN['PROTECTED_PATHS'] (a route read as "
+             "written, up to its first converter or regex).",
+        id="failopen.W008") for path, route in routes.unguarded_aliases(config)]

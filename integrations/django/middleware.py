@@ -1,7 +1,15 @@
 """``FailOpenMiddleware``: asks the guard about protected requests; passes the rest straight on.
 
 Sync- and async-capable (``sync_capable = async_capable = True``): Django runs it natively in
-both stacks, never through a thread or an event-loop adapter.
+both stacks, never through a thread or an event-loop adapter. The async path sends only what
+blocks (parsing a form body, rendering a REJECT_VIEW template) to a worker thread.
+
+Where in ``MIDDLEWARE``: after any middleware that rewrites ``request.path_info`` or
+``request.method`` (a path-prefix stripper, a method override), because the guard judges the
+path and method it sees and the URL resolver routes the ones it gets later. Its place relative
+to ``CommonMiddleware``, ``CsrfViewMiddleware`` and ``LocaleMiddleware`` does not matter: none
+of them changes either, ``/login`` is protected with ``/login/``, and ``/fr/login/`` with
+``/login/``.
 """
 
 # Django ships no type information: its names are Any here.
@@ -14,7 +22,10 @@ from typing import Any
 
 from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
+from django.utils.translation import get_language_from_path
 
+from failopen.config import Config
 from failopen.guard import Decision
 from failopen.web import (
     prefers_json,
@@ -96,7 +107,7 @@ class FailOpenMiddleware:
         if self.async_mode:
             return self.__acall__(request)
         settings = conf.loaded()
-        if not settings.is_protected(request.method, request.path_info):
+        if not _is_protected(settings, request):
             request.failopen = None
             return self.get_response(request)
         if settings.config is None:
@@ -107,7 +118,8 @@ class FailOpenMiddleware:
                 client = request.META.get("REMOTE_ADDR", "")
                 # With enforcement off the token is never looked at: skip parsing the body.
                 decision = runtime.bypass(path=path, client=client) or runtime.decide(
-                    _token(request, settings), path=path, client=client)
+                    _token_from_header(request, settings)
+                    or _token_from_body(request, settings.config), path=path, client=client)
             except Exception:
                 decision = _failed(settings)
         request.failopen = RequestDecision(decision)
@@ -125,7 +137,7 @@ class FailOpenMiddleware:
     async def __acall__(self, request: HttpRequest) -> Any:
         """The async twin of ``__call__``: the same steps, awaiting the guard and the view."""
         settings = conf.loaded()
-        if not settings.is_protected(request.method, request.path_info):
+        if not _is_protected(settings, request):
             request.failopen = None
             return await self.get_response(request)
         if settings.config is None:
@@ -135,7 +147,9 @@ class FailOpenMiddleware:
                 runtime, path = conf.runtime(), request.path_info
                 client = request.META.get("REMOTE_ADDR", "")
                 decision = runtime.bypass(path=path, client=client) or await runtime.adecide(
-                    _token(request, settings), path=path, client=client)
+                    _token_from_header(request, settings)
+                    # Parsing a form may spool file parts to disk: not on the event loop.
+                    or await _body_reader(request, settings.config), path=path, client=client)
             except Exception:
                 decision = _failed(settings)
         request.failopen = RequestDecision(decision)
@@ -145,10 +159,37 @@ class FailOpenMiddleware:
         if view is not None:
             call = view if iscoroutinefunction(view) else sync_to_async(view)
             try:
-                return _finish_custom(await call(request, decision), decision)
+                # A TemplateResponse renders templates (file I/O) here: on a worker thread.
+                return await sync_to_async(_finish_custom)(await call(request, decision),
+                                                           decision)
             except Exception:
                 logger.exception("failopen REJECT_VIEW failed; answering with the default page")
         return rejection(request, decision)
+
+
+def _is_protected(settings: conf.Loaded, request: HttpRequest) -> bool:
+    """True when the guard must decide. ``path_info``: the path the URL resolver will route.
+
+    Under ``i18n_patterns`` the view of ``/login/`` also answers ``/fr/login/`` (and, without
+    ``prefix_default_language=False``, only there): a listed path is protected under every
+    language prefix, or a prefix would be a way around the guard. Only ever adds protection.
+    """
+    method, path = request.method, request.path_info
+    if settings.is_protected(method, path):
+        return True
+    end = path.find("/", 1)
+    # The cheap test first (most requests are GETs, which stop at the method): only then ask
+    # whether the first segment names one of LANGUAGES (always None without USE_I18N).
+    return (end != -1 and settings.is_protected(method, path[end:])
+            and _names_language(path))
+
+
+def _names_language(path: str) -> bool:
+    try:
+        return get_language_from_path(path) is not None
+    except Exception:  # LANGUAGES unusable: the path may be a language's view, so guard it
+        logger.exception("failopen cannot read the language prefix; guarding %r", path)
+        return True
 
 
 def _failed(settings: conf.Loaded) -> Decision:
@@ -157,13 +198,14 @@ def _failed(settings: conf.Loaded) -> Decision:
     return conf.unavailable(settings.config.retry_after)
 
 
-def _token(request: HttpRequest, settings: conf.Loaded) -> str | None:
-    """The token from the header, else from the body's field. Never raises: unreadable is None."""
+def _token_from_header(request: HttpRequest, settings: conf.Loaded) -> str | None:
+    """The token from the configured header, if the request has one."""
     token = request.META.get(settings.token_meta_key)
-    if token:
-        return token  # type: ignore[no-any-return]
-    config = settings.config
-    assert config is not None
+    return token or None
+
+
+def _token_from_body(request: HttpRequest, config: Config) -> str | None:
+    """The token from the body's field. Never raises: an unreadable body carries no token."""
     try:
         if request.method == "POST" and request.content_type in _FORMS:
             # request.POST, not our own parser: the view reads the same parsed form afterwards,
@@ -179,6 +221,12 @@ def _token(request: HttpRequest, settings: conf.Loaded) -> str | None:
         return None
 
 
+async def _body_reader(request: HttpRequest, config: Config) -> str | None:
+    """``_token_from_body`` on a worker thread (looked up per call, so tests can watch it)."""
+    reader = sync_to_async(_token_from_body, thread_sensitive=False)
+    return await reader(request, config)
+
+
 def rejection(request: HttpRequest, decision: Decision) -> HttpResponse:
     """failopen's own rejection: JSON for API clients, else a small HTML page."""
     as_json = prefers_json(request.META.get("HTTP_ACCEPT"), request.META.get("CONTENT_TYPE"))
@@ -189,8 +237,18 @@ def rejection(request: HttpRequest, decision: Decision) -> HttpResponse:
     return response
 
 
-def _finish_custom(response: Any, decision: Decision) -> Any:
-    """A site's REJECT_VIEW page is never cached, and a 503 still says when to retry."""
+def _finish_custom(response: Any, decision: Decision) -> HttpResponseBase:
+    """A site's REJECT_VIEW page is never cached, and a 503 still says when to retry.
+
+    Rendered here: an unrendered TemplateResponse returned from a middleware is never rendered
+    by Django and fails in the server, outside our fallback. Raises on anything else than a
+    response, which the caller answers with the default page.
+    """
+    if not isinstance(response, HttpResponseBase):
+        raise TypeError(f"REJECT_VIEW returned {type(response).__name__}, not a response")
+    render = getattr(response, "render", None)
+    if render is not None and not getattr(response, "is_rendered", True):
+        render()
     if not response.has_header("Cache-Control"):
         response["Cache-Control"] = "no-store"
     if decision.retry_after is not None and not response.has_header("Retry-After"):

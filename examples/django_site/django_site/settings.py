@@ -33,6 +33,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
+    # Last, or at least after anything that rewrites request.path_info or request.method: the
+    # guard must judge the path and method the URL resolver will route.
     "failopen.integrations.django.middleware.FailOpenMiddleware",
 ]
 

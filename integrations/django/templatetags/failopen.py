@@ -30,7 +30,8 @@ register = template.Library()
 def failopen_script(context: Any) -> str:
     """``<script src=".../failopen/failopen.js" defer data-failopen-...>``, with the CSP nonce.
 
-    The nonce comes from ``request.csp_nonce`` (django-csp) when the template has a request.
+    The nonce comes from ``request.csp_nonce`` (django-csp) when the template has a request,
+    else from the context's ``csp_nonce`` (Django 6's CSP context processor).
     """
     try:
         config = conf.config()
@@ -38,11 +39,20 @@ def failopen_script(context: Any) -> str:
         # The page still renders; protected routes answer 503 and the checks name the setting.
         logger.error("failopen settings unusable; the snippet's script tag is left out")
         return ""
-    attributes: dict[str, str] = snippet_attributes(config, flag_url=reverse("failopen:flag"))
-    nonce = getattr(context.get("request"), "csp_nonce", None)
+    try:
+        flag_url, src = reverse("failopen:flag"), static("failopen/failopen.js")
+    except Exception:
+        # NoReverseMatch (the failopen URLs not included), or a manifest storage that has no
+        # failopen/failopen.js (collectstatic without SnippetFinder): a page of the site must
+        # not fail for the tag. The snippet missing means the browser is not told to skip the
+        # challenge: the safe side.
+        logger.exception("failopen_script: cannot build the script tag; it is left out")
+        return ""
+    attributes: dict[str, str] = snippet_attributes(config, flag_url=flag_url)
+    # django-csp sets it on the request; Django 6's own CSP puts it in the template context.
+    nonce = getattr(context.get("request"), "csp_nonce", None) or context.get("csp_nonce")
     if nonce:
         attributes["nonce"] = str(nonce)
     # flatatt escapes every value; src and defer first, as people write them.
-    rendered: str = format_html('<script src="{}" defer{}></script>',
-                                static("failopen/failopen.js"), flatatt(attributes))
+    rendered: str = format_html('<script src="{}" defer{}></script>', src, flatatt(attributes))
     return rendered

@@ -1,0 +1,135 @@
+"""Which URLs a protected path reaches, read from the URLconf (for the system checks).
+
+Routes are read as written (``users/<int:pk>/``, ``^api/v(?P<v>[0-9]+)/``) up to their first
+converter or regex syntax: a guess that errs towards warning less for W001 (a prefix that
+matches no URL) and more for W008 (a protected view routed where no protected path reaches).
+"""
+
+# Django ships no type information: its names are Any here.
+# mypy: disable-error-code="import-untyped"
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from django.conf import settings
+from django.urls import Resolver404, URLResolver, get_resolver
+from django.utils import translation
+
+from failopen.config import Config
+
+__all__ = ["prefix_is_routed", "unguarded_aliases"]
+
+# Where a route stops being literal text: a converter, or regex syntax.
+_SYNTAX = re.compile(r"[<(\[\\.*+?{|$]")
+
+
+def _languages() -> list[str]:
+    return [code for code, _ in settings.LANGUAGES] if settings.USE_I18N else []
+
+
+def prefix_is_routed(prefix: str) -> bool:
+    """True when some URL of the project starts with the prefix (a prefix protects those).
+
+    The prefix resolves, or an ``include()`` or a route with converters or a regex begins with
+    it (``/users/`` for ``users/<int:pk>/``; routes read as written, so this only ever warns
+    less). Under ``i18n_patterns`` a prefix counts when it routes after a language prefix: the
+    middleware protects ``/fr/login/`` when ``/login/`` is listed, so ``/login/`` is the one to
+    list.
+    """
+    try:
+        resolver = get_resolver()
+        if _reaches(resolver, prefix):
+            return True
+        for code in _languages():
+            # i18n_patterns match the active language's prefix only, as LocaleMiddleware sets it.
+            with translation.override(code):
+                if _reaches(resolver, f"/{code}{prefix}"):
+                    return True
+    except Exception:  # a broken URLconf has checks of its own
+        return True
+    return False
+
+
+def _reaches(resolver: URLResolver, path: str) -> bool:
+    try:
+        resolver.resolve(path)
+    except Resolver404:
+        return _starts_below(resolver, path)
+    return True
+
+
+def _starts_below(resolver: URLResolver, path: str) -> bool:
+    """True when a URL under ``resolver`` starts with ``path``."""
+    match = resolver.pattern.match(path)
+    if not match:
+        return _route_text(resolver.pattern).startswith(path)
+    rest: str = match[0]
+    return rest == "" or any(
+        _starts_below(child, rest) if isinstance(child, URLResolver)
+        else _route_text(child.pattern).startswith(rest)
+        for child in resolver.url_patterns)
+
+
+def _route_text(pattern: Any) -> str:
+    """A pattern as written (``users/<int:pk>/``, ``^users/$``), without the leading anchor."""
+    return str(pattern).removeprefix("^")
+
+
+def unguarded_aliases(config: Config) -> list[tuple[str, str]]:
+    """``(protected path, route)`` for each other route to a protected path's view that the
+    middleware does not guard: an alias, a translated URL, a case-insensitive regex."""
+    found: dict[str, tuple[str, str]] = {}
+    try:
+        resolver = get_resolver()
+        for code in [translation.get_language(), *_languages()]:
+            with translation.override(code):  # translated routes and language prefixes
+                views = _protected_views(resolver, config, code)
+                for route, view in _routes_of(resolver, views.keys(), ""):
+                    if route not in found and not _covered(config, route):
+                        found[route] = (views[view], route)
+    except Exception:  # a broken URLconf has checks of its own
+        return []
+    return list(found.values())
+
+
+def _protected_views(resolver: URLResolver, config: Config, code: str | None) -> dict[Any, str]:
+    views: dict[Any, str] = {}
+    for path in config.protected_paths:
+        for spelling in (path, f"/{code}{path}") if code else (path,):
+            try:
+                views.setdefault(_view_key(resolver.resolve(spelling).func), path)
+            except Resolver404:
+                continue
+    return views
+
+
+def _view_key(view: Any) -> Any:
+    # as_view() makes a new function per route: the class is what is routed twice.
+    return getattr(view, "view_class", view)
+
+
+def _routes_of(resolver: URLResolver, views: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    """``("/route/", view)`` for each pattern routing to one of ``views``, read literally."""
+    for child in resolver.url_patterns:
+        text = prefix + _literal(child.pattern)
+        if isinstance(child, URLResolver):
+            yield from _routes_of(child, views, text)
+        elif _view_key(child.callback) in views:
+            yield "/" + text, _view_key(child.callback)
+
+
+def _literal(pattern: Any) -> str:
+    """The fixed start of a pattern: up to its first converter or regex syntax."""
+    return _SYNTAX.split(_route_text(pattern), maxsplit=1)[0]
+
+
+def _covered(config: Config, route: str) -> bool:
+    """True when the middleware guards ``route`` (what ``middleware._is_protected`` checks)."""
+    if config.protects_path(route):
+        return True
+    end = route.find("/", 1)
+    return (end != -1 and config.protects_path(route[end:])
+            and translation.get_language_from_path(route) is not None)
