@@ -68,6 +68,7 @@ class Config:
 
     # Decisions.
     mode: Literal["enforce", "shadow"] = "enforce"
+    audit: Literal["each", "summary"] = "summary"
     confirm_ttl: float = 10.0
     retry_after: int = 5
     store: str = "memory:"
@@ -292,6 +293,7 @@ def _check_field(name: str, value: Any) -> None:
     checks: dict[str, Callable[[Any], None]] = {
         "poll_jitter": lambda v: _fraction(name, v),
         "mode": lambda v: _choice(name, v, ("enforce", "shadow")),
+        "audit": lambda v: _choice(name, v, ("each", "summary")),
         "store": lambda v: _store(name, v),
         "protected_paths": lambda v: _paths(name, v),
         "token_field": lambda v: _nonempty(name, v),

@@ -143,6 +143,7 @@ def run_demo(*, step: float = 0.6, out: TextIO | None = None) -> int:
             # asleep through the recovery scene after the status page errors.
             backoff_max=interval,
             store_refresh=interval,
+            audit="each",  # a handful of requests: show every bypass, not a summary
         )
 
         last_seen: list[tuple[object, ...]] = [()]

@@ -27,6 +27,7 @@ from typing import Any, Literal, cast
 from cachetools import TTLCache
 
 from failopen._forksafe import renew_locks_after_fork
+from failopen.audit import BypassAudit
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.exceptions import StatusError
 from failopen.flag import EnforcementFlag
@@ -150,8 +151,12 @@ class Guard:
         *,
         mode: Literal["enforce", "shadow"] = "enforce",
         retry_after: int = 5,
+        audit: BypassAudit | None = None,
     ) -> None:
         self.flag = flag
+        self.audit = audit if audit is not None else BypassAudit()
+        # What was counted under one flag state is written before the next one begins.
+        flag.add_listener(lambda old, new: self.audit.flush())
         self.verifier = verifier
         self.confirmer = confirmer
         self.mode = mode
@@ -222,7 +227,8 @@ class Guard:
     def _bypass_flag_off(self, path: str, client: str) -> Decision:
         state = self.flag.state
         cached = self._bypass_for
-        if cached is not None and cached[0] is state:
+        first = cached is None or cached[0] is not state
+        if cached is not None and not first:
             decision = cached[1]
         else:
             decision = Decision(
@@ -230,7 +236,7 @@ class Guard:
                 reason=f"enforcement off ({state.source}): {state.reason}",
             )
             self._bypass_for = (state, decision)
-        return self._finish(decision, path, client)
+        return self._finish(decision, path, client, first=first)
 
     def _before_verify(self, token: str | None, path: str, client: str) -> Decision | None:
         """The decision when no verify call is needed: flag off, or no usable token."""
@@ -278,12 +284,14 @@ class Guard:
             status_code=status, retry_after=retry_after,
         )
 
-    def _finish(self, decision: Decision, path: str, client: str) -> Decision:
+    def _finish(
+        self, decision: Decision, path: str, client: str, *, first: bool = True
+    ) -> Decision:
         if self.mode == "shadow":
             decision = self._shadow(decision, path, client)
         self._count(decision.outcome)
         if decision.bypassed:
-            audit.warning("bypass path=%r client=%r reason=%s", path, client, decision.reason)
+            self.audit.record(path, client, decision.reason, first=first)
         elif not decision.allow:
             if logger.isEnabledFor(logging.INFO):
                 logger.info("reject path=%r status=%d reason=%s", path, decision.status_code,

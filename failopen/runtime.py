@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from failopen.audit import BypassAudit
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.config import Config
 from failopen.exceptions import ConfigError
@@ -98,7 +99,8 @@ class FailOpen:
         self.verifier: Verifier = verifier if verifier is not None else _NoVerifier()
         self.confirmer = confirmer
         self.guard = Guard(
-            self.flag, self.verifier, confirmer, mode=config.mode, retry_after=config.retry_after
+            self.flag, self.verifier, confirmer, mode=config.mode, retry_after=config.retry_after,
+            audit=BypassAudit(config.audit, clock=clock),
         )
 
     @classmethod
@@ -131,6 +133,7 @@ class FailOpen:
         """Stop the watcher and release the sync connections."""
         self._stopped = True
         self.watcher.stop()
+        self.guard.audit.flush()
         if self.status is not None:
             self.status.close()
         close = getattr(self.verifier, "close", None)

@@ -48,6 +48,7 @@ ENV_TABLE: dict[str, tuple[str, object]] = {
     "token_field": ("tok", "tok"),
     "token_header": ("X-Tok", "X-Tok"),
     "mode": ("shadow", "shadow"),
+    "audit": ("each", "each"),
     "confirm_ttl": ("2.5", 2.5),
     "retry_after": ("9", 9),
     "store": ("file:///tmp/override.json", "file:///tmp/override.json"),

@@ -1,0 +1,104 @@
+"""The audit trail of bypasses, on the ``failopen.audit`` logger.
+
+Every bypass is recorded. How it is written is ``FAILOPEN_AUDIT``:
+
+- ``summary`` (default): the first bypass after the flag changes is written at once, in full;
+  the rest are counted and written as one line per ``interval`` (how many, which paths, how many
+  distinct clients and the busiest ones), and when the flag changes again. A log record costs
+  tens of microseconds in a real server, which during an outage is most of what a bypassed
+  request costs; a counter costs a fraction of one.
+- ``each``: one line per bypassed request, with its path, client and reason.
+
+Bypasses that follow a confirmed outage of the verify call itself (not the flag) are rare and
+always written in full.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Literal
+
+from failopen._forksafe import renew_locks_after_fork
+from failopen.clock import SYSTEM_CLOCK, Clock
+
+__all__ = ["AuditMode", "BypassAudit"]
+
+audit = logging.getLogger("failopen.audit")
+
+AuditMode = Literal["each", "summary"]
+
+# Paths and clients are chosen by the caller: a flood of distinct ones must not grow memory.
+_MAX_KEYS = 1000
+_OTHER = "<other>"
+_TOP = 5
+
+
+class BypassAudit:
+    """Writes bypasses to the audit log, one by one or summarised. Thread-safe; never raises."""
+
+    def __init__(
+        self,
+        mode: AuditMode = "summary",
+        *,
+        interval: float = 10.0,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.mode = mode
+        self.interval = interval
+        self._clock = clock
+        self._lock = threading.Lock()
+        renew_locks_after_fork(self, "_lock")
+        self._paths: dict[str, int] = {}
+        self._clients: dict[str, int] = {}
+        self._total = 0
+        self._since: float | None = None
+
+    def __repr__(self) -> str:
+        return f"BypassAudit(mode={self.mode!r}, interval={self.interval:g})"
+
+    def record(self, path: str, client: str, reason: str, *, first: bool = False) -> None:
+        """One bypassed request. ``first``: the first since the flag changed (written in full)."""
+        if self.mode == "each" or first:
+            audit.warning("bypass path=%r client=%r reason=%s", path, client, reason)
+            if self.mode == "each":
+                return
+        now = self._clock.monotonic()
+        with self._lock:
+            self._total += 1
+            _bump(self._paths, path)
+            _bump(self._clients, client)
+            if self._since is None:
+                self._since = now
+            due = now - self._since >= self.interval
+            summary = self._take(now) if due else None
+        if summary is not None:
+            audit.warning(*summary)
+
+    def flush(self) -> None:
+        """Write what is counted but not yet written (the flag changed, or shutting down)."""
+        with self._lock:
+            summary = self._take(self._clock.monotonic()) if self._total else None
+        if summary is not None:
+            audit.warning(*summary)
+
+    def _take(self, now: float) -> tuple[object, ...]:
+        """The summary line's format and arguments; resets the counters (lock held)."""
+        span = now - (self._since if self._since is not None else now)
+        paths, clients, total = self._paths, self._clients, self._total
+        self._paths, self._clients, self._total, self._since = {}, {}, 0, None
+        return (
+            "bypass summary: %d requests in %.0fs; paths=%s; %d distinct clients, busiest=%s",
+            total, span, _top(paths), len(clients) - (_OTHER in clients), _top(clients),
+        )
+
+
+def _bump(counts: dict[str, int], key: str) -> None:
+    if key not in counts and len(counts) >= _MAX_KEYS:
+        key = _OTHER
+    counts[key] = counts.get(key, 0) + 1
+
+
+def _top(counts: dict[str, int]) -> str:
+    busiest = sorted(counts.items(), key=lambda item: -item[1])[:_TOP]
+    return "{" + ", ".join(f"{key!r}: {count}" for key, count in busiest) + "}"
