@@ -101,3 +101,15 @@ def test_config_audit_must_be_each_or_summary() -> None:
     assert Config().audit == "summary"
     with pytest.raises(ConfigError, match="FAILOPEN_AUDIT: expected one of each, summary"):
         Config(audit="some")  # type: ignore[arg-type]
+
+
+def test_stopping_failopen_writes_what_is_still_counted(caplog: pytest.LogCaptureFixture) -> None:
+    from failopen.runtime import FailOpen
+
+    clock = FakeClock()
+    runtime = FailOpen(Config(protected_paths=("/login",)), verifier=Refuse(), clock=clock)
+    runtime.flag.force_off("vendor down")
+    for _ in range(3):
+        assert runtime.guard.decide(None, path="/login").bypassed
+    runtime.stop()
+    assert lines(caplog)[-1].startswith("bypass summary: 3 requests")
