@@ -34,7 +34,7 @@ from failopen.flag import EnforcementFlag
 from failopen.verify import Verifier, VerifyOutcome, VerifyResult
 from failopen.watcher import StatusSource, StatusWatcher
 
-__all__ = ["Decision", "Guard", "OutageConfirmer", "Outcome"]
+__all__ = ["Decision", "Guard", "OutageConfirmer", "Outcome", "fail_closed"]
 
 logger = logging.getLogger("failopen.guard")
 audit = logging.getLogger("failopen.audit")
@@ -68,6 +68,13 @@ class Decision:
             "reason": self.reason,
             "shadow": self.shadow,
         }
+
+
+def fail_closed(reason: str, *, retry_after: int) -> Decision:
+    """The refusal when failopen itself cannot decide (a bug, unusable settings): 503, never a
+    bypass. The guard and both adapters answer it alike."""
+    return Decision(allow=False, bypassed=False, outcome="internal_error", reason=reason,
+                    status_code=503, retry_after=retry_after)
 
 
 class OutageConfirmer:
@@ -320,4 +327,4 @@ class Guard:
         # A bug in failopen must not open the gate: fall back to refusing, and say so loudly.
         logger.exception("failopen guard failed; refusing the request")
         self._count("internal_error")
-        return self._reject(503, "internal_error", "failopen internal error")
+        return fail_closed("failopen internal error", retry_after=self.retry_after)

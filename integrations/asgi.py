@@ -35,7 +35,7 @@ from urllib.parse import parse_qsl
 from failopen import web
 from failopen.config import Config
 from failopen.exceptions import ConfigError
-from failopen.guard import Decision
+from failopen.guard import Decision, fail_closed
 from failopen.runtime import FailOpen
 
 from . import _asgi_body as raw
@@ -92,10 +92,8 @@ class FailOpenMiddleware:
         # a few comparisons.
         self._is_protected = config.is_protected  # any method case, HEAD with GET, path spellings
         self._token_header = config.token_header.strip().lower().encode("ascii")
-        self._internal_error = Decision(
-            allow=False, bypassed=False, outcome="internal_error",
-            reason="failopen internal error", status_code=503, retry_after=config.retry_after,
-        )
+        self._internal_error = fail_closed("failopen internal error",
+                                           retry_after=config.retry_after)
         self._routes: dict[str, _Route] = {prefix + "/flag": self._flag,
                                            prefix + "/failopen.js": self._snippet}
         if config.admin_token:  # otherwise the route does not exist: the app answers

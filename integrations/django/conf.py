@@ -24,7 +24,7 @@ from django.utils.module_loading import import_string
 
 from failopen.config import Config
 from failopen.exceptions import ConfigError
-from failopen.guard import Decision
+from failopen.guard import Decision, fail_closed
 from failopen.runtime import FailOpen
 
 __all__ = [
@@ -184,9 +184,7 @@ def reset() -> None:
 
 def unavailable(retry_after: int = 5) -> Decision:
     """The decision for a protected request while failopen itself cannot decide: refuse, 503."""
-    return Decision(allow=False, bypassed=False, outcome="internal_error",
-                    reason="failopen is misconfigured or could not start",
-                    status_code=503, retry_after=retry_after)
+    return fail_closed("failopen is misconfigured or could not start", retry_after=retry_after)
 
 
 def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
