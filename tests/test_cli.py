@@ -23,7 +23,7 @@ import pytest
 from failopen.cli import build_parser, main, parse_duration
 from failopen.flag import EnforcementFlag
 from failopen.stores.file import FileStore
-from failopen.testing import FakeStatusPage, FakeVerifyAPI, LoopbackServer
+from failopen.testing import FakeStatusPage, FakeVerifyAPI, LoopbackServer, free_port
 from failopen.testing._server import FakeRequest, Reply
 
 FAILOPEN = Path(sys.executable).with_name("failopen")
@@ -124,12 +124,6 @@ def flipping_url(page: FakeStatusPage) -> Iterator[str]:
 def store_url(tmp_path: Path) -> str:
     return (tmp_path / "override.json").as_uri()
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # --- the parser ----------------------------------------------------------------------------------

@@ -5,7 +5,7 @@
 * :class:`RaiEmulator` — the session-intelligence API (interface A).
 * :class:`FakeClock` — time that moves only when told to.
 * :class:`LoopbackServer`, :class:`Reply`, :func:`as_transport` — serve any fake on 127.0.0.1,
-  or hand it to httpx in-process.
+  or hand it to httpx in-process; :func:`free_port` for a real server your test starts.
 
 pytest fixtures (``fake_status_page``, ``fake_verify_api``, ``fake_clock``, ``failopen_config``,
 ``rai_emulator``) are registered automatically when failopen is installed; see
@@ -14,7 +14,7 @@ pytest fixtures (``fake_status_page``, ``fake_verify_api``, ``fake_clock``, ``fa
 
 from __future__ import annotations
 
-from failopen.testing._server import FakeRequest, LoopbackServer, Reply, as_transport
+from failopen.testing._server import FakeRequest, LoopbackServer, Reply, as_transport, free_port
 from failopen.testing.clock import FakeClock
 from failopen.testing.rai_emulator import RaiEmulator
 from failopen.testing.status_page import FakeStatusPage
@@ -29,4 +29,5 @@ __all__ = [
     "RaiEmulator",
     "Reply",
     "as_transport",
+    "free_port",
 ]

@@ -20,8 +20,8 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 
 __all__ = [
-    "FakeRequest", "Reply", "Handler", "LoopbackServer", "as_transport", "to_httpx_response",
-    "to_fake_request",
+    "FakeRequest", "Reply", "Handler", "LoopbackServer", "as_transport", "free_port",
+    "to_httpx_response", "to_fake_request",
 ]
 
 
@@ -219,6 +219,13 @@ class _Chunks(httpx.SyncByteStream, httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         for chunk in self._chunks:
             yield chunk
+
+
+def free_port() -> int:
+    """A loopback port free right now, for a real server a test starts (uvicorn, gunicorn)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def to_httpx_response(reply: Reply, request: httpx.Request) -> httpx.Response:

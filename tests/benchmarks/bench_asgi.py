@@ -35,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _servers import cpu_seconds, free_port, pin
 from failopen.integrations.asgi import FailOpenMiddleware
 from starlette.applications import Starlette
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
@@ -216,24 +217,13 @@ def bench_own_cost(rounds: int, count: int) -> tuple[float, float]:
 # --- 2. under uvicorn ----------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _pin(cpu: int) -> list[str]:
-    if (os.cpu_count() or 1) >= 2 and shutil.which("taskset"):
-        return ["taskset", "-c", str(cpu)]
-    return []
 
 
 def _serve(factory: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAILOPEN_")}
     process = subprocess.Popen(
-        [*_pin(0), sys.executable, "-m", "uvicorn", "--factory", f"bench_asgi:{factory}",
+        [*pin(0), sys.executable, "-m", "uvicorn", "--factory", f"bench_asgi:{factory}",
          "--app-dir", str(HERE), "--host", "127.0.0.1", "--port", str(port),
          "--log-level", "warning", "--no-access-log"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -253,7 +243,7 @@ def _serve(factory: str) -> tuple[subprocess.Popen[bytes], str]:
 
 def _wrk(url: str, seconds: float) -> tuple[float, int]:
     out = subprocess.run(
-        [*_pin(1), "wrk", "-t1", "-c32", f"-d{seconds:g}s", url],
+        [*pin(1), "wrk", "-t1", "-c32", f"-d{seconds:g}s", url],
         check=True, capture_output=True, text=True,
     ).stdout
     if "Non-2xx" in out or "Socket errors" in out:
@@ -294,11 +284,6 @@ def _python_load(url: str, seconds: float) -> tuple[float, int]:
     return sum(counts) / (time.monotonic() - started), sum(counts)
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
 
 def bench_uvicorn(runs: int, seconds: float) -> tuple[str, dict[str, list[tuple[float, float]]]]:
     """All servers up at once, loaded in turn (alternating order): other load hits all alike.
@@ -317,9 +302,9 @@ def bench_uvicorn(runs: int, seconds: float) -> tuple[str, dict[str, list[tuple[
         for run in range(runs):
             for factory in factories if run % 2 == 0 else factories[::-1]:
                 process, url = servers[factory]
-                cpu = _cpu_seconds(process.pid)
+                cpu = cpu_seconds(process.pid)
                 rps, done = load(url, seconds)
-                cpu_us = (_cpu_seconds(process.pid) - cpu) / done * 1e6
+                cpu_us = (cpu_seconds(process.pid) - cpu) / done * 1e6
                 results[factory].append((rps, cpu_us))
     finally:
         for process, _ in servers.values():

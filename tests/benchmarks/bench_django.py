@@ -53,6 +53,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _servers import cpu_seconds, free_port, pin
+
 HERE = Path(__file__).resolve().parent
 SITE = HERE.parents[1] / "examples" / "django_site"
 ROUNDS = {"wsgi": 11, "asgi": 15}
@@ -244,23 +246,7 @@ def variants(method: str) -> tuple[str, ...]:
     return VARIANTS if method == "POST" else VARIANTS[:2]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
-
-def _pin(cpu: int) -> list[str]:
-    if (os.cpu_count() or 1) >= 2 and shutil.which("taskset"):
-        return ["taskset", "-c", str(cpu)]
-    return []
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process, all its threads (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Server:
@@ -268,7 +254,7 @@ class Server:
 
     def __init__(self, kind: str, variant: str, env: dict[str, str], workdir: Path) -> None:
         self.kind, self.variant = kind, variant
-        self.port = _free_port()
+        self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = workdir / f"{kind}-{variant}.log"
         self.audit = workdir / f"audit-{kind}-{variant}.log"
@@ -286,7 +272,7 @@ class Server:
                        str(self.port), "--log-level", "warning", "--no-access-log",
                        "--lifespan", "off", "django_site.asgi:application"]
         with self.log.open("wb") as log:
-            self.process = subprocess.Popen([*_pin(0), *command], env=env, cwd=SITE,
+            self.process = subprocess.Popen([*pin(0), *command], env=env, cwd=SITE,
                                             stdout=log, stderr=subprocess.STDOUT)
         self.pid = self.process.pid  # the worker's, from X-Worker-Pid, once it answers
 
@@ -349,7 +335,7 @@ def _lua(workdir: Path, method: str) -> Path:
 def _wrk(url: str, script: Path, seconds: float) -> tuple[float, int]:
     """requests/s and requests done; RuntimeError on any non-2xx answer or socket error."""
     result = subprocess.run(
-        [*_pin(1), "wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds:g}s", "-s", str(script), url],
+        [*pin(1), "wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds:g}s", "-s", str(script), url],
         capture_output=True, text=True, timeout=seconds + 30,
     )
     out = result.stdout
@@ -427,9 +413,9 @@ def bench_servers(runs: int, seconds: float) -> None:
                     order = order[::-1]
                 for variant in order:
                     server = servers[kind, variant]
-                    cpu = _cpu_seconds(server.pid)
+                    cpu = cpu_seconds(server.pid)
                     rps, done = _wrk(server.base + path, scripts[method], seconds)
-                    cpu_us = (_cpu_seconds(server.pid) - cpu) / done * 1e6
+                    cpu_us = (cpu_seconds(server.pid) - cpu) / done * 1e6
                     results.setdefault((kind, path, variant), []).append((rps, cpu_us))
                     if method == "POST":
                         requests_done[kind, variant] = requests_done.get((kind, variant), 0) + done
@@ -446,7 +432,7 @@ def bench_servers(runs: int, seconds: float) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
     elapsed_s = time.monotonic() - started
 
-    pinned = "servers on core 0, wrk on core 1" if _pin(0) else "not pinned"
+    pinned = "servers on core 0, wrk on core 1" if pin(0) else "not pinned"
     print(f"\nReal servers, Django {django.__version__}, gunicorn {gunicorn.__version__} "
           f"(sync worker, -w 1, no access log), uvicorn {uvicorn.__version__} (1 worker, "
           f"--no-access-log, log level warning); wrk -t1 -c{CONNECTIONS}, {runs} runs of "

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from failopen.testing import FakeStatusPage, FakeVerifyAPI
+from failopen.testing import FakeStatusPage, FakeVerifyAPI, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 POLL = 0.1
@@ -33,12 +33,6 @@ class Server:
     verify: FakeVerifyAPI
     log: Path
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> float:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from failopen.testing import FakeStatusPage, FakeVerifyAPI
+from failopen.testing import FakeStatusPage, FakeVerifyAPI, free_port
 
 SITE = Path(__file__).resolve().parents[3] / "examples" / "django_site"
 POLL = 0.2
@@ -29,11 +28,6 @@ POLL = 0.2
 SLACK = 0.5
 WORKERS = 2
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
