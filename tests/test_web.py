@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -346,21 +345,20 @@ def test_multipart_within_the_limits_still_finds_the_token() -> None:
     b'form-data; name="' + b'\\"' * 500_000,
     b'form-data; name="x' + b'; a="\\' * 150_000,
 ])
-def test_a_huge_content_disposition_costs_milliseconds(disposition: bytes) -> None:
+def test_a_huge_content_disposition_does_not_hide_the_token(disposition: bytes) -> None:
+    # What these cost is measured by tests/benchmarks/bench_web.py, not timed here.
     body = (b"--XyZ\r\nContent-Disposition: " + disposition
             + b'\r\n\r\nv\r\n--XyZ\r\nContent-Disposition: form-data; name="enforcement-token"'
             + b"\r\n\r\ntok\r\n--XyZ--\r\n")
-    started = time.perf_counter()
-    token_from_body("multipart/form-data; boundary=XyZ", body, FIELD)
-    assert time.perf_counter() - started < 0.5
+    assert token_from_body("multipart/form-data; boundary=XyZ", body, FIELD) == "tok"
 
 
-def test_many_parts_with_long_dispositions_cost_milliseconds() -> None:
+def test_many_parts_with_long_dispositions_still_find_the_token() -> None:
     part = b"--XyZ\r\nContent-Disposition: form-data" + b";" * 1000 + b"\r\n\r\nv\r\n"
     body = part * 999 + b'--XyZ\r\nContent-Disposition: form-data; name="enforcement-token"'
-    started = time.perf_counter()
-    token_from_body("multipart/form-data; boundary=XyZ", body + b"\r\n\r\ntok\r\n--XyZ--", FIELD)
-    assert time.perf_counter() - started < 0.5
+    token = token_from_body("multipart/form-data; boundary=XyZ",
+                            body + b"\r\n\r\ntok\r\n--XyZ--", FIELD)
+    assert token == "tok"
 
 
 @pytest.mark.parametrize(("disposition", "expected"), [
