@@ -115,6 +115,8 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
     def on_poll(result: PollResult) -> None:
         nonlocal polls
+        if args.count and polls >= args.count:
+            return  # a poll that began before stop() took effect: --count is exact
         polls += 1
         state = runtime.flag.state
         if args.json:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from failopen._http import check_url
 from failopen.exceptions import ConfigError
 
-__all__ = ["Config", "KNOWN_IMPAIRED", "env_name"]
+__all__ = ["Config", "KNOWN_IMPAIRED", "default_backoff_max", "env_name"]
 
 #: Global statuses the status page can report that mean "the platform does not work as it should".
 KNOWN_IMPAIRED = frozenset({"degraded_performance", "partial_outage", "major_outage"})
@@ -28,6 +28,18 @@ _SLASHES = re.compile("/{2,}")
 _SECRETS = frozenset({"private_key", "admin_token"})
 # An admin token switches enforcement off: short enough to guess is a misconfiguration.
 _MIN_ADMIN_TOKEN = 24
+
+
+#: Default of FAILOPEN_MAX_STALE_BYPASS, seconds.
+DEFAULT_MAX_STALE_BYPASS = 900.0
+
+
+def default_backoff_max(poll_interval: float) -> float:
+    """The default ``backoff_max``: ten intervals, at most five minutes.
+
+    Proportional, so a site polling every 5 s does not wait 300 s between tries of a failing page.
+    """
+    return min(10 * poll_interval, 300.0)
 
 
 def env_name(field_name: str) -> str:
@@ -51,7 +63,8 @@ class Config:
     open_after: int = 1
     close_after: int = 2
     stale_after: float | None = None
-    backoff_max: float = 300.0
+    backoff_max: float | None = None  # None: 10 x poll_interval, at most 300 s
+    max_stale_bypass: float | None = None  # None: 900 s, or the stale limit if that is longer
 
     # The verify call.
     verify_url: str | None = None
@@ -127,6 +140,13 @@ class Config:
                 f"FAILOPEN_STALE_AFTER: {self.stale_after:g}s is shorter than "
                 f"FAILOPEN_POLL_INTERVAL ({self.poll_interval:g}s); every state would look stale"
             )
+        if self.max_stale_bypass is not None and self.max_stale_bypass < self.stale_after_seconds:
+            raise ConfigError(
+                f"FAILOPEN_MAX_STALE_BYPASS: {self.max_stale_bypass:g}s is shorter than the "
+                f"stale limit ({self.stale_after_seconds:g}s, FAILOPEN_STALE_AFTER, default 3 x "
+                "FAILOPEN_POLL_INTERVAL): a bypass would end before its reading is even marked "
+                f"stale; set it to at least {self.stale_after_seconds:g} or poll more often"
+            )
         unknown = self.bypass_on - KNOWN_IMPAIRED
         if any(v.startswith("indicator:") for v in unknown) and not self.indicator_fallback:
             raise ConfigError(
@@ -144,6 +164,21 @@ class Config:
     def stale_after_seconds(self) -> float:
         """How old the last good status reading may be before the state is marked stale."""
         return self.stale_after if self.stale_after is not None else 3 * self.poll_interval
+
+    @property
+    def backoff_max_seconds(self) -> float:
+        """The longest wait between polls while the status page fails (and enforcement is on)."""
+        return self.backoff_max if self.backoff_max is not None else default_backoff_max(
+            self.poll_interval
+        )
+
+    @property
+    def max_stale_bypass_seconds(self) -> float:
+        """How long a status-driven bypass may go on without a good reading before it ends."""
+        if self.max_stale_bypass is not None:
+            return self.max_stale_bypass
+        # A site polling rarely on purpose keeps working: its bypass ends once it is stale.
+        return max(DEFAULT_MAX_STALE_BYPASS, self.stale_after_seconds)
 
     def is_protected(self, method: str, path: str) -> bool:
         """True when a request with this method and path must carry an enforcement token.
@@ -238,7 +273,9 @@ class Config:
 # --- coercion and validation -------------------------------------------------------------------
 
 _FLOATS = {"poll_interval", "poll_jitter", "status_timeout", "stale_after", "backoff_max",
-           "verify_timeout", "confirm_ttl", "store_refresh"}
+           "max_stale_bypass", "verify_timeout", "confirm_ttl", "store_refresh"}
+# Numbers whose None means "derived from the poll interval".
+_DERIVED = {"stale_after", "backoff_max", "max_stale_bypass"}
 _INTS = {"status_max_bytes", "open_after", "close_after", "retry_after", "max_body_bytes"}
 _BOOLS = {"indicator_fallback", "require_verified", "override_endpoint"}
 _STR_SETS = {"bypass_on", "protected_methods"}
@@ -304,7 +341,7 @@ def _check_field(name: str, value: Any) -> None:
     if name in checks:
         checks[name](value)
     elif name in _FLOATS or name in _INTS:
-        if name == "stale_after" and value is None:
+        if name in _DERIVED and value is None:
             return
         _positive(name, value)
         if name in _INTS and (not isinstance(value, int) or isinstance(value, bool)):

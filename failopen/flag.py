@@ -60,6 +60,8 @@ class FlagState:
     expires_at: float | None = None
     global_status: str | None = None
     stale: bool = False
+    #: While stale: the last poll's error (bounded, credentials removed); otherwise None.
+    error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, times as RFC 3339 (the shape of the flag endpoint)."""
@@ -71,6 +73,7 @@ class FlagState:
             "expires_at": rfc3339(self.expires_at),
             "global_status": self.global_status,
             "stale": self.stale,
+            "error": self.error,
         }
 
 
@@ -196,6 +199,8 @@ class EnforcementFlag:
         source: Literal["watcher", "confirmed"],
         reason: str,
         global_status: str | None,
+        stale: bool = False,
+        error: str | None = None,
     ) -> FlagState:
         """What the status page says (watcher, or a confirmation by the guard)."""
         with self._lock:
@@ -203,17 +208,19 @@ class EnforcementFlag:
             since = auto.since if auto.enforce == enforce else self._clock.time()
             self._auto = FlagState(
                 enforce=enforce, source=source, reason=reason, since=since,
-                global_status=global_status, stale=False,
+                global_status=global_status, stale=stale, error=error if stale else None,
             )
             old, new = self._swap()
         return self._notify(old, new)
 
-    def set_stale(self, stale: bool) -> None:
-        """Mark the automatic state as resting on an old reading (the flag keeps its value)."""
+    def set_stale(self, stale: bool, *, error: str | None = None) -> None:
+        """Mark the automatic state as resting on an old reading (the flag keeps its value);
+        ``error`` is the last poll's, shown while stale."""
+        error = error if stale else None
         with self._lock:
-            if self._auto.stale == stale:
+            if self._auto.stale == stale and self._auto.error == error:
                 return
-            self._auto = replace(self._auto, stale=stale)
+            self._auto = replace(self._auto, stale=stale, error=error)
             old, new = self._swap()
         self._notify(old, new)
 
@@ -316,7 +323,7 @@ class EnforcementFlag:
             new = FlagState(
                 enforce=override.enforce, source="override", reason=override.reason,
                 since=override.set_at, expires_at=override.expires_at,
-                global_status=auto.global_status, stale=auto.stale,
+                global_status=auto.global_status, stale=auto.stale, error=auto.error,
             )
         self._state = new
         return old, new
@@ -324,6 +331,8 @@ class EnforcementFlag:
     def _notify(self, old: FlagState, new: FlagState) -> FlagState:
         """Tell listeners about a transition. Runs outside the lock, so a listener may read or
         write the flag; a failing listener is logged and never breaks the writer."""
+        if old.enforce != new.enforce:
+            _log_transition(new)
         if old != new:
             for listener in list(self._listeners):
                 try:
@@ -331,3 +340,19 @@ class EnforcementFlag:
                 except Exception:
                     logger.exception("flag listener %r failed", listener)
         return new
+
+
+def _log_transition(new: FlagState) -> None:
+    # Once per change of the value (not per poll, nor per change of reason or staleness): the
+    # line an operator greps for to learn when and why protection went off and came back.
+    if new.enforce:
+        logger.info(
+            "enforcement on: source=%s reason=%r global_status=%s",
+            new.source, new.reason, new.global_status,
+        )
+    else:
+        logger.warning(
+            "enforcement off: source=%s reason=%r global_status=%s%s",
+            new.source, new.reason, new.global_status,
+            "" if new.expires_at is None else f" until={rfc3339(new.expires_at)}",
+        )

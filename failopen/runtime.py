@@ -82,7 +82,8 @@ class FailOpen:
             poll_interval=config.poll_interval, jitter=config.poll_jitter,
             bypass_on=config.bypass_on, open_after=config.open_after,
             close_after=config.close_after, stale_after=config.stale_after,
-            backoff_max=config.backoff_max, store_refresh=config.store_refresh,
+            backoff_max=config.backoff_max_seconds,
+            max_stale_bypass=config.max_stale_bypass_seconds, store_refresh=config.store_refresh,
             clock=clock, on_poll=on_poll,
         )
         if self.status is not None:

@@ -6,6 +6,16 @@ hysteresis: ``open_after`` consecutive impaired readings stop enforcement, ``clo
 consecutive operational readings restore it. A poll that fails is not a reading at all: the flag
 keeps its value, and after ``stale_after`` without a good reading the state is marked stale.
 
+A bypass rests on evidence, so nothing may stretch it past the evidence:
+
+- while the automatic side holds enforcement off, the page is polled every interval whatever it
+  answers (no error backoff, no ``Retry-After`` beyond the interval): the polls that would end the
+  bypass are never delayed, so once the page reads operational again enforcement is back within
+  ``close_after`` intervals plus one status timeout. Backoff applies only while enforcing.
+- a bypass with no good reading for ``max_stale_bypass`` seconds ends (someone who can drop the
+  connections to the status page must not keep enforcement off), and only a new outage reading
+  opens it again. An operator's override is a separate layer and is not touched.
+
 The thread starts lazily, restarts itself in a forked child (gunicorn ``--preload``), sleeps on an
 Event so ``stop()`` is immediate, and survives any single bad poll.
 """
@@ -15,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import threading
 import weakref
 from collections.abc import Callable
@@ -22,13 +33,33 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from failopen.clock import SYSTEM_CLOCK, Clock
+from failopen.config import default_backoff_max
 from failopen.exceptions import StatusError, StatusUnavailable
 from failopen.flag import EnforcementFlag
 from failopen.status import StatusReport
 
-__all__ = ["StatusWatcher", "StatusSource", "PollResult", "Reading"]
+__all__ = ["StatusWatcher", "StatusSource", "PollResult", "Reading", "public_error"]
 
 logger = logging.getLogger("failopen.watcher")
+
+#: Longest poll error shown on the flag endpoint, ``failopen watch`` and the log.
+MAX_ERROR = 300
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]*@")
+_QUERY = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s?#]*)[?#][^\s'\"]*")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def public_error(exc: BaseException) -> str:
+    """A poll error as anyone may see it (the flag endpoint answers the public): bounded, one
+    line, without the credentials or query strings a URL in an exception text may carry (a proxy
+    URL with its password, a redirect target with a token)."""
+    text = f"{type(exc).__name__}: {exc}"
+    text = _USERINFO.sub(r"\1***@", text)
+    text = _QUERY.sub(r"\1?***", text)
+    text = _CONTROL.sub(" ", text)
+    if len(text) > MAX_ERROR:
+        text = text[: MAX_ERROR - 3] + "..."
+    return text
 
 Reading = Literal["impaired", "operational", "neutral", "failed"]
 
@@ -80,7 +111,8 @@ class StatusWatcher:
         open_after: int = 1,
         close_after: int = 2,
         stale_after: float | None = None,
-        backoff_max: float = 300.0,
+        backoff_max: float | None = None,
+        max_stale_bypass: float | None = 900.0,
         store_refresh: float = 1.0,
         clock: Clock = SYSTEM_CLOCK,
         random_fraction: Callable[[], float] = random.random,
@@ -94,7 +126,11 @@ class StatusWatcher:
         self.open_after = open_after
         self.close_after = close_after
         self.stale_after = stale_after if stale_after is not None else 3 * poll_interval
-        self.backoff_max = backoff_max
+        self.backoff_max = (
+            backoff_max if backoff_max is not None else default_backoff_max(poll_interval)
+        )
+        # None: a stale bypass never ends by itself (only for tests of the layers underneath).
+        self.max_stale_bypass = max_stale_bypass
         self.store_refresh = store_refresh
         self._clock = clock
         self._random = random_fraction
@@ -106,6 +142,7 @@ class StatusWatcher:
         self._operational_streak = 0
         self._failures = 0
         self._last_good: float | None = None
+        self._last_error: str | None = None
         self._last_regions: tuple[str, ...] = ()
         # Thread state.
         self._thread_lock = threading.Lock()
@@ -183,9 +220,12 @@ class StatusWatcher:
         # Without a status page the thread still keeps overrides from the store current.
         next_poll = self._clock.monotonic() if self.source is not None else float("inf")
         while not stop.is_set():
-            if self._clock.monotonic() >= next_poll:
+            started = self._clock.monotonic()
+            if started >= next_poll:
                 result = self.poll_once()
-                next_poll = self._clock.monotonic() + result.next_delay
+                # Counted from the start of the poll: a poll that took the whole status timeout
+                # does not push the next one back (the bound on ending a bypass relies on it).
+                next_poll = started + result.next_delay
             self.tick()
             wait = min(max(next_poll - self._clock.monotonic(), 0.0), self.store_refresh)
             if self._clock.wait(stop, wait):
@@ -194,15 +234,44 @@ class StatusWatcher:
     # --- one step at a time (the thread's body; tests drive these directly) ----------------
 
     def tick(self) -> None:
-        """Between polls: pick up overrides from the store and mark an old reading stale."""
+        """Between polls: pick up overrides from the store, mark an old reading stale, and end a
+        bypass that has had no good reading for ``max_stale_bypass``."""
         try:
             self.flag.refresh()
             self.flag.state  # noqa: B018 - reading it lets an expired override lapse
             last = self._last_good
-            stale = last is not None and self._clock.monotonic() - last > self.stale_after
-            self.flag.set_stale(stale)
+            age = self._clock.monotonic() - last if last is not None else 0.0
+            stale = last is not None and age > self.stale_after
+            limit = self.max_stale_bypass
+            bypassing = not self.flag.automatic_state.enforce
+            if stale and bypassing and limit is not None and age > limit:
+                self._end_stale_bypass()
+            self.flag.set_stale(stale, error=self._last_error if stale else None)
         except Exception:
             logger.exception("status watcher tick failed; continuing")
+
+    def _end_stale_bypass(self) -> None:
+        with self._observe_lock:
+            # Checked again under the lock: a confirmation may have brought a reading meanwhile.
+            last, limit, auto = self._last_good, self.max_stale_bypass, self.flag.automatic_state
+            if last is None or limit is None or auto.enforce:
+                return
+            age = self._clock.monotonic() - last
+            if age <= limit:
+                return
+            # The old streak is no evidence any more: opening again needs new outage readings.
+            self._impaired_streak = self._operational_streak = 0
+            error = self._last_error
+            reason = (
+                f"bypass ended: no good status reading for {age:.0f}s "
+                f"(FAILOPEN_MAX_STALE_BYPASS={limit:g}s); enforcing until the page shows an "
+                "outage again"
+            )
+            logger.error("%s; last poll error: %s", reason, error or "none")
+            self.flag.set_automatic(
+                enforce=True, source="watcher", reason=reason,
+                global_status=auto.global_status, stale=True, error=error,
+            )
 
     def poll_once(self) -> PollResult:
         """Read the status page once and feed the reading in. Never raises."""
@@ -262,6 +331,7 @@ class StatusWatcher:
                 self._impaired_streak, self._operational_streak = impaired, operational
                 self._failures = 0
             self._last_good = self._clock.monotonic()
+            self._last_error = None
             enforcing = self.flag.automatic_state.enforce
             if reading == "impaired" and impaired >= self.open_after:
                 enforce, reason = False, f"global component {status}"
@@ -290,7 +360,8 @@ class StatusWatcher:
             self._failures += 1
             failures = self._failures
         retry_after = exc.retry_after if isinstance(exc, StatusUnavailable) else None
-        message = f"{type(exc).__name__}: {exc}"
+        message = public_error(exc)
+        self._last_error = message
         logger.warning("status page unusable (%d in a row), flag unchanged: %s", failures, message)
         return PollResult("failed", None, message, self._next_delay(retry_after))
 
@@ -312,8 +383,12 @@ class StatusWatcher:
 
     def _next_delay(self, retry_after: float | None) -> float:
         failures = self._failures
+        spread = self.poll_interval * self.jitter
+        if not self.flag.automatic_state.enforce:
+            # Bypassing: every interval, errors or not, and jitter only ever shortens the wait.
+            # A Retry-After (which a hostile or broken page chooses) must not stretch a bypass.
+            return max(0.0, self.poll_interval - self._random() * spread)
         if failures == 0:
-            spread = self.poll_interval * self.jitter
             return max(0.0, self.poll_interval + (2 * self._random() - 1) * spread)
         # Exponential backoff with full jitter while the status page fails.
         ceiling = min(self.backoff_max, self.poll_interval * 2.0 ** min(failures, 30))

@@ -36,6 +36,7 @@ ENV_TABLE: dict[str, tuple[str, object]] = {
     "close_after": ("3", 3),
     "stale_after": ("45", 45.0),
     "backoff_max": ("120", 120.0),
+    "max_stale_bypass": ("600", 600.0),
     "verify_url": ("https://acme-verify.example.com/api/v4/verify/",
                    "https://acme-verify.example.com/api/v4/verify/"),
     "private_key": ("pk-secret-value", "pk-secret-value"),
@@ -108,11 +109,40 @@ def test_empty_env_values_are_ignored() -> None:
         ({"FAILOPEN_POLL_JITTER": "2"}, "FAILOPEN_POLL_JITTER"),
         ({"FAILOPEN_INDICATOR_FALLBACK": "maybe"}, "FAILOPEN_INDICATOR_FALLBACK"),
         ({"FAILOPEN_STALE_AFTER": "1"}, "FAILOPEN_STALE_AFTER"),
+        ({"FAILOPEN_BACKOFF_MAX": "0"}, "FAILOPEN_BACKOFF_MAX"),
+        ({"FAILOPEN_MAX_STALE_BYPASS": "-5"}, "FAILOPEN_MAX_STALE_BYPASS"),
+        ({"FAILOPEN_MAX_STALE_BYPASS": "inf"}, "FAILOPEN_MAX_STALE_BYPASS"),
+        ({"FAILOPEN_MAX_STALE_BYPASS": "60"}, "FAILOPEN_MAX_STALE_BYPASS: 60s is shorter"),
+        ({"FAILOPEN_MAX_STALE_BYPASS": "100", "FAILOPEN_STALE_AFTER": "120"},
+         "at least 120"),
     ],
 )
 def test_bad_values_fail_with_the_setting_named(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         Config.from_env(env)
+
+
+@pytest.mark.parametrize(
+    ("interval", "expected"), [(0.5, 5.0), (5.0, 50.0), (30.0, 300.0), (60.0, 300.0)]
+)
+def test_backoff_max_defaults_to_ten_intervals_at_most_five_minutes(
+    interval: float, expected: float
+) -> None:
+    config = Config(poll_interval=interval)
+    assert config.backoff_max is None
+    assert config.backoff_max_seconds == expected
+    # Still a setting: the variable wins over the proportional default, in either direction.
+    env = {"FAILOPEN_POLL_INTERVAL": str(interval), "FAILOPEN_BACKOFF_MAX": "600"}
+    assert Config.from_env(env).backoff_max_seconds == 600.0
+    assert Config(poll_interval=interval, backoff_max=1.0).backoff_max_seconds == 1.0
+
+
+def test_max_stale_bypass_defaults_to_fifteen_minutes_or_the_stale_limit() -> None:
+    assert Config().max_stale_bypass_seconds == 900.0
+    assert Config.from_env({"FAILOPEN_MAX_STALE_BYPASS": "300"}).max_stale_bypass_seconds == 300.0
+    # A site that polls hourly on purpose keeps working: its bypass ends once it is stale.
+    assert Config(poll_interval=3600.0).max_stale_bypass_seconds == 3 * 3600.0
+    assert Config(stale_after=90.0, max_stale_bypass=90.0).max_stale_bypass_seconds == 90.0
 
 
 def test_plain_http_is_fine_on_loopback() -> None:

@@ -396,3 +396,13 @@ def test_an_override_reaches_a_running_process_within_seconds_at_the_default_ref
         assert (runtime.state.enforce, runtime.state.reason) == (False, "vendor ticket 1234")
     finally:
         runtime.stop()
+
+
+def test_the_watcher_gets_the_proportional_backoff_and_the_stale_limit(
+    make: Callable[..., FailOpen],
+) -> None:
+    runtime = make(poll_interval=5.0)
+    assert runtime.watcher.backoff_max == 50.0
+    assert runtime.watcher.max_stale_bypass == 900.0
+    runtime = make(poll_interval=5.0, backoff_max=20.0, max_stale_bypass=60.0)
+    assert (runtime.watcher.backoff_max, runtime.watcher.max_stale_bypass) == (20.0, 60.0)

@@ -12,7 +12,10 @@ what the state must be. After every step it checks the security rules:
   request traffic cannot make readings arrive faster than the polls);
 * a request is bypassed only then; a rate-limited, invalid, missing or malformed token is never
   admitted while enforcing, and shadow mode never bypasses;
-* a failed poll is no reading at all; a status nobody defined is a reading that moves nothing.
+* a failed poll is no reading at all; a status nobody defined is a reading that moves nothing;
+* a bypass with no good reading for ``max_stale_bypass`` ends, and only new outage readings (the
+  old streak no longer counts) open it again; while bypassing, the page is polled every interval
+  whatever it answers (no backoff stretches a bypass).
 """
 
 from __future__ import annotations
@@ -112,16 +115,17 @@ class FailOpenMachine(RuleBasedStateMachine):
         stale_after=st.sampled_from([15.0, 30.0, 100.0]),
         confirm_ttl=st.sampled_from([0.5, 10.0, 30.0]),
         shadow=st.sampled_from([False, False, False, True]),
+        max_stale_bypass=st.sampled_from([100.0, 150.0, 900.0]),
     )
     def build(
         self, open_after: int, close_after: int, bypass_on: frozenset[str], stale_after: float,
-        confirm_ttl: float, shadow: bool,
+        confirm_ttl: float, shadow: bool, max_stale_bypass: float = 900.0,
     ) -> None:
         self.flag = EnforcementFlag(clock=self.clock)
         self.watcher = StatusWatcher(
             self.client, self.flag, poll_interval=10.0, jitter=0.0, bypass_on=bypass_on,
             open_after=open_after, close_after=close_after, stale_after=stale_after,
-            clock=self.clock, random_fraction=lambda: 0.5,
+            max_stale_bypass=max_stale_bypass, clock=self.clock, random_fraction=lambda: 0.5,
         )
         self.confirmer = OutageConfirmer(
             self.client, self.watcher, ttl=confirm_ttl, clock=self.clock
@@ -132,6 +136,7 @@ class FailOpenMachine(RuleBasedStateMachine):
         self.open_after, self.close_after = open_after, close_after
         self.bypass_on, self.stale_after, self.confirm_ttl = bypass_on, stale_after, confirm_ttl
         self.shadow = shadow
+        self.max_stale_bypass = max_stale_bypass
         # The model.
         self.global_status = "operational"
         self.fault: str | None = None
@@ -213,6 +218,9 @@ class FailOpenMachine(RuleBasedStateMachine):
                 run_impaired + 1 if reading == "impaired" else 0,
                 run_operational + 1 if reading == "operational" else 0,
             )
+            if reading == "ended":  # the stale limit: the old streak is no evidence any more
+                closed, run_impaired, run_operational = index, 0, 0
+                continue
             if reading == "impaired" and with_this[0] >= self.open_after:
                 opened = index
             if reading == "operational" and with_this[1] >= self.close_after:
@@ -300,12 +308,19 @@ class FailOpenMachine(RuleBasedStateMachine):
             result = self.watcher.poll_once()
             assert result.reading == expected, (result, self.fault, self.global_status)
             assert (result.error is not None) == (expected == "failed")
+            if not self.auto_enforce:
+                assert result.next_delay <= 10.0, "a poll interval stretched while bypassing"
 
     @rule()
     def tick(self) -> None:
         self.watcher.tick()
         last = self.last_good
-        self.stale = last is not None and self.clock.monotonic() - last > self.stale_after
+        age = self.clock.monotonic() - last if last is not None else 0.0
+        self.stale = last is not None and age > self.stale_after
+        if self.stale and age > self.max_stale_bypass and not self.auto_enforce:
+            self.auto_enforce, self.auto_source = True, "watcher"
+            self.impaired = self.operational = 0
+            self.readings.append(("ended", "watcher"))
 
     @rule(token=tokens, outcome=outcomes, use_async=st.booleans())
     def decide(self, token: str | None, outcome: VerifyOutcome, use_async: bool) -> None:
@@ -510,5 +525,26 @@ def test_the_confirmation_is_asked_once_per_ttl() -> None:
         assert run.confirmer.requests == 1
         play(run, ("time_passes", 0.5), ("decide", "tok-123", UNAVAILABLE, False))
         assert run.confirmer.requests == 2
+    finally:
+        run.teardown()
+
+
+def test_a_stale_bypass_ends_and_needs_new_readings_to_open_again() -> None:
+    run = machine(open_after=2, max_stale_bypass=100.0)
+    try:
+        play(
+            run,
+            ("set_global", "major_outage", 3),
+            ("set_fault", "reset", 1),
+            ("time_passes", 99.0),
+            ("tick",),
+        )
+        assert run.flag.state.enforce is False, "stale, within the limit"
+        play(run, ("time_passes", 2.0), ("tick",))
+        assert run.flag.state.enforce is True, "past the stale limit"
+        play(run, ("set_fault", None, 1))
+        assert run.flag.state.enforce is True, "one new reading; open_after is 2"
+        play(run, ("poll", 1))
+        assert run.flag.state.enforce is False
     finally:
         run.teardown()

@@ -11,7 +11,7 @@ from collections import deque
 import pytest
 
 from failopen.exceptions import StatusParseError, StatusUnavailable
-from failopen.flag import EnforcementFlag
+from failopen.flag import EnforcementFlag, FlagState
 from failopen.status import Component, StatusReport
 from failopen.testing.clock import FakeClock
 from failopen.watcher import StatusWatcher
@@ -346,3 +346,226 @@ def test_a_page_unreadable_from_boot_goes_stale() -> None:
         assert flag.state.enforce is True
     finally:
         watcher.stop()
+
+
+# --- a bypass ends with its evidence (issue 9, B4 and B5) -------------------------------------
+
+
+def errors() -> list[Exception]:
+    """What a failing page answers: hangs, 5xx, and a Retry-After it would like us to honour."""
+    return [
+        StatusUnavailable("no complete answer within 5s"),
+        StatusUnavailable("slow down", status_code=429, retry_after=3600.0),
+        StatusUnavailable("down", status_code=503),
+        StatusParseError("not JSON"),
+    ]
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.5, 1.0])
+def test_a_bypass_is_polled_every_interval_whatever_the_page_answers(fraction: float) -> None:
+    source = ScriptedSource(report("major_outage"))
+    watcher = make(source, jitter=0.1, random_fraction=lambda: fraction, backoff_max=300.0)
+    watcher.poll_once()
+    assert watcher.flag.enforce is False
+    source.answers = deque(errors() * 3)
+    for _ in range(10):
+        result = watcher.poll_once()
+        assert result.reading == "failed"
+        assert result.next_delay <= 10.0, "backoff or Retry-After stretched the bypass"
+        assert result.next_delay >= 9.0, "jitter stays within its fraction"
+
+
+def test_backoff_resumes_once_enforcing() -> None:
+    source = ScriptedSource(report("operational"))
+    watcher = make(source, random_fraction=lambda: 1.0, backoff_max=300.0)
+    watcher.poll_once()
+    source.answers = deque([StatusUnavailable("slow down", status_code=429, retry_after=120.0),
+                            StatusUnavailable("down", status_code=503)])
+    assert watcher.poll_once().next_delay == 120.0, "enforcing: Retry-After is honoured"
+    assert watcher.poll_once().next_delay == 40.0  # 10 * 2**2: backing off
+
+
+class Timeline:
+    """The status page over fake time: an outage, ten intervals of failures, then operational.
+
+    A failed poll costs a whole status timeout; a good one a second.
+    """
+
+    def __init__(self, clock: FakeClock, *, errors_from: float, operational_from: float,
+                 timeout: float) -> None:
+        self.clock = clock
+        self.errors_from, self.operational_from = errors_from, operational_from
+        self.timeout = timeout
+        self.failures = deque(errors())
+
+    def fetch(self) -> StatusReport:
+        now = self.clock.monotonic()
+        if now < self.errors_from:
+            self.clock.advance(1.0)
+            return report("major_outage")
+        if now < self.operational_from:
+            self.clock.advance(self.timeout)
+            self.failures.rotate(1)
+            raise self.failures[0]
+        self.clock.advance(1.0)
+        return report("operational")
+
+
+@pytest.mark.parametrize("close_after", [1, 2, 3])
+@pytest.mark.parametrize("phase", [0.0, 0.5, 12.3, 29.99])
+@pytest.mark.parametrize("fraction", [0.0, 1.0])
+def test_enforcement_is_back_within_close_after_intervals_plus_one_timeout(
+    close_after: int, phase: float, fraction: float
+) -> None:
+    """The watcher's own loop on a fake clock: after ten intervals of errors during an outage,
+    the page reads operational at ``back``; enforcement must resume by
+    ``back + close_after * interval + status timeout``."""
+    clock = FakeClock()
+    interval, timeout = 30.0, 5.0
+    start = clock.monotonic()
+    back = start + 5.0 + 10 * interval + phase
+    page = Timeline(clock, errors_from=start + 5.0, operational_from=back, timeout=timeout)
+    watcher = StatusWatcher(
+        page, EnforcementFlag(clock=clock), poll_interval=interval, jitter=0.1,
+        close_after=close_after, backoff_max=300.0, clock=clock,
+        random_fraction=lambda: fraction,
+    )
+    resumed: list[float] = []
+
+    def on_change(old: FlagState, new: FlagState) -> None:
+        if new.enforce and not old.enforce:
+            resumed.append(clock.monotonic())
+            watcher._stop.set()
+
+    watcher.flag.add_listener(on_change)
+    watcher._on_poll = lambda result: (
+        watcher._stop.set() if clock.monotonic() > back + 3600 else None  # a bound for a failure
+    )
+    watcher._loop()
+    assert resumed, "enforcement never came back"
+    assert resumed[-1] > back
+    assert resumed[-1] <= back + close_after * interval + timeout, (
+        f"enforcement resumed {resumed[-1] - back:g}s after the page recovered"
+    )
+
+
+def stale_bypass(clock: FakeClock, **kwargs: object) -> tuple[StatusWatcher, ScriptedSource]:
+    """A watcher bypassing on a real outage reading, whose page then only fails."""
+    source = ScriptedSource(report("major_outage"))
+    options: dict[str, object] = {"stale_after": 30.0, "max_stale_bypass": 120.0}
+    options.update(kwargs)
+    watcher = make(source, clock=clock, **options)
+    watcher.poll_once()
+    assert watcher.flag.enforce is False
+    source.answers = deque([StatusUnavailable("connection reset by peer")])
+    return watcher, source
+
+
+def fail_for(watcher: StatusWatcher, clock: FakeClock, seconds: float) -> None:
+    """Failed polls every 10 s and ticks in between, for ``seconds`` of fake time."""
+    end = clock.monotonic() + seconds
+    while clock.monotonic() < end:
+        step = min(10.0, end - clock.monotonic())
+        clock.advance(step)
+        watcher.poll_once()
+        watcher.tick()
+
+
+def test_a_bypass_without_a_good_reading_for_max_stale_bypass_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock()
+    watcher, source = stale_bypass(clock)
+    with caplog.at_level(logging.INFO, logger="failopen"):
+        fail_for(watcher, clock, 120.0)
+        assert watcher.flag.state.stale is True
+        assert watcher.flag.enforce is False, "stale, but not yet past the limit"
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+        fail_for(watcher, clock, 0.5)
+    state = watcher.flag.state
+    assert state.enforce is True, "a bypass with no good reading for the limit must end"
+    assert (state.source, state.stale) == ("watcher", True)
+    assert "FAILOPEN_MAX_STALE_BYPASS" in state.reason
+    assert state.global_status == "major_outage", "the last thing the page said"
+    assert state.error is not None and "connection reset" in state.error
+    errors_logged = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors_logged) == 1 and "MAX_STALE_BYPASS" in errors_logged[0].getMessage()
+    # More failed polls are no evidence: enforcement stays on, and the log says it once.
+    fail_for(watcher, clock, 600.0)
+    assert watcher.flag.enforce is True
+    assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 1
+
+
+def test_after_a_stale_bypass_ends_only_new_outage_readings_reopen_it() -> None:
+    clock = FakeClock()
+    source = ScriptedSource(report("major_outage"))
+    watcher = make(source, clock=clock, stale_after=30.0, max_stale_bypass=120.0, open_after=2)
+    for _ in range(5):  # a long outage: the streak is well past open_after
+        watcher.poll_once()
+    assert watcher.flag.enforce is False
+    source.answers = deque([StatusUnavailable("reset")])
+    fail_for(watcher, clock, 130.0)
+    assert watcher.flag.enforce is True
+    source.answers = deque([report("major_outage")])
+    watcher.poll_once()
+    assert watcher.flag.enforce is True, "the old streak counted: open_after needs new readings"
+    assert watcher.flag.state.stale is False
+    watcher.poll_once()
+    assert watcher.flag.enforce is False
+
+
+def test_a_confirmed_bypass_ends_at_the_stale_limit_too() -> None:
+    clock = FakeClock()
+    source = ScriptedSource(StatusUnavailable("reset"))
+    watcher = make(source, clock=clock, stale_after=30.0, max_stale_bypass=120.0)
+    watcher.observe(report("major_outage"), source="confirmed", started=clock.monotonic())
+    assert (watcher.flag.enforce, watcher.flag.state.source) == (False, "confirmed")
+    fail_for(watcher, clock, 121.0)
+    assert watcher.flag.enforce is True
+
+
+def test_the_stale_limit_never_touches_an_operators_override() -> None:
+    clock = FakeClock()
+    watcher, _ = stale_bypass(clock)
+    watcher.flag.force_off("ops: vendor confirmed the outage by phone", ttl=7200.0)
+    fail_for(watcher, clock, 1000.0)
+    state = watcher.flag.state
+    assert (state.enforce, state.source) == (False, "override")
+    assert watcher.flag.automatic_state.enforce is True, "the watcher's own bypass did end"
+    # And force_off with no status reading at all (a page unreadable from boot): never ended.
+    clock2 = FakeClock()
+    unreadable = make(ScriptedSource(StatusUnavailable("reset")), clock=clock2,
+                      stale_after=30.0, max_stale_bypass=120.0)
+    unreadable.flag.force_off("ops", ttl=7200.0)
+    fail_for(unreadable, clock2, 1000.0)
+    assert (unreadable.flag.state.enforce, unreadable.flag.state.source) == (False, "override")
+
+
+def test_the_poll_error_is_shown_while_stale_without_secrets_and_bounded() -> None:
+    clock = FakeClock()
+    source = ScriptedSource(report("major_outage"))
+    watcher = make(source, clock=clock, stale_after=30.0)
+    watcher.poll_once()
+    secret = (
+        "proxy https://ops:hunter2@proxy.internal:3128/ refused; redirect to "
+        "https://status.test/api?token=s3cr3t#frag\n" + "x" * 10_000
+    )
+    source.answers = deque([StatusUnavailable(secret)])
+    result = watcher.poll_once()
+    watcher.tick()
+    assert watcher.flag.state.stale is False
+    assert watcher.flag.state.error is None, "not stale: no error shown"
+    clock.advance(31.0)
+    watcher.tick()
+    state = watcher.flag.state
+    assert state.stale is True
+    for shown in (state.error, state.to_dict()["error"], result.error):
+        assert shown is not None
+        assert "StatusUnavailable" in shown and "proxy.internal" in shown
+        assert "hunter2" not in shown and "s3cr3t" not in shown and "ops:" not in shown
+        assert "\n" not in shown
+        assert len(shown) <= 300
+    source.answers = deque([report("major_outage")])
+    watcher.poll_once()
+    assert watcher.flag.state.error is None
+    assert watcher.flag.state.to_dict()["error"] is None
