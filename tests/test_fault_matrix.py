@@ -542,3 +542,40 @@ def test_the_indicator_fallback_failing_too_is_no_evidence(
     for _ in range(2):
         assert runtime.poll_now().reading == "failed"  # type: ignore[union-attr]
     assert runtime.state.enforce is True
+
+
+# --- a bypass ends with its evidence (issue 9, B5) ---------------------------------------------
+
+
+@pytest.mark.parametrize("fault", ["reset", "503"])
+def test_dropping_the_status_page_after_an_outage_cannot_keep_enforcement_off(
+    build: Callable[..., FailOpen], page: FakeStatusPage, fault: str
+) -> None:
+    """Someone who can reset the connections to the status page after a real outage: the bypass
+    ends at FAILOPEN_MAX_STALE_BYPASS; an operator's force_off is not affected."""
+    clock = FakeClock()
+    runtime = build(clock=clock, stale_after=30.0, max_stale_bypass=120.0)
+    watcher = runtime.watcher
+    page.set_global(OUTAGE)
+    assert runtime.poll_now().reading == "impaired"
+    assert runtime.state.enforce is False
+    page.set_fault(fault)
+    for _ in range(12):  # 120 s: failed polls every 10 s, within the limit
+        clock.advance(10.0)
+        assert runtime.poll_now().reading == "failed"
+        watcher.tick()
+    assert (runtime.state.enforce, runtime.state.stale) == (False, True)
+    assert runtime.state.error is not None
+    clock.advance(1.0)
+    watcher.tick()
+    state = runtime.state
+    assert state.enforce is True, "a bypass outlived its evidence"
+    assert "FAILOPEN_MAX_STALE_BYPASS" in state.reason
+    assert state.error is not None and state.error.startswith("StatusUnavailable: status page")
+    # An operator who knows better forces it off: the stale limit leaves that alone.
+    runtime.flag.force_off("ops: vendor confirmed by phone", ttl=3600.0)
+    for _ in range(30):
+        clock.advance(10.0)
+        runtime.poll_now()
+        watcher.tick()
+    assert (runtime.state.enforce, runtime.state.source) == (False, "override")
