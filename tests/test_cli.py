@@ -383,6 +383,30 @@ def test_watch_json_unreadable_is_null_and_never_bypasses(
         assert "500" in line["error"]
 
 
+class HostileDocument:
+    """A status page whose answer makes the parser quote it: long ids with line breaks."""
+
+    def __call__(self, request: FakeRequest) -> Reply:
+        ident = "x" * 5000 + "\nERROR forged log line"
+        body = json.dumps({"components": [
+            {"id": ident, "name": "a", "status": "operational", "description": None},
+            {"id": ident, "name": "b", "status": "operational", "description": None},
+        ]}).encode()
+        return Reply(200, body, [("Content-Type", "application/json")])
+
+
+def test_watch_json_error_is_one_bounded_line(run: Any) -> None:
+    with LoopbackServer(HostileDocument()).start() as server:
+        result = run("watch", "--status-url", server.url, "--interval", "0.01", "--json",
+                     "--count", "2")
+    assert result.code == 0, result.err
+    for line in result.jsonl():
+        assert line["enforce"] is True
+        error = line["error"]
+        assert error.startswith("StatusParseError: ")
+        assert len(error) <= 300 and "\n" not in error
+
+
 def test_watch_text_prints_polls_and_transitions(run: Any, flipping_url: str) -> None:
     result = run("watch", "--status-url", flipping_url, "--interval", "0.02", "--count", "2")
     assert result.code == 0, result.err

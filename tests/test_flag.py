@@ -216,3 +216,80 @@ def test_listeners_hear_staleness_and_a_replaced_override() -> None:
     flag.force_off("second reason", ttl=120)
     assert [s.stale for s in seen[:1]] == [True]
     assert [s.reason for s in seen[1:]] == ["first reason", "second reason"]
+
+
+# --- every transition is logged once (issue 9, E17) -----------------------------------------------
+
+
+def transitions(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
+    return [(r.levelno, r.getMessage()) for r in caplog.records
+            if r.name == "failopen.flag" and r.getMessage().startswith("enforcement ")]
+
+
+def test_every_transition_is_logged_once_warning_off_info_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    flag = EnforcementFlag(clock=FakeClock())
+    with caplog.at_level(logging.DEBUG, logger="failopen"):
+        for _ in range(3):  # the same outage reading, poll after poll: one transition
+            flag.set_automatic(enforce=False, source="watcher", reason="global component "
+                               "major_outage", global_status="major_outage")
+        flag.set_stale(True, error="StatusUnavailable: reset")  # staleness is not a transition
+        flag.set_automatic(enforce=False, source="confirmed", reason="global component "
+                           "partial_outage", global_status="partial_outage")
+        flag.set_automatic(enforce=True, source="watcher", reason="global component operational",
+                           global_status="operational")
+        flag.set_automatic(enforce=True, source="watcher", reason="global component operational",
+                           global_status="operational")
+    assert transitions(caplog) == [
+        (logging.WARNING, "enforcement off: source=watcher reason='global component "
+                          "major_outage' global_status=major_outage"),
+        (logging.INFO, "enforcement on: source=watcher reason='global component operational' "
+                       "global_status=operational"),
+    ]
+
+
+def test_overrides_are_transitions_too_and_say_until_when(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock(start=0)
+    flag = EnforcementFlag(clock=clock)
+    with caplog.at_level(logging.INFO, logger="failopen"):
+        flag.force_off("ops: vendor down\nfake line", ttl=60)
+        clock.advance(61)
+        assert flag.enforce is True  # lapsed on read
+        flag.force_on("ops: hold")  # already enforcing: no transition
+    assert transitions(caplog) == [
+        (logging.WARNING, "enforcement off: source=override reason='ops: vendor down\\nfake line'"
+                          " global_status=None until=1970-01-01T00:01:00Z"),
+        (logging.INFO, "enforcement on: source=default reason='no status reading yet' "
+                       "global_status=None"),
+    ]
+
+
+def test_another_process_override_is_logged_where_it_takes_effect(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = MemoryStore()
+    clock = FakeClock()
+    server = EnforcementFlag(store=store, clock=clock)
+    EnforcementFlag(store=store, clock=clock).force_off("ops", ttl=600)  # the CLI, elsewhere
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="failopen"):
+        server.refresh(force=True)
+        server.refresh(force=True)
+    assert [level for level, _ in transitions(caplog)] == [logging.WARNING]
+
+
+def test_the_state_carries_the_poll_error_only_while_stale() -> None:
+    flag = EnforcementFlag(clock=FakeClock())
+    assert flag.state.to_dict()["error"] is None
+    flag.set_stale(False, error="ignored while fresh")
+    assert flag.state.error is None
+    flag.set_stale(True, error="StatusUnavailable: reset")
+    assert flag.state.to_dict()["error"] == "StatusUnavailable: reset"
+    flag.force_off("ops", ttl=60)
+    assert flag.state.error == "StatusUnavailable: reset", "shown under an override too"
+    flag.automatic()
+    flag.set_automatic(enforce=True, source="watcher", reason="ok", global_status="operational")
+    assert (flag.state.stale, flag.state.error) == (False, None)

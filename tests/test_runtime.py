@@ -16,8 +16,9 @@ from failopen.exceptions import ConfigError
 from failopen.flag import EnforcementFlag
 from failopen.runtime import FailOpen
 from failopen.stores.file import FileStore
-from failopen.testing import FakeStatusPage, FakeVerifyAPI
+from failopen.testing import FakeClock, FakeStatusPage, FakeVerifyAPI
 from failopen.verify import VerifyOutcome, VerifyResult
+from failopen.web import flag_payload
 
 WATCHER_THREAD = "failopen.status-watcher"
 
@@ -406,3 +407,28 @@ def test_the_watcher_gets_the_proportional_backoff_and_the_stale_limit(
     assert runtime.watcher.max_stale_bypass == 900.0
     runtime = make(poll_interval=5.0, backoff_max=20.0, max_stale_bypass=60.0)
     assert (runtime.watcher.backoff_max, runtime.watcher.max_stale_bypass) == (20.0, 60.0)
+
+
+def test_the_flag_endpoint_payload_shows_why_the_reading_is_stale(
+    failopen_config: Config,
+) -> None:
+    clock = FakeClock()
+    page = FakeStatusPage(clock=clock)
+    runtime = FailOpen(failopen_config.replace(poll_interval=10.0, stale_after=30.0),
+                       status_transport=page.transport(), clock=clock)
+    try:
+        runtime.poll_now()
+        page.set_fault("503")
+        runtime.poll_now()
+        runtime.watcher.tick()
+        assert flag_payload(runtime.state)["error"] is None, "not stale yet"
+        clock.advance(31.0)
+        runtime.watcher.tick()
+        payload = flag_payload(runtime.state)
+        assert payload["stale"] is True
+        assert "HTTP 503" in payload["error"]
+        page.set_fault(None)
+        runtime.poll_now()
+        assert flag_payload(runtime.state)["error"] is None
+    finally:
+        runtime.stop()

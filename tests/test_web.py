@@ -55,6 +55,15 @@ def test_flag_payload_has_the_issue_keys_and_is_never_cached() -> None:
     assert ("Cache-Control", "no-store") in FLAG_HEADERS
 
 
+def test_flag_payload_carries_the_poll_error_while_stale_and_null_otherwise() -> None:
+    fresh = FlagState(enforce=False, source="watcher", reason="outage", since=0.0)
+    assert flag_payload(fresh)["error"] is None
+    stale = FlagState(enforce=False, source="watcher", reason="outage", since=0.0, stale=True,
+                      error="StatusUnavailable: reset")
+    assert flag_payload(stale)["error"] == "StatusUnavailable: reset"
+    assert flag_payload(stale, mode="shadow")["error"] == "StatusUnavailable: reset"
+
+
 def test_shadow_mode_tells_the_browser_to_enforce_and_shows_what_would_happen() -> None:
     # The server enforces in shadow mode, so a browser told "enforce: false" would skip the
     # challenge and collect 403s for every log-in during the outage.
