@@ -11,6 +11,8 @@
 
 The confirmation is single-flight and cached for ``confirm_ttl``: a flood of failing verifies makes
 at most one status request per TTL, and nothing an attacker sends can flip the flag by itself.
+While a check is under way, other callers wait for it at most a short bound and then answer from
+the flag as it is: a slow status page holds one worker (for at most its timeout), not all of them.
 
 In ``shadow`` mode the guard decides as above and logs what it would have done, but always enforces.
 """
@@ -34,7 +36,7 @@ from failopen.flag import EnforcementFlag
 from failopen.verify import Verifier, VerifyOutcome, VerifyResult
 from failopen.watcher import StatusSource, StatusWatcher
 
-__all__ = ["Decision", "Guard", "OutageConfirmer", "Outcome", "fail_closed"]
+__all__ = ["CONFIRM_WAIT", "Decision", "Guard", "OutageConfirmer", "Outcome", "fail_closed"]
 
 logger = logging.getLogger("failopen.guard")
 audit = logging.getLogger("failopen.audit")
@@ -45,6 +47,9 @@ Outcome = Literal[
 ]
 
 _MAX_TOKEN = 4096
+
+#: How long (seconds) a caller waits for a status check another caller is making.
+CONFIRM_WAIT = 0.25
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,10 @@ def fail_closed(reason: str, *, retry_after: int) -> Decision:
 
 
 class OutageConfirmer:
-    """A status check made on demand, at most once per ``ttl`` however many callers ask."""
+    """A status check made on demand, at most once per ``ttl`` however many callers ask.
+
+    ``wait`` bounds how long a caller waits for a check someone else is making (real seconds).
+    """
 
     def __init__(
         self,
@@ -87,9 +95,13 @@ class OutageConfirmer:
         *,
         ttl: float = 10.0,
         clock: Clock = SYSTEM_CLOCK,
+        wait: float = CONFIRM_WAIT,
     ) -> None:
+        if not wait >= 0:
+            raise ValueError(f"confirm wait must be zero or more seconds, got {wait!r}")
         self._source = source
         self._watcher = watcher
+        self.wait = wait
         self._lock = threading.Lock()
         renew_locks_after_fork(self, "_lock")
         self._clock = clock
@@ -106,11 +118,21 @@ class OutageConfirmer:
 
         The cache only limits how often the status page is asked. The answer is always read from
         the live flag, so a cached check can never outlive a recovery or an operator's override.
+        A caller that finds a check under way waits for it at most ``wait`` seconds and never
+        starts one of its own, so no caller is held longer than one status timeout.
         """
         if not self.fresh():
-            with self._lock:  # single flight: latecomers wait for the one check in progress
-                if not self.fresh():
-                    self._check()
+            lock = self._lock
+            if lock.acquire(blocking=False):  # single flight: this caller makes the check
+                try:
+                    if not self.fresh():
+                        self._check()
+                finally:
+                    lock.release()
+            elif lock.acquire(timeout=self.wait):  # the check in progress ended within the wait
+                lock.release()
+            else:
+                logger.debug("a status check is under way; answering from the flag as it is")
         return not self._watcher.flag.state.enforce
 
     async def aconfirm(self) -> bool:
@@ -125,12 +147,13 @@ class OutageConfirmer:
         loop = asyncio.get_running_loop()
         pending = self._pending
         if pending is not None and pending[0] is loop and not pending[1].done():
-            future = pending[1]
+            # A latecomer: the same bound as a thread's, then the flag as it is.
+            await asyncio.wait({pending[1]}, timeout=self.wait)
         else:
             future = loop.run_in_executor(None, self.confirm)
             self._pending = (loop, future)
-        # Shielded: one caller giving up (a client gone) must not cancel everyone's check.
-        await asyncio.shield(future)
+            # Shielded: one caller giving up (a client gone) must not cancel everyone's check.
+            await asyncio.shield(future)
         return not self._watcher.flag.state.enforce
 
     def _check(self) -> None:

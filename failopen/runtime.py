@@ -18,7 +18,7 @@ from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.config import Config
 from failopen.exceptions import ConfigError
 from failopen.flag import EnforcementFlag, FlagState
-from failopen.guard import Decision, Guard, OutageConfirmer
+from failopen.guard import CONFIRM_WAIT, Decision, Guard, OutageConfirmer
 from failopen.status import StatusClient
 from failopen.stores import OverrideStore, open_store
 from failopen.verify import HttpVerifier, Verifier, VerifyOutcome, VerifyResult
@@ -87,8 +87,10 @@ class FailOpen:
             clock=clock, on_poll=on_poll,
         )
         if self.status is not None:
+            # A caller never waits on another's check longer than the check itself may take.
             confirmer = OutageConfirmer(
-                self.status, self.watcher, ttl=config.confirm_ttl, clock=clock
+                self.status, self.watcher, ttl=config.confirm_ttl, clock=clock,
+                wait=min(CONFIRM_WAIT, config.status_timeout),
             )
         if verifier is None and config.verify_url is not None:
             assert config.private_key is not None  # Config guarantees it

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 import pytest
 
 from failopen.exceptions import StatusUnavailable
 from failopen.flag import EnforcementFlag
-from failopen.guard import Guard, OutageConfirmer
+from failopen.guard import Decision, Guard, OutageConfirmer
 from failopen.status import StatusReport
 from failopen.testing.clock import FakeClock
 from failopen.verify import VerifyOutcome, VerifyResult
@@ -27,9 +28,11 @@ class Source:
         self.answer = answer
         self.calls = 0
         self.gate: threading.Event | None = None
+        self.fetching = threading.Event()
 
     def fetch(self) -> StatusReport:
         self.calls += 1
+        self.fetching.set()
         if self.gate is not None:
             self.gate.wait(5)
         if isinstance(self.answer, Exception):
@@ -57,12 +60,14 @@ def build(
     mode: str = "enforce",
     clock: FakeClock | None = None,
     retry_after: float | None = None,
+    wait: float = 10.0,
 ) -> tuple[Guard, Source, Verifier]:
     clock = clock or FakeClock()
     flag = EnforcementFlag(clock=clock)
     source = Source(status if status is not None else report("operational"))
     watcher = StatusWatcher(source, flag, clock=clock)
-    confirmer = OutageConfirmer(source, watcher, ttl=10.0, clock=clock)
+    # A generous wait unless a test is about the bound: callers then see the check's result.
+    confirmer = OutageConfirmer(source, watcher, ttl=10.0, clock=clock, wait=wait)
     verifier = Verifier(outcome, retry_after)
     guard = Guard(flag, verifier, confirmer, mode=mode)  # type: ignore[arg-type]
     return guard, source, verifier
@@ -347,7 +352,7 @@ async def test_async_callers_share_one_pending_check_instead_of_a_thread_each() 
             calls += 1
             return super().confirm()
 
-    confirmer = Counting(source, watcher, ttl=10.0, clock=clock)
+    confirmer = Counting(source, watcher, ttl=10.0, clock=clock, wait=10.0)
     tasks = [asyncio.create_task(confirmer.aconfirm()) for _ in range(200)]
     await asyncio.sleep(0.05)
     tasks[0].cancel()  # one caller gone must not cancel the check the others wait for
@@ -355,4 +360,63 @@ async def test_async_callers_share_one_pending_check_instead_of_a_thread_each() 
     results = await asyncio.gather(*tasks[1:])
     assert all(results), "the confirmed outage reaches every waiting caller"
     assert calls == 1, f"{calls} thread-pool jobs for one check"
+    assert source.calls == 1
+
+
+# --- a slow status page never holds every worker (issue 9, D16) -----------------------------------
+
+
+def in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
+    out: list[object] = []
+    thread = threading.Thread(target=lambda: out.append(call()), daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_waiters_give_up_after_the_bound_and_answer_from_the_flag() -> None:
+    guard, source, _ = build(VerifyOutcome.UNAVAILABLE, report("major_outage"), wait=0.01)
+    source.gate = threading.Event()
+    try:
+        first, first_out = in_thread(lambda: guard.decide("t"))
+        assert source.fetching.wait(5), "the first caller never began the check"
+        # The check hangs (a slow status page): a flood of callers must not queue behind it.
+        waiters = [in_thread(lambda: guard.decide("t")) for _ in range(20)]
+        for thread, _ in waiters:
+            thread.join(5)
+            assert not thread.is_alive(), "a caller waited on the check past the bound"
+        for _, out in waiters:
+            [decision] = out
+            assert isinstance(decision, Decision)
+            assert (decision.outcome, decision.status_code) == ("cannot_verify", 503)
+        assert source.calls == 1, "still one check in flight"
+    finally:
+        source.gate.set()
+    first.join(5)
+    [decision] = first_out
+    assert isinstance(decision, Decision) and decision.outcome == "bypassed_confirmed_outage"
+    assert guard.decide("t").outcome == "bypassed_flag_off"
+    assert source.calls == 1
+
+
+@pytest.mark.anyio
+async def test_async_latecomers_answer_from_the_flag_within_the_bound() -> None:
+    import asyncio
+
+    clock = FakeClock()
+    flag = EnforcementFlag(clock=clock)
+    source = Source(report("major_outage"))
+    source.gate = threading.Event()
+    confirmer = OutageConfirmer(source, StatusWatcher(source, flag, clock=clock), ttl=10.0,
+                                clock=clock, wait=0.01)
+    first = asyncio.create_task(confirmer.aconfirm())
+    try:
+        while not source.fetching.is_set():
+            await asyncio.sleep(0.001)
+        late = await asyncio.wait_for(
+            asyncio.gather(*(confirmer.aconfirm() for _ in range(50))), timeout=5
+        )
+        assert late == [False] * 50, "the flag as it is while the check runs"
+    finally:
+        source.gate.set()
+    assert await first is True
     assert source.calls == 1

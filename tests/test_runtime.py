@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from failopen import Config
@@ -431,4 +432,41 @@ def test_the_flag_endpoint_payload_shows_why_the_reading_is_stale(
         runtime.poll_now()
         assert flag_payload(runtime.state)["error"] is None
     finally:
+        runtime.stop()
+
+
+def test_confirm_during_a_slow_check_answers_from_the_flag_at_once(
+    failopen_config: Config,
+) -> None:
+    """The flag endpoint's ``?confirm=1`` under a flood, with a status page that hangs: one
+    caller makes the check and is held at most the status timeout; everyone else gets the flag as
+    it is after the short wait, instead of queueing on the check."""
+    gate = threading.Event()
+    asked = threading.Event()
+    page = FakeStatusPage()
+    page.set_global("major_outage")
+
+    def slow(request: httpx.Request) -> httpx.Response:
+        asked.set()
+        gate.wait(10)
+        return page.transport().handle_request(request)
+
+    runtime = FailOpen(failopen_config.replace(status_timeout=0.2),
+                       status_transport=httpx.MockTransport(slow))
+    assert runtime.confirmer is not None
+    assert runtime.confirmer.wait == 0.2, "never longer than the status timeout"
+    runtime.confirmer.wait = 0.01
+    runtime.ensure_started = lambda: None  # type: ignore[method-assign]  # no watcher polls
+    answers: list[bool] = []
+    try:
+        first = threading.Thread(target=lambda: answers.append(runtime.confirm().enforce))
+        first.start()
+        assert asked.wait(5)
+        for _ in range(20):  # the flood, while the check hangs
+            assert runtime.confirm().enforce is True
+        first.join(5)
+        assert not first.is_alive(), "the checking caller outlived the status timeout"
+        assert answers == [True], "a check that timed out is no evidence"
+    finally:
+        gate.set()
         runtime.stop()
