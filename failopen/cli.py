@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, TextIO
 
 from failopen.config import Config
@@ -139,7 +140,8 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     runtime = FailOpen(config, on_poll=on_poll)
 
     def on_transition(old: FlagState, new: FlagState) -> None:
-        if not args.json:
+        # A new poll error while stale is in the next poll line, not a transition.
+        if not args.json and old != replace(new, error=old.error):
             print(f"transition: enforce {old.enforce} -> {new.enforce} ({new.source}: "
                   f"{new.reason})", flush=True)
 

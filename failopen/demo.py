@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TextIO
 
 from failopen.config import Config
@@ -139,8 +139,8 @@ def run_demo(*, step: float = 0.6, out: TextIO | None = None) -> int:
             verify_timeout=max(interval, 1.0),
             confirm_ttl=interval,
             stale_after=interval * 2,
-            # The default backoff (up to 300 s, doubling per failed poll) would leave the watcher
-            # asleep through the recovery scene after the status page errors.
+            # The default backoff while enforcing (up to ten intervals, doubling per failed poll)
+            # would leave the watcher asleep through the scene after the status page errors.
             backoff_max=interval,
             store_refresh=interval,
             audit="each",  # a handful of requests: show every bypass, not a summary
@@ -166,6 +166,8 @@ def run_demo(*, step: float = 0.6, out: TextIO | None = None) -> int:
             )
 
         def on_transition(old: FlagState, new: FlagState) -> None:
+            if old == replace(new, error=old.error):
+                return  # only the poll error changed: the poll line shows it
             stale = " (stale: no good reading lately)" if new.stale else ""
             printer.line(
                 f"  >> flag: enforce {old.enforce} -> {new.enforce} [{new.source}] "
