@@ -25,43 +25,23 @@ from __future__ import annotations
 import logging
 import os
 import random
-import re
 import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from failopen._redact import MAX_LOGGED_ERROR, public_error
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.config import default_backoff_max
 from failopen.exceptions import StatusError, StatusUnavailable
 from failopen.flag import EnforcementFlag
 from failopen.status import StatusReport
 
-__all__ = ["StatusWatcher", "StatusSource", "PollResult", "Reading", "public_error"]
+__all__ = ["StatusWatcher", "StatusSource", "PollResult", "Reading"]
 
 logger = logging.getLogger("failopen.watcher")
 
-#: Longest poll error shown on the flag endpoint and by ``failopen watch``.
-MAX_ERROR = 300
-# The log line keeps more: an operator reading it wants the whole hint (which ids, what to set).
-_MAX_LOGGED_ERROR = 2000
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]*@")
-_QUERY = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s?#]*)[?#][^\s'\"]*")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
-
-
-def public_error(exc: BaseException, *, limit: int = MAX_ERROR) -> str:
-    """A poll error as anyone may see it (the flag endpoint answers the public): bounded, one
-    line, without the credentials or query strings a URL in an exception text may carry (a proxy
-    URL with its password, a redirect target with a token)."""
-    text = f"{type(exc).__name__}: {exc}"[: limit * 4]  # the regexes never scan a huge text
-    text = _USERINFO.sub(r"\1***@", text)
-    text = _QUERY.sub(r"\1?***", text)
-    text = _CONTROL.sub(" ", text)
-    if len(text) > limit:
-        text = text[: limit - 3] + "..."
-    return text
 
 Reading = Literal["impaired", "operational", "neutral", "failed"]
 
@@ -365,7 +345,7 @@ class StatusWatcher:
         message = public_error(exc)
         self._last_error = message
         logger.warning("status page unusable (%d in a row), flag unchanged: %s", failures,
-                       public_error(exc, limit=_MAX_LOGGED_ERROR))
+                       public_error(exc, limit=MAX_LOGGED_ERROR))
         return PollResult("failed", None, message, self._next_delay(retry_after))
 
     # --- internals --------------------------------------------------------------------------

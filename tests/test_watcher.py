@@ -10,6 +10,7 @@ from collections import deque
 
 import pytest
 
+from failopen._redact import public_error
 from failopen.exceptions import StatusParseError, StatusUnavailable
 from failopen.flag import EnforcementFlag, FlagState
 from failopen.status import Component, StatusReport
@@ -569,3 +570,15 @@ def test_the_poll_error_is_shown_while_stale_without_secrets_and_bounded() -> No
     watcher.poll_once()
     assert watcher.flag.state.error is None
     assert watcher.flag.state.to_dict()["error"] is None
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("proxy https://ops:hunter2@proxy.internal:3128/ refused",
+     "ValueError: proxy https://***@proxy.internal:3128/ refused"),
+    ("x://a@b://c:d@e/f?tok=1#x", "ValueError: x://***@b://***@e/f?***"),
+    ("URL: 'https://u:p@h'", "ValueError: URL: 'https://***@h'"),
+    ("https://h/p?token=abc and\thttp://x:y@z", "ValueError: https://h/p?*** and http://***@z"),
+    ("plain words, user@example.com: no URL", "ValueError: plain words, user@example.com: no URL"),
+])
+def test_public_error_removes_what_a_url_may_carry(text: str, shown: str) -> None:
+    assert public_error(ValueError(text)) == shown

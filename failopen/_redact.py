@@ -1,0 +1,55 @@
+"""Poll errors as the public may see them: one bounded line, without what a URL may carry.
+
+The flag endpoint answers anyone, and part of an error's text comes from the status page (ids it
+quoted) or the network stack (a proxy URL with its password, a redirect target with a token).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["MAX_ERROR", "MAX_LOGGED_ERROR", "public_error"]
+
+#: Longest poll error shown on the flag endpoint and by ``failopen watch``.
+MAX_ERROR = 300
+# The log line keeps more: an operator reading it wants the whole hint (which ids, what to set).
+MAX_LOGGED_ERROR = 2000
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+_SPACE = re.compile(r"(\s+)")
+
+
+def public_error(exc: BaseException, *, limit: int = MAX_ERROR) -> str:
+    """A poll error as anyone may see it (the flag endpoint answers the public): bounded, one
+    line, without the credentials or query strings a URL in an exception text may carry (a proxy
+    URL with its password, a redirect target with a token). Linear in the text: a hostile page
+    chooses part of it."""
+    text = _CONTROL.sub(" ", f"{type(exc).__name__}: {exc}"[: limit * 4])
+    text = "".join(_redact_url(word) for word in _SPACE.split(text))
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return text
+
+
+def _redact_url(word: str) -> str:
+    """``scheme://user:pass@host/path?query`` -> ``scheme://***@host/path?***`` in one word."""
+    first = word.find("://")
+    if first < 0:
+        return word
+    cuts = [i for i in (word.find("?", first), word.find("#", first)) if i >= 0]
+    if cuts:
+        word = word[: min(cuts)] + "?***"
+    out: list[str] = []
+    pos = 0
+    # From pos - 1: an authority ends at the "/" that may begin the next URL's "://".
+    while (found := word.find("://", max(pos - 1, 0))) >= 0:
+        start = found + 3
+        end = word.find("/", start)
+        end = len(word) if end < 0 else end
+        authority = word[start:end]
+        if "@" in authority:
+            authority = "***@" + authority.rpartition("@")[2]
+        out += (word[pos:start], authority)
+        pos = end
+    out.append(word[pos:])
+    return "".join(out)
