@@ -117,6 +117,14 @@ class Config:
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 # Never echo the value: it may be the private key.
                 raise ConfigError(f"{env_name(name)}: expected a non-empty string")
+        component = self.global_component
+        if component is not None and component != component.strip():
+            # Ids and names are matched exactly: a stray newline from a secret file would match
+            # nothing, and every reading would fail.
+            raise ConfigError(
+                f"FAILOPEN_GLOBAL_COMPONENT: {component!r} has leading or trailing whitespace; "
+                "give the component's id or exact name (`failopen status --components` lists them)"
+            )
         if self.verify_url is not None and not self.private_key:
             raise ConfigError(
                 "FAILOPEN_PRIVATE_KEY: required when FAILOPEN_VERIFY_URL is set "

@@ -13,6 +13,7 @@ import pytest
 
 from failopen.exceptions import (
     ConfigError,
+    GlobalComponentError,
     RedirectRefused,
     ResponseTooLarge,
     StatusParseError,
@@ -131,37 +132,39 @@ def test_a_configured_global_id_may_carry_a_description() -> None:
 
 def test_several_null_description_components_are_ambiguous() -> None:
     body = document(component("a"), component("b"), component("r1", description="us-east-1"))
-    with pytest.raises(StatusParseError, match="FAILOPEN_GLOBAL_COMPONENT") as caught:
+    with pytest.raises(GlobalComponentError, match="FAILOPEN_GLOBAL_COMPONENT") as caught:
         parse_components(body, fetched_at=0)
-    assert "'a'" in str(caught.value) and "'b'" in str(caught.value)
+    assert "a (A)" in str(caught.value) and "b (B)" in str(caught.value)
 
 
 def test_no_null_description_component_means_no_global() -> None:
     body = document(component("r1", description="us-east-1"),
                     component("r2", description="eu-west-1"))
-    with pytest.raises(StatusParseError, match="global component") as caught:
+    with pytest.raises(GlobalComponentError, match="description null: none") as caught:
         parse_components(body, fetched_at=0)
-    assert "'r1'" in str(caught.value) and "'r2'" in str(caught.value)
+    assert "r1 (R1)" in str(caught.value) and "r2 (R2)" in str(caught.value)
 
 
 def test_a_description_key_that_is_absent_does_not_make_a_global() -> None:
     glob = component("glob")
     del glob["description"]
-    with pytest.raises(StatusParseError, match="global component"):
+    with pytest.raises(GlobalComponentError, match="description null: none"):
         parse_components(document(glob, component("r1", description="x")), fetched_at=0)
 
 
 def test_a_configured_global_id_that_is_absent_is_an_error_naming_the_ids() -> None:
-    with pytest.raises(StatusParseError, match="'nope' is not on the page") as caught:
+    with pytest.raises(GlobalComponentError, match="'nope' is neither the id") as caught:
         parse_components(document(), global_component="nope", fetched_at=0)
-    assert "'glob'" in str(caught.value) and "'use1'" in str(caught.value)
+    assert "glob (Glob)" in str(caught.value) and "use1 (Use1)" in str(caught.value)
 
 
 def test_group_components_are_neither_global_nor_regions() -> None:
     body = document(component("grp", "major_outage", group=True),
                     component("glob", "operational"),
                     component("r1", "operational", "us-east-1", group_id="grp"))
-    report = parse_components(body, fetched_at=0)
+    with pytest.raises(GlobalComponentError, match="groups"):  # not the documented shape
+        parse_components(body, fetched_at=0)
+    report = parse_components(body, fetched_at=0, global_component="glob")
     assert report.global_status == "operational"
     assert [r.id for r in report.regions] == ["r1"]
     assert report.regions[0].group_id == "grp"
@@ -180,6 +183,14 @@ def test_unknown_extra_fields_are_tolerated() -> None:
     glob = component("glob", future_field={"nested": [1, 2]})
     body = document(glob, component("r1", description="us-east-1"), incidents=[{"id": "x"}])
     assert parse_components(body, fetched_at=0).global_status == "operational"
+
+
+def test_an_odd_page_object_or_names_are_noted_not_fatal() -> None:
+    for change in (lambda d: d.update(page="p1"),
+                   lambda d: d["components"][0].update(name=["x"]),
+                   lambda d: d["page"].update(updated_at=17)):
+        report = parse_components(_mutated(change), fetched_at=0)
+        assert report.global_status == "operational" and len(report.odd) == 1
 
 
 def test_a_page_without_a_page_object_still_parses() -> None:
@@ -222,9 +233,6 @@ MALFORMED: dict[str, bytes] = {
     "status null": _mutated(lambda d: d["components"][0].update(status=None)),
     "status object": _mutated(lambda d: d["components"][0].update(status={"v": "x"})),
     "description not a string": _mutated(lambda d: d["components"][1].update(description=3)),
-    "group not a boolean": _mutated(lambda d: d["components"][0].update(group="false")),
-    "name not a string": _mutated(lambda d: d["components"][0].update(name=["x"])),
-    "page not an object": _mutated(lambda d: d.update(page="p1")),
     "duplicate ids": _mutated(lambda d: d["components"][2].update(id="use1")),
 }
 
@@ -237,9 +245,9 @@ def test_every_malformed_components_document_is_a_parse_error(body: bytes) -> No
 
 def test_parse_errors_list_at_most_twenty_ids() -> None:
     body = document(*(component(f"r{i}", description=f"region {i}") for i in range(500)))
-    with pytest.raises(StatusParseError) as caught:
+    with pytest.raises(GlobalComponentError) as caught:
         parse_components(body, fetched_at=0)
-    assert "'r19'" in str(caught.value) and "'r20'" not in str(caught.value)
+    assert "r19 (R19)" in str(caught.value) and "r20 (R20)" not in str(caught.value)
     assert "480 more" in str(caught.value)
 
 
@@ -568,7 +576,7 @@ def test_without_fallback_status_json_is_never_asked() -> None:
     assert [r.path for r in page.received] == ["/api/v2/components.json"]
 
 
-@pytest.mark.parametrize("fault", ["503", "timeout", "missing_global", "malformed"])
+@pytest.mark.parametrize("fault", ["503", "timeout", "malformed"])
 @pytest.mark.parametrize(("status", "expected"), [
     ("operational", "operational"), ("major_outage", "indicator:critical"),
 ])
@@ -582,6 +590,17 @@ def test_the_fallback_reads_the_indicator_when_components_fail(
         report = client.fetch()
     assert report.source == "indicator" and report.global_status == expected
     assert [r.path for r in page.received] == ["/api/v2/components.json", "/api/v2/status.json"]
+
+
+def test_no_fallback_when_the_global_component_is_missing() -> None:
+    # The indicator is the worst of every component: read instead of an unknown global, a
+    # regional outage would pass for a global one.
+    page = FakeStatusPage()
+    page.set_region("us-east-1", "major_outage")
+    page.set_fault("missing_global", endpoint="components")
+    with client_for(page, indicator_fallback=True) as client, pytest.raises(GlobalComponentError):
+        client.fetch()
+    assert [r.path for r in page.received] == ["/api/v2/components.json"]
 
 
 def test_the_fallback_is_not_asked_when_components_work() -> None:
@@ -611,7 +630,7 @@ class NoIndicator(FakeStatusPage):
 
 
 @pytest.mark.parametrize(("fault", "expected"), [
-    ("500", StatusUnavailable), ("missing_global", StatusParseError), ("reset", StatusUnavailable),
+    ("500", StatusUnavailable), ("not_json", StatusParseError), ("reset", StatusUnavailable),
 ])
 def test_when_both_fail_the_components_error_is_raised(
     fault: str, expected: type[Exception]
