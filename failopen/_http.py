@@ -19,6 +19,7 @@ import os
 import socket
 import threading
 import time
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -69,8 +70,20 @@ def is_loopback_host(host: str) -> bool:
 def check_url(value: str, *, setting: str) -> str:
     """Validate a vendor URL: absolute, http(s), no credentials, https unless the host is loopback.
 
+    Whitespace and control or invisible format characters anywhere are refused rather than
+    percent-encoded or stripped: ``https://status.x /`` and a trailing newline from a secret
+    file are mistakes, and httpx would quietly turn a space into ``%20``, even inside the host.
     Messages name the host, never the whole value: a URL may carry a password.
     """
+    if not isinstance(value, str):
+        raise ConfigError(f"{setting}: expected a URL string, got {type(value).__name__}")
+    bad = next((ch for ch in value if ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf")),
+               None)
+    if bad is not None:
+        raise ConfigError(
+            f"{setting}: contains whitespace or a control character ({bad!r} at position "
+            f"{value.index(bad)}); remove it (a space, or a trailing newline from a file?)"
+        )
     try:
         url = httpx.URL(value)
     except Exception:  # httpx raises several types for malformed URLs

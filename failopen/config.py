@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from failopen._http import check_url
 from failopen.exceptions import ConfigError
+from failopen.status import check_status_url
 
 __all__ = ["Config", "KNOWN_IMPAIRED", "env_name"]
 
@@ -98,7 +99,7 @@ class Config:
             p.rstrip("/") for p in self.protected_paths if len(p) > 1 and p.endswith("/")))
         if self.status_url is not None:
             object.__setattr__(
-                self, "status_url", check_url(self.status_url, setting=env_name("status_url"))
+                self, "status_url", check_status_url(self.status_url, env_name("status_url"))
             )
         if self.verify_url is not None:
             object.__setattr__(

@@ -50,6 +50,7 @@ import dataclasses
 import logging
 import math
 import os
+import re
 import threading
 import time
 from http.cookiejar import CookieJar, DefaultCookiePolicy
@@ -87,6 +88,7 @@ __all__ = [
     "ComponentListing",
     "StatusClient",
     "StatusReport",
+    "check_status_url",
     "list_components",
     "parse_components",
     "parse_indicator",
@@ -102,6 +104,35 @@ try:
 except metadata.PackageNotFoundError:  # pragma: no cover - running from an uninstalled tree
     _VERSION = "0"
 _HEADERS = {"User-Agent": f"failopen/{_VERSION} (status check)", "Accept": "application/json"}
+
+
+# A document path where the base address belongs: /api/v2, /api/v2/<anything>, or any *.json.
+_DOCUMENT_PATH = re.compile(r"(?i)(?:/api/v2(?:/[^/]*)?|/[^/]*\.json)/*$")
+
+
+def check_status_url(value: str, setting: str = "FAILOPEN_STATUS_URL") -> str:
+    """Validate the status page's base address; raise ConfigError saying what to change.
+
+    On top of :func:`failopen._http.check_url` (absolute, https unless loopback, no credentials,
+    no whitespace): no query or fragment, and no document path. A value ending in
+    ``/api/v2/components.json`` would be requested with the path doubled, so it is refused with
+    the base address to use instead, rather than trimmed: a setting that means one thing here and
+    another in the operator's notes is how the wrong page ends up watched.
+    """
+    url = httpx.URL(_http.check_url(value, setting=setting))
+    if url.query or url.fragment:
+        raise ConfigError(
+            f"{setting}: must be the page's base address (like https://status.example.com), "
+            "without a query or fragment"
+        )
+    document = _DOCUMENT_PATH.search(url.path)
+    if document is not None:
+        base = str(url.copy_with(path=url.path[: document.start()]))
+        raise ConfigError(
+            f"{setting}: give the page's base address, not a document on it: failopen adds "
+            f"{COMPONENTS_PATH} itself; use {base}"
+        )
+    return str(url)
 
 
 def _no_cookies() -> CookieJar:
@@ -132,12 +163,7 @@ class StatusClient:
         async_transport: httpx.AsyncBaseTransport | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        url = httpx.URL(_http.check_url(status_url, setting="FAILOPEN_STATUS_URL"))
-        if url.query or url.fragment:
-            raise ConfigError(
-                f"FAILOPEN_STATUS_URL: {status_url!r} must be the page's base address, "
-                "without a query or fragment"
-            )
+        url = httpx.URL(check_status_url(status_url))
         if global_component is not None and (
             not isinstance(global_component, str) or not global_component.strip()
         ):

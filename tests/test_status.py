@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from failopen.config import Config
 from failopen.exceptions import (
     ConfigError,
     GlobalComponentError,
@@ -310,6 +311,55 @@ def test_component_known_follows_its_status() -> None:
 def test_bad_status_urls_are_refused_at_construction(url: str) -> None:
     with pytest.raises(ConfigError, match="FAILOPEN_STATUS_URL"):
         StatusClient(url)
+
+
+@pytest.mark.parametrize(("url", "base"), [
+    ("https://status.x/api/v2/components.json", "https://status.x"),
+    ("https://status.x/api/v2/status.json", "https://status.x"),
+    ("https://status.x/api/v2/summary.json/", "https://status.x"),
+    ("https://status.x/api/v2", "https://status.x"),
+    ("https://status.x/API/V2/", "https://status.x"),
+    ("https://status.x:8443/vendor/api/v2/components.json", "https://status.x:8443/vendor"),
+    ("https://status.x/components.json", "https://status.x"),
+    ("http://127.0.0.1:9/api/v2/components.json", "http://127.0.0.1:9"),
+])
+def test_a_status_url_with_the_document_path_is_refused_with_the_fix(url: str, base: str) -> None:
+    # It used to be accepted and then requested as .../api/v2/components.json/api/v2/...
+    for build in (lambda: StatusClient(url), lambda: Config(status_url=url)):
+        with pytest.raises(ConfigError, match="FAILOPEN_STATUS_URL") as caught:
+            build()
+        assert str(caught.value).endswith(f"use {base}")
+
+
+@pytest.mark.parametrize("url", [
+    "https://status.x/a b", "https://status .x", " https://status.x", "https://status.x/ ",
+    "https://status.x\n", "https://status.x/\t", "https://status.x/\u00a0",
+    "https://status.x/\u200b", "https://status.x/\x7f",
+])
+def test_a_url_with_whitespace_or_control_characters_is_refused(url: str) -> None:
+    with pytest.raises(ConfigError, match="FAILOPEN_STATUS_URL: contains whitespace"):
+        Config(status_url=url)
+    with pytest.raises(ConfigError, match="FAILOPEN_STATUS_URL: contains whitespace"):
+        StatusClient(url)
+    verify = url.replace("status.x", "verify.x") + "/api/v4/verify/"
+    with pytest.raises(ConfigError, match="FAILOPEN_VERIFY_URL: contains whitespace"):
+        Config(verify_url=verify, private_key="k")
+
+
+@pytest.mark.parametrize("url", [
+    "https://status.x/vendor/", "https://status.x/api/v2x", "https://status.x/json",
+])
+def test_base_addresses_that_only_look_close_are_accepted(url: str) -> None:
+    assert Config(status_url=url).status_url == url
+
+
+def test_the_verify_url_keeps_its_path_and_is_still_checked() -> None:
+    # check_url is shared: the verify endpoint is a full path and must stay accepted as is.
+    config = Config(verify_url="https://verify.x/api/v4/verify/", private_key="k")
+    assert config.verify_url == "https://verify.x/api/v4/verify/"
+    for bad in ("http://verify.x/api/v4/verify/", "https://u:p@verify.x/v", "verify.x/v"):
+        with pytest.raises(ConfigError, match="FAILOPEN_VERIFY_URL"):
+            Config(verify_url=bad, private_key="k")
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8080", "http://localhost", "http://[::1]:1"])
