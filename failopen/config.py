@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from failopen._http import check_url
+from failopen._status_url import check_status_url
 from failopen.exceptions import ConfigError
-from failopen.status import check_status_url
 
 __all__ = ["Config", "KNOWN_IMPAIRED", "env_name"]
 

@@ -50,7 +50,6 @@ import dataclasses
 import logging
 import math
 import os
-import re
 import threading
 import time
 from http.cookiejar import CookieJar, DefaultCookiePolicy
@@ -70,6 +69,7 @@ from failopen._status_documents import (
     parse_components,
     parse_indicator,
 )
+from failopen._status_url import COMPONENTS_PATH, check_status_url
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.exceptions import (
     ConfigError,
@@ -96,7 +96,6 @@ __all__ = [
 
 logger = logging.getLogger("failopen.status")
 
-COMPONENTS_PATH = "/api/v2/components.json"
 INDICATOR_PATH = "/api/v2/status.json"
 
 try:
@@ -104,35 +103,6 @@ try:
 except metadata.PackageNotFoundError:  # pragma: no cover - running from an uninstalled tree
     _VERSION = "0"
 _HEADERS = {"User-Agent": f"failopen/{_VERSION} (status check)", "Accept": "application/json"}
-
-
-# A document path where the base address belongs: /api/v2, /api/v2/<anything>, or any *.json.
-_DOCUMENT_PATH = re.compile(r"(?i)(?:/api/v2(?:/[^/]*)?|/[^/]*\.json)/*$")
-
-
-def check_status_url(value: str, setting: str = "FAILOPEN_STATUS_URL") -> str:
-    """Validate the status page's base address; raise ConfigError saying what to change.
-
-    On top of :func:`failopen._http.check_url` (absolute, https unless loopback, no credentials,
-    no whitespace): no query or fragment, and no document path. A value ending in
-    ``/api/v2/components.json`` would be requested with the path doubled, so it is refused with
-    the base address to use instead, rather than trimmed: a setting that means one thing here and
-    another in the operator's notes is how the wrong page ends up watched.
-    """
-    url = httpx.URL(_http.check_url(value, setting=setting))
-    if url.query or url.fragment:
-        raise ConfigError(
-            f"{setting}: must be the page's base address (like https://status.example.com), "
-            "without a query or fragment"
-        )
-    document = _DOCUMENT_PATH.search(url.path)
-    if document is not None:
-        base = str(url.copy_with(path=url.path[: document.start()]))
-        raise ConfigError(
-            f"{setting}: give the page's base address, not a document on it: failopen adds "
-            f"{COMPONENTS_PATH} itself; use {base}"
-        )
-    return str(url)
 
 
 def _no_cookies() -> CookieJar:
