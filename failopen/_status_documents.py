@@ -45,6 +45,7 @@ KNOWN_STATUSES = frozenset(
 )
 
 _MAX_IDS_SHOWN = 20
+_MAX_ODD = 50
 
 
 @dataclass(frozen=True)
@@ -298,6 +299,8 @@ def _entries(body: bytes) -> tuple[dict[str, Any], list[_Entry], list[str], bool
     if duplicates:
         # Two components under one id: no reading of "the component with this id" is sound.
         raise StatusParseError(f"components.json repeats component ids {_show_ids(duplicates)}")
+    if len(odd) > _MAX_ODD:  # a page of a million odd entries must not become a huge report
+        odd[_MAX_ODD:] = [f"... and {len(odd) - _MAX_ODD} more"]
     return document, entries, odd, len(entries) == len(raw_components)
 
 

@@ -358,6 +358,21 @@ def test_status_on_an_ambiguous_page_exits_2_and_says_what_to_set(
     assert "FAILOPEN_GLOBAL_COMPONENT" in result.err
 
 
+def test_status_reports_odd_fields_and_still_reads(run: Any) -> None:
+    doc = json.loads((FIXTURES / "vendor_shape.json").read_text())
+    doc["components"][1]["status"] = None
+    doc["components"][2]["group"] = "false"
+    doc["components"][0]["status"] = "major_outage"
+    raw = json.dumps(doc).encode()
+    with LoopbackServer(lambda request: Reply(200, raw)).start() as server:
+        result = run("status", "--status-url", server.url, "--json")
+        assert result.code == 1, result.err  # the reading counts: a global outage
+        data = result.json()
+        assert data["chosen_by"] == "guess" and len(data["odd"]) == 2
+        text = run("status", "--status-url", server.url)
+    assert "odd (the reading still counts): component 'u5e1qz8m3kwr': status is null" in text.out
+
+
 def test_status_components_on_the_fake_page(run: Any, url: str, page: FakeStatusPage) -> None:
     result = run("status", "--status-url", url, "--components")
     assert result.code == 0, result.err

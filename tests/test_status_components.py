@@ -379,3 +379,10 @@ def test_a_global_component_with_stray_whitespace_is_refused_at_configuration(va
 
 def test_a_global_component_name_with_inner_spaces_is_accepted() -> None:
     assert Config(global_component="Git Operations").global_component == "Git Operations"
+
+
+def test_the_odd_list_is_bounded() -> None:
+    doc = load("vendor_shape")
+    doc["components"] += [{"id": f"x{i}", "status": None} for i in range(500)]
+    report = parse(doc, global_component="g0b4lqv7n2xs")
+    assert len(report.odd) == 51 and report.odd[-1] == "... and 450 more"
