@@ -161,7 +161,7 @@ def _guess(candidates: Sequence[Candidate], complete: bool) -> Choice:
         raise _refuse(shape + "some entries are not components with an id", candidates)
     grouped = [c for c in candidates if c.group or c.member]
     if grouped:
-        raise _refuse(shape + f"{len(grouped)} components are groups or in groups", candidates)
+        raise _refuse(shape + f"groups or members of groups: {len(grouped)}", candidates)
     nulls = [c for c in candidates if c.null_description]
     if len(nulls) != 1:
         found = f"{len(nulls)} ({describe_components(nulls)})" if nulls else "none"
@@ -169,7 +169,7 @@ def _guess(candidates: Sequence[Candidate], complete: bool) -> Choice:
     unlabelled = [c for c in candidates if c is not nulls[0] and not is_region_label(c.description)]
     if unlabelled:
         raise _refuse(
-            shape + f"{len(unlabelled)} other components carry no region label "
-            f"({describe_components(unlabelled)})", candidates,
+            shape + "besides the one with description null, components without a region "
+            f"label: {len(unlabelled)} ({describe_components(unlabelled)})", candidates,
         )
     return Choice(nulls[0].id, "guess")

@@ -159,7 +159,7 @@ def test_a_configured_group_is_refused_but_a_member_of_a_group_is_fine() -> None
 def test_prose_or_empty_descriptions_are_not_region_labels(description: str) -> None:
     doc = load("vendor_shape")
     doc["components"][2]["description"] = description
-    with pytest.raises(GlobalComponentError, match="carry no region label"):
+    with pytest.raises(GlobalComponentError, match="components without a region label"):
         parse(doc)
 
 
