@@ -19,12 +19,14 @@ import os
 import socket
 import threading
 import time
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from failopen._bounded_body import BoundedBody
 from failopen.exceptions import (
     ConfigError,
     FetchError,
@@ -32,7 +34,6 @@ from failopen.exceptions import (
     FetchTimeout,
     FetchTransportError,
     RedirectRefused,
-    ResponseTooLarge,
 )
 
 __all__ = ["Fetched", "check_url", "is_loopback_host", "fetch", "afetch", "parse_retry_after"]
@@ -69,8 +70,20 @@ def is_loopback_host(host: str) -> bool:
 def check_url(value: str, *, setting: str) -> str:
     """Validate a vendor URL: absolute, http(s), no credentials, https unless the host is loopback.
 
+    Whitespace and control or invisible format characters anywhere are refused rather than
+    percent-encoded or stripped: ``https://status.x /`` and a trailing newline from a secret
+    file are mistakes, and httpx would quietly turn a space into ``%20``, even inside the host.
     Messages name the host, never the whole value: a URL may carry a password.
     """
+    if not isinstance(value, str):
+        raise ConfigError(f"{setting}: expected a URL string, got {type(value).__name__}")
+    bad = next((ch for ch in value if ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf")),
+               None)
+    if bad is not None:
+        raise ConfigError(
+            f"{setting}: contains whitespace or a control character ({bad!r} at position "
+            f"{value.index(bad)}); remove it (a space, or a trailing newline from a file?)"
+        )
     try:
         url = httpx.URL(value)
     except Exception:  # httpx raises several types for malformed URLs
@@ -133,8 +146,8 @@ def _next_url(current: httpx.URL, response: httpx.Response, hops: int) -> httpx.
 
 
 def _headers(extra: dict[str, str] | None) -> dict[str, str]:
-    # The answers are small: asking for no compression means the size cap bounds memory too
-    # (a compressed body could expand far past the cap inside a single decoded chunk).
+    # The answers are small: no compression is asked for. A server may compress anyway, which
+    # BoundedBody decodes within the cap.
     return {"Accept-Encoding": "identity", **(extra or {})}
 
 
@@ -208,15 +221,16 @@ def _exchange(
                 if response.status_code in (301, 302, 303):
                     method, json = "GET", None
                 continue
-            body = bytearray()
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > max_bytes:
-                    raise ResponseTooLarge(f"response body passed the {max_bytes}-byte cap")
-                if time.monotonic() > deadline:
-                    raise FetchTimeout("response still arriving at the deadline")
+            if response.is_stream_consumed:
+                body = BoundedBody.already_read(response.content, max_bytes)
+            else:
+                body = BoundedBody(response.headers, max_bytes)
+                for chunk in response.iter_raw():
+                    body.feed(chunk)
+                    if time.monotonic() > deadline:
+                        raise FetchTimeout("response still arriving at the deadline")
             return Fetched(
-                response.status_code, response.headers, bytes(body), target,
+                response.status_code, response.headers, body.finish(), target,
                 time.monotonic() - started,
             )
         finally:
@@ -248,13 +262,14 @@ async def _aexchange(
                 if response.status_code in (301, 302, 303):
                     method, json = "GET", None
                 continue
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > max_bytes:
-                    raise ResponseTooLarge(f"response body passed the {max_bytes}-byte cap")
+            if response.is_stream_consumed:
+                body = BoundedBody.already_read(response.content, max_bytes)
+            else:
+                body = BoundedBody(response.headers, max_bytes)
+                async for chunk in response.aiter_raw():
+                    body.feed(chunk)
             return Fetched(
-                response.status_code, response.headers, bytes(body), target,
+                response.status_code, response.headers, body.finish(), target,
                 time.monotonic() - started,
             )
         finally:

@@ -2,9 +2,18 @@
 
 :class:`~failopen.status.StatusClient` fetches ``components.json`` and ``status.json``; everything
 a fetched body means lives here, apart from the HTTP, so the rules that a fail-open decision rests
-on (duplicate keys and ids refused, unknown status values kept with ``known=False``, the global
-component found or a StatusParseError naming the ids seen) read and test as plain functions of
-bytes. Import the names from :mod:`failopen.status`, which re-exports them.
+on read and test as plain functions of bytes. Import the names from :mod:`failopen.status`, which
+re-exports them.
+
+Strict about what decides, lenient about the rest:
+
+* fatal (StatusParseError): not a JSON object, duplicate keys, no ``components`` list, duplicate
+  component ids, a global component that cannot be told (GlobalComponentError, see
+  :mod:`failopen._global_component`), a global component without a status string;
+* noted in ``StatusReport.odd`` and otherwise ignored: an entry that is not an object or has no
+  id, a region whose status is not a string (left out of ``regions``), and any other field of
+  the wrong type (``"group": "false"`` reads as false, a numeric ``updated_at`` as None);
+* kept as sent: unknown status values (``known=False``), which nothing acts on.
 """
 
 from __future__ import annotations
@@ -15,13 +24,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from failopen.exceptions import StatusParseError
+from failopen._global_component import Candidate, choose_global
+from failopen.exceptions import GlobalComponentError, StatusParseError
 
 __all__ = [
     "KNOWN_STATUSES",
     "OPERATIONAL",
     "Component",
+    "ComponentListing",
     "StatusReport",
+    "list_components",
     "parse_components",
     "parse_indicator",
 ]
@@ -33,6 +45,7 @@ KNOWN_STATUSES = frozenset(
 )
 
 _MAX_IDS_SHOWN = 20
+_MAX_ODD = 50
 
 
 @dataclass(frozen=True)
@@ -77,6 +90,12 @@ class StatusReport:
     fetched_at: float
     source: Literal["components", "indicator"]
     page_updated_at: str | None = None
+    #: Quirks beside the point (a region without a status, a numeric ``updated_at``, ...): the
+    #: reading still counts; these say what was read oddly.
+    odd: tuple[str, ...] = ()
+    #: How the global component was chosen: ``pinned``, ``id``, ``name``, ``guess`` (None for
+    #: the indicator).
+    chosen_by: str | None = None
 
     @property
     def known(self) -> bool:
@@ -105,6 +124,29 @@ class StatusReport:
             ),
             "regions": [region.to_dict() for region in self.regions],
             "impaired_regions": [region.id for region in self.impaired_regions()],
+            "odd": list(self.odd),
+            "chosen_by": self.chosen_by,
+        }
+
+
+@dataclass(frozen=True)
+class ComponentListing:
+    """Every component of a page, and the global one's id (or why it cannot be told)."""
+
+    components: tuple[Component, ...]
+    global_id: str | None
+    chosen_by: str | None
+    error: str | None
+    odd: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, as ``failopen status --components --json`` prints it."""
+        return {
+            "components": [component.to_dict() for component in self.components],
+            "global_component": self.global_id,
+            "chosen_by": self.chosen_by,
+            "error": self.error,
+            "odd": list(self.odd),
         }
 
 
@@ -132,13 +174,6 @@ def _load(body: bytes, what: str) -> Any:
         raise StatusParseError(f"{what}: not a JSON document ({reason[:200]})") from None
 
 
-def _optional(obj: dict[str, Any], key: str, kind: type, where: str) -> Any:
-    value = obj.get(key)
-    if value is not None and not isinstance(value, kind):
-        raise StatusParseError(f"{where}: {key} is {type(value).__name__}, not {kind.__name__}")
-    return value
-
-
 def _show_ids(ids: Iterable[str]) -> str:
     ids = list(ids)
     shown = ", ".join(repr(i[:64]) for i in ids[:_MAX_IDS_SHOWN])
@@ -147,53 +182,105 @@ def _show_ids(ids: Iterable[str]) -> str:
     return f"[{shown}]"
 
 
-def _component(raw: Any, index: int) -> tuple[Component, bool]:
-    """The component, and whether its description is an explicit null (a global candidate)."""
-    where = f"components.json: components[{index}]"
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+@dataclass
+class _Entry:
+    """One entry of ``components`` read leniently: the component, plus what the chooser needs."""
+
+    component: Component
+    status_ok: bool
+    candidate: Candidate
+
+
+def _group_flag(value: Any) -> tuple[bool, bool]:
+    """(is a group, flag readable). ``"false"``/``"true"`` read as meant; anything else unsure."""
+    if isinstance(value, bool):
+        return value, True
+    if value is None:
+        return False, True  # absent: the spec's components are not groups
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true", True
+    return True, False  # unreadable: treated as a group, which no rule ever elects
+
+
+def _entry(raw: Any, index: int, odd: list[str]) -> _Entry | None:
+    """Read one entry; quirks beside the point are noted in ``odd``, not raised."""
     if not isinstance(raw, dict):
-        raise StatusParseError(f"{where} is {type(raw).__name__}, not an object")
+        odd.append(f"components[{index}] is {_kind(raw)}, not an object; skipped")
+        return None
     cid = raw.get("id")
     if not isinstance(cid, str) or not cid:
-        raise StatusParseError(f"{where} has no id string")
-    where = f"components.json: component {cid[:64]!r}"
+        odd.append(f"components[{index}] has no id string; skipped")
+        return None
+
+    def note(field: str, value: Any, expected: str) -> None:
+        odd.append(f"component {cid[:64]!r}: {field} is {_kind(value)}, not {expected}")
+
+    name = raw.get("name")
+    if name is not None and not isinstance(name, str):
+        note("name", name, "a string")
+        name = None
     status = raw.get("status")
-    if not isinstance(status, str):
-        raise StatusParseError(f"{where}: status is missing or not a string")
-    name = _optional(raw, "name", str, where)
-    group = raw.get("group", False)
-    if not isinstance(group, bool):
-        raise StatusParseError(f"{where}: group is {type(group).__name__}, not a boolean")
-    description = _optional(raw, "description", str, where)
+    status_ok = isinstance(status, str)
+    if not status_ok:
+        note("status", status, "a string")
+    description = raw.get("description")
+    if description is not None and not isinstance(description, str):
+        note("description", description, "a string or null")
+        description = None
+    raw_group = raw.get("group")
+    group, readable = _group_flag(raw_group)
+    if raw_group is not None and not isinstance(raw_group, bool):
+        note("group", raw_group, "a boolean")
+    group_id = raw.get("group_id")
+    if group_id is not None and not isinstance(group_id, str):
+        note("group_id", group_id, "a string or null")
+        group_id = None
+    updated_at = raw.get("updated_at")
+    if updated_at is not None and not isinstance(updated_at, str):
+        note("updated_at", updated_at, "an RFC 3339 string")
+        updated_at = None
     component = Component(
         id=cid,
         name=cid if name is None else name,
-        status=status,
+        status=status if isinstance(status, str) else "",
         description=description,
         group=group,
-        group_id=_optional(raw, "group_id", str, where),
-        updated_at=_optional(raw, "updated_at", str, where),
-        known=status in KNOWN_STATUSES,
+        group_id=group_id,
+        updated_at=updated_at,
+        known=isinstance(status, str) and status in KNOWN_STATUSES,
     )
-    return component, ("description" in raw and description is None)
+    candidate = Candidate(
+        id=cid,
+        name=component.name,
+        description=description,
+        null_description="description" in raw and raw["description"] is None,
+        group=group or not readable,
+        member=group_id is not None,
+    )
+    return _Entry(component, status_ok, candidate)
 
 
-def _page_updated_at(document: dict[str, Any], what: str) -> str | None:
+def _page_updated_at(document: dict[str, Any], what: str, odd: list[str]) -> str | None:
+    # The page object decides nothing: an odd one is noted, never fatal.
     page = document.get("page")
     if page is None:
         return None
     if not isinstance(page, dict):
-        raise StatusParseError(f"{what}: page is {type(page).__name__}, not an object")
-    value: str | None = _optional(page, "updated_at", str, f"{what}: page")
+        odd.append(f"{what}: page is {_kind(page)}, not an object")
+        return None
+    value = page.get("updated_at")
+    if value is not None and not isinstance(value, str):
+        odd.append(f"{what}: page.updated_at is {_kind(value)}, not an RFC 3339 string")
+        return None
     return value
 
 
-def parse_components(
-    body: bytes, *, global_component: str | None = None, fetched_at: float
-) -> StatusReport:
-    """Parse a components document (spec 2.5) into a report. Raises StatusParseError.
-
-    Unknown fields are ignored; unknown status values are kept (``known=False``).
-    """
+def _entries(body: bytes) -> tuple[dict[str, Any], list[_Entry], list[str], bool]:
+    """The document, its readable entries, the quirks seen, and whether every entry was read."""
     document = _load(body, "components.json")
     if not isinstance(document, dict):
         raise StatusParseError(
@@ -205,37 +292,83 @@ def parse_components(
             "components.json has no components list "
             f"(found {type(raw_components).__name__})"
         )
-    parsed = [_component(raw, index) for index, raw in enumerate(raw_components)]
-    ids = [component.id for component, _ in parsed]
+    odd: list[str] = []
+    entries = [e for i, raw in enumerate(raw_components) if (e := _entry(raw, i, odd)) is not None]
+    ids = [e.component.id for e in entries]
     duplicates = sorted(i for i, n in Counter(ids).items() if n > 1)
     if duplicates:
+        # Two components under one id: no reading of "the component with this id" is sound.
         raise StatusParseError(f"components.json repeats component ids {_show_ids(duplicates)}")
+    if len(odd) > _MAX_ODD:  # a page of a million odd entries must not become a huge report
+        odd[_MAX_ODD:] = [f"... and {len(odd) - _MAX_ODD} more"]
+    return document, entries, odd, len(entries) == len(raw_components)
 
-    if global_component is not None:
-        chosen = [component for component, _ in parsed if component.id == global_component]
-        if not chosen:
-            raise StatusParseError(
-                f"components.json: the configured global component {global_component[:64]!r} "
-                f"is not on the page; component ids seen: {_show_ids(ids)}"
-            )
-    else:
-        chosen = [component for component, null in parsed if null and not component.group]
-        if len(chosen) != 1:
-            found = f"{len(chosen)} {_show_ids(c.id for c in chosen)}" if chosen else "none"
-            raise StatusParseError(
-                "components.json: cannot tell the global component: it is the one non-group "
-                f"component whose description is null, and there are {found}; component ids seen: "
-                f"{_show_ids(ids)}; set FAILOPEN_GLOBAL_COMPONENT to the global component's id"
-            )
-    glob = chosen[0]
+
+def parse_components(
+    body: bytes,
+    *,
+    global_component: str | None = None,
+    fetched_at: float,
+    pinned: tuple[str, str] | None = None,
+) -> StatusReport:
+    """Parse a components document (spec 2.5) into a report. Raises StatusParseError.
+
+    ``global_component`` is FAILOPEN_GLOBAL_COMPONENT (an id, or an exact unique name);
+    ``pinned`` the (id, name) chosen by an earlier reading, which wins over both (see
+    :mod:`failopen._global_component`). Strict about what decides (the global component's id and
+    status), lenient about the rest: a region with a null status, a numeric ``updated_at``, a
+    ``"group": "false"`` or a missing optional field is listed in ``odd`` and the reading counts.
+    Unknown fields are ignored; unknown status values are kept (``known=False``).
+    """
+    document, entries, odd, complete = _entries(body)
+    choice = choose_global(
+        [e.candidate for e in entries], configured=global_component, pinned=pinned,
+        complete=complete,
+    )
+    glob = next(e for e in entries if e.component.id == choice.id)
+    if not glob.status_ok:
+        raise StatusParseError(
+            f"components.json: the global component {choice.id[:64]!r} has no status string"
+        )
+    regions = []
+    for entry in entries:
+        component = entry.component
+        if entry is glob or entry.candidate.group:
+            continue
+        if entry.status_ok:
+            regions.append(component)  # an odd region without a status is already in odd
     return StatusReport(
-        global_status=glob.status,
-        global_component=glob,
-        regions=tuple(c for c, _ in parsed if c is not glob and not c.group),
+        global_status=glob.component.status,
+        global_component=glob.component,
+        regions=tuple(regions),
         fetched_at=fetched_at,
         source="components",
-        page_updated_at=_page_updated_at(document, "components.json"),
+        page_updated_at=_page_updated_at(document, "components.json", odd),
+        odd=tuple(odd),
+        chosen_by=choice.how,
     )
+
+
+def list_components(
+    body: bytes, *, global_component: str | None = None, pinned: tuple[str, str] | None = None
+) -> ComponentListing:
+    """Every component on the page (groups included), and which one is global, or why none is.
+
+    For ``failopen status --components``: a page whose global component cannot be told is still
+    listed (that is when the list is needed). Raises StatusParseError only for a page that is not
+    a components document at all.
+    """
+    _, entries, odd, complete = _entries(body)
+    try:
+        choice = choose_global(
+            [e.candidate for e in entries], configured=global_component, pinned=pinned,
+            complete=complete,
+        )
+    except GlobalComponentError as exc:
+        return ComponentListing(tuple(e.component for e in entries), None, None, str(exc),
+                                tuple(odd))
+    return ComponentListing(tuple(e.component for e in entries), choice.id, choice.how, None,
+                            tuple(odd))
 
 
 def parse_indicator(body: bytes, *, fetched_at: float) -> StatusReport:
@@ -259,5 +392,5 @@ def parse_indicator(body: bytes, *, fetched_at: float) -> StatusReport:
         regions=(),
         fetched_at=fetched_at,
         source="indicator",
-        page_updated_at=_page_updated_at(document, "status.json"),
+        page_updated_at=_page_updated_at(document, "status.json", []),
     )

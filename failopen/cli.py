@@ -18,13 +18,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from failopen.config import Config
 from failopen.exceptions import ConfigError, FailopenError, StatusError
 from failopen.flag import EnforcementFlag, FlagState, rfc3339
 from failopen.stores import open_store
 from failopen.web import describe_override
+
+if TYPE_CHECKING:
+    from failopen.status import StatusClient
 
 __all__ = ["main", "build_parser", "parse_duration"]
 
@@ -74,6 +77,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
         timeout=config.status_timeout, max_bytes=config.status_max_bytes,
         indicator_fallback=config.indicator_fallback,
     ) as client:
+        if args.components:
+            return _print_components(args, client)
         try:
             report = client.fetch()
         except StatusError as exc:
@@ -82,8 +87,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
                 _emit(sys.stdout, {
                     "global_status": None, "known": False, "source": None,
                     "fetched_at": None, "page_updated_at": None, "global_component": None,
-                    "regions": [], "impaired_regions": [], "would_bypass": False,
-                    "error": f"{type(exc).__name__}: {exc}",
+                    "regions": [], "impaired_regions": [], "odd": [], "chosen_by": None,
+                    "would_bypass": False, "error": f"{type(exc).__name__}: {exc}",
                 })
             else:
                 print(f"status page unusable: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -95,9 +100,53 @@ def _cmd_status(args: argparse.Namespace) -> int:
         print(f"global: {report.global_status}" + ("  (would bypass)" if would_bypass else ""))
         for region in report.regions:
             print(f"  {region.description or region.name}: {region.status}")
+        for line in report.odd:
+            print(f"  odd (the reading still counts): {line}")
     if would_bypass:
         return EXIT_OUTAGE
     return EXIT_OK if report.known else EXIT_UNKNOWN
+
+
+def _cell(value: object, width: int) -> str:
+    text = "-" if value is None or value == "" else str(value)
+    text = " ".join(text.split())  # a newline in a name must not break the table
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _print_components(args: argparse.Namespace, client: StatusClient) -> int:
+    """``failopen status --components``: every component, to find the global one's id."""
+    try:
+        listing = client.fetch_components()
+    except StatusError as exc:
+        if args.json:
+            _emit(sys.stdout, {"components": [], "global_component": None, "chosen_by": None,
+                               "odd": [], "error": f"{type(exc).__name__}: {exc}"})
+        else:
+            print(f"status page unusable: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    if args.json:
+        _emit(sys.stdout, listing.to_dict())
+    else:
+        # Ids and names are never cut: the reader copies one into FAILOPEN_GLOBAL_COMPONENT.
+        id_width = max([2, *(len(c.id) for c in listing.components)])
+        name_width = max([4, *(len(_cell(c.name, 10**6)) for c in listing.components)])
+        columns = (("id", id_width), ("name", name_width), ("description", 40), ("status", 22),
+                   ("group", id_width + 3))
+        print("  ".join(name.ljust(width) for name, width in columns).rstrip())
+        for c in listing.components:
+            group = "group" if c.group else (f"in {c.group_id}" if c.group_id else "")
+            cells = (c.id, c.name, c.description, c.status or None, group)
+            print("  ".join(_cell(v, w).ljust(w)
+                            for v, (_, w) in zip(cells, columns, strict=True)).rstrip())
+        for line in listing.odd:
+            print(f"odd: {line}")
+        if listing.global_id is not None:
+            chosen = next(c for c in listing.components if c.id == listing.global_id)
+            print(f"global component: {chosen.id} ({chosen.name}), chosen by {listing.chosen_by}")
+        else:
+            print(f"global component: cannot tell: {listing.error}")
+    # Never 1 (scripts read it as "outage"): 2 when failopen could not use this page.
+    return EXIT_OK if listing.global_id is not None else EXIT_UNKNOWN
 
 
 # --- failopen watch -----------------------------------------------------------------------------
@@ -215,7 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = verbs.add_parser("status", help="check the status page once")
     status.add_argument("--status-url", help="default: FAILOPEN_STATUS_URL")
-    status.add_argument("--global-component", help="id of the global component")
+    status.add_argument("--global-component",
+                        help="id or exact name of the global component "
+                             "(default: FAILOPEN_GLOBAL_COMPONENT)")
+    status.add_argument("--components", action="store_true",
+                        help="list every component (id, name, description, status, group) "
+                             "and which one failopen takes as global")
     status.add_argument("--indicator-fallback", action="store_true",
                         help="fall back to /api/v2/status.json when components fail")
     status.add_argument("--json", action="store_true", help="print one JSON object")

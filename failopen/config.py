@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from failopen._http import check_url
+from failopen._status_url import check_status_url
 from failopen.exceptions import ConfigError
 
 __all__ = ["Config", "KNOWN_IMPAIRED", "default_backoff_max", "env_name"]
@@ -111,7 +112,7 @@ class Config:
             p.rstrip("/") for p in self.protected_paths if len(p) > 1 and p.endswith("/")))
         if self.status_url is not None:
             object.__setattr__(
-                self, "status_url", check_url(self.status_url, setting=env_name("status_url"))
+                self, "status_url", check_status_url(self.status_url, env_name("status_url"))
             )
         if self.verify_url is not None:
             object.__setattr__(
@@ -130,6 +131,14 @@ class Config:
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 # Never echo the value: it may be the private key.
                 raise ConfigError(f"{env_name(name)}: expected a non-empty string")
+        component = self.global_component
+        if component is not None and component != component.strip():
+            # Ids and names are matched exactly: a stray newline from a secret file would match
+            # nothing, and every reading would fail.
+            raise ConfigError(
+                f"FAILOPEN_GLOBAL_COMPONENT: {component!r} has leading or trailing whitespace; "
+                "give the component's id or exact name (`failopen status --components` lists them)"
+            )
         if self.verify_url is not None and not self.private_key:
             raise ConfigError(
                 "FAILOPEN_PRIVATE_KEY: required when FAILOPEN_VERIFY_URL is set "

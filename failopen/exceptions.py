@@ -11,6 +11,7 @@
     ├── StatusError            the status page could not be used as evidence
     │   ├── StatusUnavailable  it could not be read (wraps a FetchError, or an HTTP error status)
     │   └── StatusParseError   it answered, but not with a well-formed components document
+    │       └── GlobalComponentError  which component is global cannot be told (never guessed)
     └── StoreError             the override store could not be read or written
 
 None of these ever reaches a request: the guard and the adapters turn them into decisions.
@@ -31,6 +32,7 @@ __all__ = [
     "StatusError",
     "StatusUnavailable",
     "StatusParseError",
+    "GlobalComponentError",
     "StoreError",
 ]
 
@@ -84,6 +86,13 @@ class StatusUnavailable(StatusError):
 
 class StatusParseError(StatusError):
     """The status page answered, but not with a well-formed components document."""
+
+
+class GlobalComponentError(StatusParseError):
+    """The page does not say which component is the global one: ambiguous, not the documented
+    shape, a FAILOPEN_GLOBAL_COMPONENT that matches nothing or several, or a pinned component that
+    left the page. The message lists the components as ``id (name)`` and says what to set. Never
+    evidence of an outage, and never a reason to fall back to the page-wide indicator."""
 
 
 class StoreError(FailopenError):

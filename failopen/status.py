@@ -10,19 +10,22 @@ What the client promises, because a fail-open decision rests on it:
   failures, the overall deadline passing (a slowly dripping answer included), a body over the
   size cap, a redirect to another origin, and every non-2xx answer. For non-2xx answers the error
   carries ``status_code`` and ``retry_after`` (seconds, from ``Retry-After``).
-* A page that answers with anything but a well-formed components document is
+* A page that answers with anything but a components document is
   :class:`~failopen.exceptions.StatusParseError`: an empty body, not JSON (or JSON with duplicate
-  keys), the wrong shape (no ``components`` list, a component without a string ``id`` or
-  ``status``, a field of the wrong type), duplicate component ids, and no way to tell which
-  component is the global one.
+  keys), no ``components`` list, duplicate component ids, a global component without a status
+  string. Quirks beside the point (a region with a null status, a numeric ``updated_at``,
+  ``"group": "false"``) do not spoil a reading: they are listed in ``StatusReport.odd`` and
+  logged once per change.
 * An unknown status *value* is not an error: it is kept as it was sent, and the report says
   ``known=False``. It is not an outage: the caller decides what it means (failopen's watcher
   bypasses only on the values listed in ``bypass_on``).
 
-The global component is the one whose id is configured (``FAILOPEN_GLOBAL_COMPONENT``); without
-that, the single non-group component whose ``description`` is ``null`` (spec 2.5: regional
-components carry their region label there). None, several, or a configured id that is not on the
-page: a StatusParseError naming the ids that were seen.
+Which component is global (:mod:`failopen._global_component`): the one ``FAILOPEN_GLOBAL_COMPONENT``
+names (an id, or an exact unique name), else a guess made only when the page has the documented
+shape exactly. The first choice is pinned by id for the life of the client and logged once at
+INFO with its id and name; a pinned component that leaves the page makes the page unreadable.
+Whenever the choice cannot be made the reading is a
+:class:`~failopen.exceptions.GlobalComponentError` listing the components as ``id (name)``.
 
 With ``indicator_fallback=True`` a failed components request is retried against
 ``{status_url}/api/v2/status.json`` within what is left of the same deadline. Its
@@ -30,7 +33,9 @@ With ``indicator_fallback=True`` a failed components request is retried against
 ``indicator:v`` (the spec does not say what other values mean, so failopen reports them and lets
 the user list them in ``bypass_on``). A 429 is never followed by the fallback request, a
 components request that used up the whole deadline leaves no time for one, and when the fallback
-fails too the components error is raised.
+fails too the components error is raised. A GlobalComponentError is never followed by it either:
+the indicator is the worst status of every component, regions included, so reading it when the
+global component cannot be told would turn a regional outage into a bypass.
 
 No credentials are ever sent: no Authorization header, no user-info in the URL (refused at
 construction), and cookies the page sets are dropped.
@@ -41,6 +46,7 @@ here.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -57,14 +63,18 @@ from failopen._status_documents import (
     KNOWN_STATUSES,
     OPERATIONAL,
     Component,
+    ComponentListing,
     StatusReport,
+    list_components,
     parse_components,
     parse_indicator,
 )
+from failopen._status_url import COMPONENTS_PATH, check_status_url
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.exceptions import (
     ConfigError,
     FetchError,
+    GlobalComponentError,
     StatusError,
     StatusUnavailable,
 )
@@ -75,15 +85,17 @@ __all__ = [
     "KNOWN_STATUSES",
     "OPERATIONAL",
     "Component",
+    "ComponentListing",
     "StatusClient",
     "StatusReport",
+    "check_status_url",
+    "list_components",
     "parse_components",
     "parse_indicator",
 ]
 
 logger = logging.getLogger("failopen.status")
 
-COMPONENTS_PATH = "/api/v2/components.json"
 INDICATOR_PATH = "/api/v2/status.json"
 
 try:
@@ -121,16 +133,13 @@ class StatusClient:
         async_transport: httpx.AsyncBaseTransport | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        url = httpx.URL(_http.check_url(status_url, setting="FAILOPEN_STATUS_URL"))
-        if url.query or url.fragment:
-            raise ConfigError(
-                f"FAILOPEN_STATUS_URL: {status_url!r} must be the page's base address, "
-                "without a query or fragment"
-            )
+        url = httpx.URL(check_status_url(status_url))
         if global_component is not None and (
             not isinstance(global_component, str) or not global_component.strip()
         ):
-            raise ConfigError("FAILOPEN_GLOBAL_COMPONENT: must be a non-empty component id")
+            raise ConfigError(
+                "FAILOPEN_GLOBAL_COMPONENT: must be a non-empty component id or exact name"
+            )
         if (
             isinstance(timeout, bool)
             or not isinstance(timeout, (int, float))
@@ -156,6 +165,12 @@ class StatusClient:
         self._client: httpx.Client | None = None
         self._aclient: httpx.AsyncClient | None = None
         self._closed = False
+        # The global component chosen by the first good reading: (id, name), kept for life,
+        # and how it was chosen (reports keep saying so).
+        self._pinned: tuple[str, str] | None = None
+        self._pinned_how: str | None = None
+        self._pin_lock = threading.Lock()
+        self._last_odd: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         return (
@@ -194,11 +209,57 @@ class StatusClient:
             )
         return fetched.content
 
+    @property
+    def pinned(self) -> tuple[str, str] | None:
+        """(id, name) of the global component this client chose and keeps, None before."""
+        return self._pinned
+
     def _components(self, fetched: _http.Fetched) -> StatusReport:
         body = self._answer(fetched, self.components_url)
+        if self._pinned is None:
+            with self._pin_lock:  # the first readings race to choose: one choice, logged once
+                if self._pinned is None:
+                    report = self._parse(body, None)
+                    glob = report.global_component
+                    assert glob is not None  # a components reading always has one
+                    self._pinned_how = report.chosen_by
+                    self._pinned = (glob.id, glob.name)
+                    self._log_pin(glob, report.chosen_by)
+                    self._log_odd(report.odd)
+                    return report
+        report = dataclasses.replace(self._parse(body, self._pinned), chosen_by=self._pinned_how)
+        self._log_odd(report.odd)
+        return report
+
+    def _parse(self, body: bytes, pinned: tuple[str, str] | None) -> StatusReport:
         return parse_components(
-            body, global_component=self.global_component, fetched_at=self._clock.time()
+            body, global_component=self.global_component, pinned=pinned,
+            fetched_at=self._clock.time(),
         )
+
+    def _log_pin(self, glob: Component, how: str | None) -> None:
+        if how == "guess":
+            why = ("guessed: the page has the documented shape (one component with description "
+                   f"null, every other labelled with its region); set FAILOPEN_GLOBAL_COMPONENT="
+                   f"{glob.id} to make it explicit")
+        else:
+            why = f"FAILOPEN_GLOBAL_COMPONENT matched its {how}"
+        logger.info(
+            "global component %s (%s), status %s: %s; pinned for the life of this process",
+            glob.id, glob.name, glob.status, why,
+        )
+
+    def _log_odd(self, odd: tuple[str, ...]) -> None:
+        if odd == self._last_odd:
+            return
+        self._last_odd = odd
+        if odd:
+            logger.warning(
+                "status page: %d fields read oddly (the reading still counts; the global "
+                "component's id and status were read): %s", len(odd), "; ".join(odd[:20]),
+            )
+        else:
+            logger.info("status page: no more oddly read fields")
 
     def _indicator(self, fetched: _http.Fetched) -> StatusReport:
         body = self._answer(fetched, self.indicator_url)
@@ -206,7 +267,7 @@ class StatusClient:
 
     def _fallback_budget(self, error: StatusError, started: float) -> float | None:
         """Seconds left for the indicator request, or None when there must be none."""
-        if not self.indicator_fallback:
+        if not self.indicator_fallback or isinstance(error, GlobalComponentError):
             return None
         if isinstance(error, StatusUnavailable) and error.status_code == 429:
             return None  # asked to slow down: a second request would not be polite
@@ -260,6 +321,18 @@ class StatusClient:
             self._log_fallback(error, None)
             return report
         raise error
+
+    def fetch_components(self) -> ComponentListing:
+        """List every component of the page and which is global (or why none can be told).
+
+        For diagnosis (``failopen status --components``): reads components.json once, never the
+        fallback, and pins nothing. Raises StatusUnavailable, or StatusParseError for a page that
+        is not a components document at all.
+        """
+        client = self._sync_client()
+        body = self._answer(self._get(client, self.components_url, self.timeout),
+                            self.components_url)
+        return list_components(body, global_component=self.global_component, pinned=self._pinned)
 
     def close(self) -> None:
         """Release the sync connection pool. Later reads raise StatusUnavailable.

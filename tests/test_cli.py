@@ -303,6 +303,89 @@ def test_status_global_component_by_id(run: Any, url: str, page: FakeStatusPage)
     assert result.json()["global_status"] == "major_outage"
 
 
+FIXTURES = Path(__file__).parent / "fixtures" / "statuspage"
+
+
+@pytest.fixture
+def github_like_url() -> Iterator[str]:
+    """A page shaped like GitHub's (prose descriptions, one null link placeholder)."""
+    doc = (FIXTURES / "github_like.json").read_bytes()
+    with LoopbackServer(
+        lambda request: Reply(200, doc, [("Content-Type", "application/json")])
+    ).start() as server:
+        yield server.url
+
+
+def test_status_components_lists_every_component_in_a_table(
+    run: Any, github_like_url: str
+) -> None:
+    result = run("status", "--status-url", github_like_url, "--components")
+    assert result.code == 2, result.err  # listed, but no global component can be told
+    lines = result.out.splitlines()
+    assert lines[0].split() == ["id", "name", "description", "status", "group"]
+    placeholder = next(line for line in lines if line.startswith("0l2p9nhqnxpd"))
+    assert "Visit www.githubstatus.com for more information" in placeholder
+    assert "operational" in placeholder
+    assert len([line for line in lines if line[:12].isalnum()]) == 11
+    assert "global component: cannot tell" in lines[-1]
+    assert "FAILOPEN_GLOBAL_COMPONENT" in lines[-1]
+
+
+def test_status_components_json_and_the_chosen_one(run: Any, github_like_url: str) -> None:
+    result = run("status", "--status-url", github_like_url, "--components", "--json",
+                 "--global-component", "Git Operations")
+    assert result.code == 0, result.err
+    data = result.json()
+    assert data["global_component"] == "8l4ygp009s5s" and data["chosen_by"] == "name"
+    assert data["error"] is None
+    first = data["components"][0]
+    assert {k: first[k] for k in ("id", "name", "status", "group", "group_id")} == {
+        "id": "8l4ygp009s5s", "name": "Git Operations", "status": "operational",
+        "group": False, "group_id": None,
+    }
+    assert first["description"].startswith("Performance of git clones")
+    result = run("status", "--status-url", github_like_url, "--global-component",
+                 "Git Operations")
+    assert result.code == 0 and "global: operational" in result.out
+
+
+def test_status_on_an_ambiguous_page_exits_2_and_says_what_to_set(
+    run: Any, github_like_url: str
+) -> None:
+    result = run("status", "--status-url", github_like_url)
+    assert result.code == 2
+    assert "0l2p9nhqnxpd (Visit www.githubstatus.com for more information)" in result.err
+    assert "FAILOPEN_GLOBAL_COMPONENT" in result.err
+
+
+def test_status_reports_odd_fields_and_still_reads(run: Any) -> None:
+    doc = json.loads((FIXTURES / "vendor_shape.json").read_text())
+    doc["components"][1]["status"] = None
+    doc["components"][2]["group"] = "false"
+    doc["components"][0]["status"] = "major_outage"
+    raw = json.dumps(doc).encode()
+    with LoopbackServer(lambda request: Reply(200, raw)).start() as server:
+        result = run("status", "--status-url", server.url, "--json")
+        assert result.code == 1, result.err  # the reading counts: a global outage
+        data = result.json()
+        assert data["chosen_by"] == "guess" and len(data["odd"]) == 2
+        text = run("status", "--status-url", server.url)
+    assert "odd (the reading still counts): component 'u5e1qz8m3kwr': status is null" in text.out
+
+
+def test_status_components_on_the_fake_page(run: Any, url: str, page: FakeStatusPage) -> None:
+    result = run("status", "--status-url", url, "--components")
+    assert result.code == 0, result.err
+    assert f"global component: {page.global_id} (Global), chosen by guess" in result.out
+
+
+def test_status_components_unreadable_exits_2(run: Any, url: str, page: FakeStatusPage) -> None:
+    page.set_fault("503")
+    result = run("status", "--status-url", url, "--components", "--json")
+    assert result.code == 2
+    assert result.json()["components"] == [] and "503" in result.json()["error"]
+
+
 def test_status_indicator_fallback(run: Any, url: str, page: FakeStatusPage) -> None:
     page.set_fault("wrong_shape", endpoint="components")
     page.set_global("operational")

@@ -11,8 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
+from failopen.config import Config
 from failopen.exceptions import (
     ConfigError,
+    GlobalComponentError,
     RedirectRefused,
     ResponseTooLarge,
     StatusParseError,
@@ -131,37 +133,39 @@ def test_a_configured_global_id_may_carry_a_description() -> None:
 
 def test_several_null_description_components_are_ambiguous() -> None:
     body = document(component("a"), component("b"), component("r1", description="us-east-1"))
-    with pytest.raises(StatusParseError, match="FAILOPEN_GLOBAL_COMPONENT") as caught:
+    with pytest.raises(GlobalComponentError, match="FAILOPEN_GLOBAL_COMPONENT") as caught:
         parse_components(body, fetched_at=0)
-    assert "'a'" in str(caught.value) and "'b'" in str(caught.value)
+    assert "a (A)" in str(caught.value) and "b (B)" in str(caught.value)
 
 
 def test_no_null_description_component_means_no_global() -> None:
     body = document(component("r1", description="us-east-1"),
                     component("r2", description="eu-west-1"))
-    with pytest.raises(StatusParseError, match="global component") as caught:
+    with pytest.raises(GlobalComponentError, match="description null: none") as caught:
         parse_components(body, fetched_at=0)
-    assert "'r1'" in str(caught.value) and "'r2'" in str(caught.value)
+    assert "r1 (R1)" in str(caught.value) and "r2 (R2)" in str(caught.value)
 
 
 def test_a_description_key_that_is_absent_does_not_make_a_global() -> None:
     glob = component("glob")
     del glob["description"]
-    with pytest.raises(StatusParseError, match="global component"):
+    with pytest.raises(GlobalComponentError, match="description null: none"):
         parse_components(document(glob, component("r1", description="x")), fetched_at=0)
 
 
 def test_a_configured_global_id_that_is_absent_is_an_error_naming_the_ids() -> None:
-    with pytest.raises(StatusParseError, match="'nope' is not on the page") as caught:
+    with pytest.raises(GlobalComponentError, match="'nope' is neither the id") as caught:
         parse_components(document(), global_component="nope", fetched_at=0)
-    assert "'glob'" in str(caught.value) and "'use1'" in str(caught.value)
+    assert "glob (Glob)" in str(caught.value) and "use1 (Use1)" in str(caught.value)
 
 
 def test_group_components_are_neither_global_nor_regions() -> None:
     body = document(component("grp", "major_outage", group=True),
                     component("glob", "operational"),
                     component("r1", "operational", "us-east-1", group_id="grp"))
-    report = parse_components(body, fetched_at=0)
+    with pytest.raises(GlobalComponentError, match="groups"):  # not the documented shape
+        parse_components(body, fetched_at=0)
+    report = parse_components(body, fetched_at=0, global_component="glob")
     assert report.global_status == "operational"
     assert [r.id for r in report.regions] == ["r1"]
     assert report.regions[0].group_id == "grp"
@@ -180,6 +184,14 @@ def test_unknown_extra_fields_are_tolerated() -> None:
     glob = component("glob", future_field={"nested": [1, 2]})
     body = document(glob, component("r1", description="us-east-1"), incidents=[{"id": "x"}])
     assert parse_components(body, fetched_at=0).global_status == "operational"
+
+
+def test_an_odd_page_object_or_names_are_noted_not_fatal() -> None:
+    for change in (lambda d: d.update(page="p1"),
+                   lambda d: d["components"][0].update(name=["x"]),
+                   lambda d: d["page"].update(updated_at=17)):
+        report = parse_components(_mutated(change), fetched_at=0)
+        assert report.global_status == "operational" and len(report.odd) == 1
 
 
 def test_a_page_without_a_page_object_still_parses() -> None:
@@ -222,9 +234,6 @@ MALFORMED: dict[str, bytes] = {
     "status null": _mutated(lambda d: d["components"][0].update(status=None)),
     "status object": _mutated(lambda d: d["components"][0].update(status={"v": "x"})),
     "description not a string": _mutated(lambda d: d["components"][1].update(description=3)),
-    "group not a boolean": _mutated(lambda d: d["components"][0].update(group="false")),
-    "name not a string": _mutated(lambda d: d["components"][0].update(name=["x"])),
-    "page not an object": _mutated(lambda d: d.update(page="p1")),
     "duplicate ids": _mutated(lambda d: d["components"][2].update(id="use1")),
 }
 
@@ -237,9 +246,9 @@ def test_every_malformed_components_document_is_a_parse_error(body: bytes) -> No
 
 def test_parse_errors_list_at_most_twenty_ids() -> None:
     body = document(*(component(f"r{i}", description=f"region {i}") for i in range(500)))
-    with pytest.raises(StatusParseError) as caught:
+    with pytest.raises(GlobalComponentError) as caught:
         parse_components(body, fetched_at=0)
-    assert "'r19'" in str(caught.value) and "'r20'" not in str(caught.value)
+    assert "r19 (R19)" in str(caught.value) and "r20 (R20)" not in str(caught.value)
     assert "480 more" in str(caught.value)
 
 
@@ -302,6 +311,55 @@ def test_component_known_follows_its_status() -> None:
 def test_bad_status_urls_are_refused_at_construction(url: str) -> None:
     with pytest.raises(ConfigError, match="FAILOPEN_STATUS_URL"):
         StatusClient(url)
+
+
+@pytest.mark.parametrize(("url", "base"), [
+    ("https://status.x/api/v2/components.json", "https://status.x"),
+    ("https://status.x/api/v2/status.json", "https://status.x"),
+    ("https://status.x/api/v2/summary.json/", "https://status.x"),
+    ("https://status.x/api/v2", "https://status.x"),
+    ("https://status.x/API/V2/", "https://status.x"),
+    ("https://status.x:8443/vendor/api/v2/components.json", "https://status.x:8443/vendor"),
+    ("https://status.x/components.json", "https://status.x"),
+    ("http://127.0.0.1:9/api/v2/components.json", "http://127.0.0.1:9"),
+])
+def test_a_status_url_with_the_document_path_is_refused_with_the_fix(url: str, base: str) -> None:
+    # It used to be accepted and then requested as .../api/v2/components.json/api/v2/...
+    for build in (lambda: StatusClient(url), lambda: Config(status_url=url)):
+        with pytest.raises(ConfigError, match="FAILOPEN_STATUS_URL") as caught:
+            build()
+        assert str(caught.value).endswith(f"use {base}")
+
+
+@pytest.mark.parametrize("url", [
+    "https://status.x/a b", "https://status .x", " https://status.x", "https://status.x/ ",
+    "https://status.x\n", "https://status.x/\t", "https://status.x/\u00a0",
+    "https://status.x/\u200b", "https://status.x/\x7f",
+])
+def test_a_url_with_whitespace_or_control_characters_is_refused(url: str) -> None:
+    with pytest.raises(ConfigError, match="FAILOPEN_STATUS_URL: contains whitespace"):
+        Config(status_url=url)
+    with pytest.raises(ConfigError, match="FAILOPEN_STATUS_URL: contains whitespace"):
+        StatusClient(url)
+    verify = url.replace("status.x", "verify.x") + "/api/v4/verify/"
+    with pytest.raises(ConfigError, match="FAILOPEN_VERIFY_URL: contains whitespace"):
+        Config(verify_url=verify, private_key="k")
+
+
+@pytest.mark.parametrize("url", [
+    "https://status.x/vendor/", "https://status.x/api/v2x", "https://status.x/json",
+])
+def test_base_addresses_that_only_look_close_are_accepted(url: str) -> None:
+    assert Config(status_url=url).status_url == url
+
+
+def test_the_verify_url_keeps_its_path_and_is_still_checked() -> None:
+    # check_url is shared: the verify endpoint is a full path and must stay accepted as is.
+    config = Config(verify_url="https://verify.x/api/v4/verify/", private_key="k")
+    assert config.verify_url == "https://verify.x/api/v4/verify/"
+    for bad in ("http://verify.x/api/v4/verify/", "https://u:p@verify.x/v", "verify.x/v"):
+        with pytest.raises(ConfigError, match="FAILOPEN_VERIFY_URL"):
+            Config(verify_url=bad, private_key="k")
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8080", "http://localhost", "http://[::1]:1"])
@@ -568,7 +626,7 @@ def test_without_fallback_status_json_is_never_asked() -> None:
     assert [r.path for r in page.received] == ["/api/v2/components.json"]
 
 
-@pytest.mark.parametrize("fault", ["503", "timeout", "missing_global", "malformed"])
+@pytest.mark.parametrize("fault", ["503", "timeout", "malformed"])
 @pytest.mark.parametrize(("status", "expected"), [
     ("operational", "operational"), ("major_outage", "indicator:critical"),
 ])
@@ -582,6 +640,17 @@ def test_the_fallback_reads_the_indicator_when_components_fail(
         report = client.fetch()
     assert report.source == "indicator" and report.global_status == expected
     assert [r.path for r in page.received] == ["/api/v2/components.json", "/api/v2/status.json"]
+
+
+def test_no_fallback_when_the_global_component_is_missing() -> None:
+    # The indicator is the worst of every component: read instead of an unknown global, a
+    # regional outage would pass for a global one.
+    page = FakeStatusPage()
+    page.set_region("us-east-1", "major_outage")
+    page.set_fault("missing_global", endpoint="components")
+    with client_for(page, indicator_fallback=True) as client, pytest.raises(GlobalComponentError):
+        client.fetch()
+    assert [r.path for r in page.received] == ["/api/v2/components.json"]
 
 
 def test_the_fallback_is_not_asked_when_components_work() -> None:
@@ -611,7 +680,7 @@ class NoIndicator(FakeStatusPage):
 
 
 @pytest.mark.parametrize(("fault", "expected"), [
-    ("500", StatusUnavailable), ("missing_global", StatusParseError), ("reset", StatusUnavailable),
+    ("500", StatusUnavailable), ("not_json", StatusParseError), ("reset", StatusUnavailable),
 ])
 def test_when_both_fail_the_components_error_is_raised(
     fault: str, expected: type[Exception]

@@ -4,7 +4,9 @@ It serves the two documents of the spec, faithfully shaped (spec 2.5, 4.7, 4.8):
 
 * ``GET /api/v2/components.json``: a ``page`` object and one component per region (the region
   label in ``description``) plus one global component (``description`` null), every field of the
-  component table present, RFC 3339 timestamps;
+  component table present, RFC 3339 timestamps, no groups: exactly the shape on which failopen
+  may guess the global component without ``FAILOPEN_GLOBAL_COMPONENT`` (its id is
+  :attr:`FakeStatusPage.global_id`);
 * ``GET /api/v2/status.json``: ``status.indicator`` is ``none`` while the global component is
   operational. Otherwise it follows the usual Statuspage convention, which is this fake's choice
   (the spec names no other value): ``degraded_performance`` -> ``minor``, ``partial_outage`` ->
@@ -65,6 +67,7 @@ from typing import Any
 
 import httpx
 
+from failopen._global_component import is_region_label
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.testing._server import FakeRequest, Handler, LoopbackServer, Reply, as_transport
 
@@ -134,6 +137,14 @@ class FakeStatusPage:
         labels = [regions] if isinstance(regions, str) else list(regions)
         if any(not isinstance(label, str) or not label for label in labels):
             raise ValueError("region labels are non-empty strings")
+        prose = [label for label in labels if not is_region_label(label)]
+        if prose:
+            # A page with prose descriptions is not the documented shape, and failopen would
+            # rightly refuse to guess its global component: say so here, not in a test failure.
+            raise ValueError(
+                f"region labels are short labels like 'us-east-1' or 'EU (Frankfurt)' (at most "
+                f"32 characters and three words, no commas); not {prose[0]!r}"
+            )
         if len(set(labels)) != len(labels):
             raise ValueError(f"region labels repeat: {labels!r}")
         self._clock = clock

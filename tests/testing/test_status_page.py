@@ -178,7 +178,9 @@ def test_bad_statuses_and_regions_are_refused() -> None:
         page.set_region("us-east-1", 3)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("regions", [("a", "a"), ("",), (None,)])
+@pytest.mark.parametrize("regions", [
+    ("a", "a"), ("",), (None,), ("Requests for GitHub APIs",), ("Frankfurt, Germany",),
+])
 def test_bad_region_labels_are_refused(regions: Any) -> None:
     with pytest.raises(ValueError):
         FakeStatusPage(regions=regions)
