@@ -9,7 +9,8 @@ Per ``http`` request, in this order::
     <prefix>/flag, <prefix>/failopen.js, <prefix>/override ... answered here (override: only with
                                                                an admin token configured)
     protected method + path (any case of the method; the path with or without root_path,
-    merged slashes, resolved dot segments; "/x/" also covers "/x")
+    merged slashes, resolved dot segments, cut at a control character, whitespace or ";",
+    decoded once more; "/x/" also covers "/x" and "/x\n")
                                                                token -> guard -> 403 / 503 / 413,
                                                                or the app, with the Decision in
                                                                scope["state"]["failopen"] (flag
