@@ -66,8 +66,52 @@ def _check_prefix(prefix: object) -> str:
     return prefix
 
 
+# Where ASGI middleware, routers and wrappers keep the app they hand requests to.
+_INNER_APPS = ("app", "application", "_app", "__wrapped__", "func", "routes", "router",
+               "application_mapping")
+_DJANGO_REFUSED = (
+    "FailOpenMiddleware (ASGI) wraps a Django application ({found}). It sees paths, not the views "
+    "Django resolves them to, so FORCE_SCRIPT_NAME, i18n_patterns (/en/login/) or a second URL "
+    "for the same view would reach a protected view unguarded. Use the Django middleware "
+    "instead: add 'failopen.integrations.django.middleware.FailOpenMiddleware' to MIDDLEWARE and "
+    "path(\"failopen/\", include(\"failopen.integrations.django.urls\")) to urls.py, and remove "
+    "this ASGI wrapper."
+)
+
+
+def _django_handler_in(app: object) -> str | None:
+    """The class name of a Django ASGI handler that ``app`` is or wraps, else None.
+
+    Follows ``.app`` and its kin through middleware, routers (Starlette's Mount) and protocol
+    routers (Channels), without importing Django: a Django handler is an instance of
+    ``django.core.handlers.asgi.ASGIHandler`` or a subclass.
+    """
+    seen: set[int] = set()
+    todo = [app]
+    while todo and len(seen) < 256:
+        item = todo.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        for cls in type(item).__mro__:
+            if cls.__module__ == "django.core.handlers.asgi" and cls.__name__ == "ASGIHandler":
+                return f"{type(item).__module__}.{type(item).__qualname__}"
+        for name in _INNER_APPS:
+            try:
+                inner = getattr(item, name, None)
+            except Exception:  # a property of someone else's app: not ours to judge
+                continue
+            if isinstance(inner, dict):
+                todo.extend(inner.values())
+            elif isinstance(inner, (list, tuple)):
+                todo.extend(inner)
+            elif inner is not None and not isinstance(inner, (str, bytes, int, float)):
+                todo.append(inner)
+    return None
+
+
 class FailOpenMiddleware:
-    """failopen around any ASGI app: Starlette, FastAPI, Django's ASGI handler, Quart."""
+    """failopen around any ASGI app (Starlette, FastAPI, Quart); Django has its own middleware."""
 
     def __init__(
         self,
@@ -78,6 +122,9 @@ class FailOpenMiddleware:
         prefix: str = "/failopen",
         snippet_path: Path | None = None,
     ) -> None:
+        django = _django_handler_in(app)
+        if django is not None:
+            raise ConfigError(_DJANGO_REFUSED.format(found=django))
         if runtime is None:
             runtime = FailOpen(config if config is not None else Config.from_env())
         elif config is not None and config != runtime.config:
