@@ -25,18 +25,26 @@ from dataclasses import dataclass
 from functools import lru_cache
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote
 
+from failopen._refusals import REFUSAL_LOG_INTERVAL, RefusalLog
 from failopen.config import Config
 from failopen.exceptions import StoreError
 from failopen.flag import EnforcementFlag, FlagState, Override, rfc3339
 from failopen.guard import Decision
+from failopen.stores.memory import MemoryStore
+
+if TYPE_CHECKING:
+    from failopen.stores import OverrideStore
 
 __all__ = [
     "FLAG_HEADERS",
     "MAX_OVERRIDE_BODY",
+    "REFUSAL_LOG_INTERVAL",
+    "RefusalLog",
     "SNIPPET_PATH",
+    "STORE_NOT_SHARED",
     "Snippet",
     "admin_token_matches",
     "bearer_token",
@@ -50,6 +58,7 @@ __all__ = [
     "rejection_json",
     "rejection_payload",
     "snippet_attributes",
+    "store_is_shared",
     "token_from_body",
     "wants_confirm",
 ]
@@ -316,15 +325,38 @@ class _OverrideRequest:
     reason: str
 
 
+#: The override endpoint's answer when its store lives in this process only (409).
+STORE_NOT_SHARED: dict[str, Any] = {"error": {
+    "code": "store_not_shared",
+    "message": "Nothing changed: the override store is memory:, which only the worker that "
+               "answered would see, while the others went on as before. Set "
+               "FAILOPEN_STORE=file:///run/failopen/override.json (a directory only this user "
+               "can write) so every worker sees an override, and restart.",
+}}
+
+
+def store_is_shared(store: OverrideStore) -> bool:
+    """False for a store only this process sees (``memory:``): an override there misleads."""
+    return not isinstance(store, MemoryStore)
+
+
 def handle_override(
-    flag: EnforcementFlag, body: bytes, *, actor: str, mode: str = "enforce"
+    flag: EnforcementFlag, body: bytes, *, actor: str, store: OverrideStore,
+    mode: str = "enforce",
 ) -> tuple[int, dict[str, Any]]:
     """Apply ``{"enforce": false|true|null, "ttl": seconds, "reason": "..."}`` after auth.
 
     Returns the status and JSON to answer: 200 with the override and the fresh flag, 400 with
-    what is wrong with the request, or 503 when the store cannot be written (nothing changed).
+    what is wrong with the request, 409 when ``store`` (the one ``flag`` writes) is this
+    process's only, or 503 when the store cannot be written (nothing changed either way).
     The caller has already authenticated ``actor``; the audit log names them.
     """
+    if not store_is_shared(store):
+        # A 200 here once told an operator the fleet obeyed while two workers of three went on
+        # admitting tokenless requests.
+        audit.warning("override by %r refused: the memory: store reaches this process only",
+                      actor)
+        return 409, STORE_NOT_SHARED
     try:
         request = _parse_override(body)
     except ValueError as exc:

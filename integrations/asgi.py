@@ -110,6 +110,22 @@ def _django_handler_in(app: object) -> str | None:
     return None
 
 
+def _report_misconfiguration(runtime: FailOpen, override_route: bool, prefix: str) -> None:
+    """Log, as the server starts, what keeps failopen from doing its job (Django: checks)."""
+    if runtime.status is None:
+        # Not refused: enforcement still holds, and operator overrides still work.
+        logger.error(
+            "failopen has no status URL: it cannot see an outage, so it never fails open; every "
+            "protected route answers 503 while the vendor is down. Set FAILOPEN_STATUS_URL to "
+            "the vendor's status page (or Config(status_url=...)).")
+    if override_route and not web.store_is_shared(runtime.store):
+        logger.warning(
+            "POST %s/override refuses every override: FAILOPEN_STORE is memory:, which only the "
+            "worker that answered would see. Set FAILOPEN_STORE=file:///run/failopen/"
+            "override.json (a directory only this user can write) for the override route.",
+            prefix)
+
+
 class FailOpenMiddleware:
     """failopen around any ASGI app (Starlette, FastAPI, Quart); Django has its own middleware."""
 
@@ -146,6 +162,12 @@ class FailOpenMiddleware:
                                            prefix + "/failopen.js": self._snippet}
         if config.admin_token:  # otherwise the route does not exist: the app answers
             self._routes[prefix + "/override"] = self._override
+        # A flood of wrong admin tokens is one log line per interval, not one per request.
+        self._refusals = web.RefusalLog(logger, clock=runtime.clock)
+        self._store_shared = web.store_is_shared(runtime.store)
+        self._store_not_shared = raw.json_response(409, web.STORE_NOT_SHARED)
+        _report_misconfiguration(runtime, self._routes.get(prefix + "/override") is not None,
+                                 prefix)
         where = Path(os.fspath(snippet_path)) if snippet_path is not None else web.SNIPPET_PATH
         snippet = web.load_snippet(where)
         if snippet is None:
@@ -289,9 +311,10 @@ class FailOpenMiddleware:
             return raw.UNAUTHORIZED
         if not web.admin_token_matches(given, self.config.admin_token):
             client = scope.get("client")
-            logger.warning("override refused: wrong admin token from %s",
-                           client[0] if client else "an unknown client")
+            self._refusals.refused("wrong admin token", client[0] if client else "")
             return raw.FORBIDDEN
+        if not self._store_shared:  # before the body: nothing in it can change the answer
+            return self._store_not_shared
         length = raw.header(scope, b"content-length")
         read = await raw.read_body(receive, web.MAX_OVERRIDE_BODY, declared=raw.declared_length(
             length.encode("latin-1") if length is not None else None))
@@ -302,7 +325,7 @@ class FailOpenMiddleware:
         # handle_override may write a file store: keep the event loop free meanwhile.
         status, payload = await asyncio.to_thread(
             web.handle_override, self.runtime.flag, read[0], actor="admin-token",
-            mode=self.config.mode,
+            store=self.runtime.store, mode=self.config.mode,
         )
         return raw.json_response(status, payload)
 

@@ -13,11 +13,13 @@ from failopen.config import Config
 from failopen.exceptions import StoreError
 from failopen.flag import EnforcementFlag, FlagState, Override
 from failopen.guard import Decision
+from failopen.stores.file import FileStore
 from failopen.stores.memory import MemoryStore
 from failopen.testing import FakeClock
 from failopen.web import (
     FLAG_HEADERS,
     MAX_OVERRIDE_BODY,
+    RefusalLog,
     admin_token_matches,
     bearer_token,
     flag_payload,
@@ -214,13 +216,63 @@ def test_admin_token_matches() -> None:
 
 
 @pytest.fixture
-def flag(fake_clock: FakeClock) -> EnforcementFlag:
-    return EnforcementFlag(store=MemoryStore(), clock=fake_clock)
+def flag(fake_clock: FakeClock, tmp_path: Path) -> EnforcementFlag:
+    # A store every worker sees: the override endpoint refuses one that only this process sees.
+    return EnforcementFlag(store=FileStore(tmp_path / "override.json"), clock=fake_clock)
 
 
 def _override(flag: EnforcementFlag, data: Any, **kwargs: Any) -> tuple[int, dict[str, Any]]:
     body = data if isinstance(data, bytes) else json.dumps(data).encode()
-    return handle_override(flag, body, actor="staff:alice", **kwargs)
+    return handle_override(flag, body, actor="staff:alice", store=flag_store(flag), **kwargs)
+
+
+def flag_store(flag: EnforcementFlag) -> Any:
+    return flag._store  # the store the flag writes, as the adapters pass runtime.store
+
+
+@pytest.mark.parametrize("data", [{"enforce": True}, {"enforce": False, "ttl": 60},
+                                  {"enforce": None}, b"not even JSON"])
+def test_an_override_only_this_process_would_see_is_refused(
+    fake_clock: FakeClock, data: Any
+) -> None:
+    # Under three workers, a 200 from one of them left the other two admitting tokenless requests.
+    store = MemoryStore()
+    flag = EnforcementFlag(store=store, clock=fake_clock)
+    before = flag.state
+    body = data if isinstance(data, bytes) else json.dumps(data).encode()
+    status, answer = handle_override(flag, body, actor="admin-token", store=store)
+    assert status == 409
+    assert set(answer) == {"error"} and set(answer["error"]) == {"code", "message"}
+    assert answer["error"]["code"] == "store_not_shared"
+    assert "FAILOPEN_STORE=file:///" in answer["error"]["message"]
+    assert flag.state is before and store.load() is None
+
+
+# --- refusals in the log, paced -----------------------------------------------------------------
+
+
+def test_a_flood_of_refusals_writes_one_line_then_a_count_per_interval(
+    fake_clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = RefusalLog(logging.getLogger("failopen.test-refusals"), interval=60.0, clock=fake_clock)
+    with caplog.at_level(logging.WARNING, logger="failopen.test-refusals"):
+        for i in range(300):
+            log.refused("wrong admin token", f"198.51.100.{i % 7}")
+        assert len(caplog.records) == 1
+        first = caplog.records[0].getMessage()
+        assert "wrong admin token" in first and "198.51.100.0" in first
+        fake_clock.advance(59)
+        log.refused("wrong admin token", "198.51.100.1")
+        assert len(caplog.records) == 1
+        fake_clock.advance(2)
+        log.refused("wrong admin token", "198.51.100.2")
+        assert len(caplog.records) == 2
+        second = caplog.records[1].getMessage()
+        assert "300 more" in second and "198.51.100.2" in second
+        fake_clock.advance(61)  # a quiet interval: the next refusal is logged alone
+        log.refused("wrong admin token", "198.51.100.3")
+        assert len(caplog.records) == 3 and "more refused" not in caplog.records[2].getMessage()
+    assert all(r.levelno == logging.WARNING for r in caplog.records)
 
 
 def test_override_off_with_ttl_then_auto(
@@ -278,13 +330,13 @@ def test_a_bad_override_request_changes_nothing(
 
 
 def test_a_store_that_cannot_be_written_answers_503_and_changes_nothing(
-    fake_clock: FakeClock, caplog: pytest.LogCaptureFixture
+    fake_clock: FakeClock, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
-    class BrokenStore(MemoryStore):
+    class BrokenStore(FileStore):
         def save(self, override: Override | None) -> None:
             raise StoreError("disk full")
 
-    flag = EnforcementFlag(store=BrokenStore(), clock=fake_clock)
+    flag = EnforcementFlag(store=BrokenStore(tmp_path / "override.json"), clock=fake_clock)
     status, answer = _override(flag, {"enforce": False})
     assert status == 503 and answer["error"]["code"] == "store_unavailable"
     assert flag.state.enforce is True
