@@ -26,7 +26,7 @@ from functools import lru_cache
 from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import unquote
 
 from failopen._refusals import REFUSAL_LOG_INTERVAL, RefusalLog
 from failopen.config import Config
@@ -34,6 +34,7 @@ from failopen.exceptions import StoreError
 from failopen.flag import EnforcementFlag, FlagState, Override, rfc3339
 from failopen.guard import Decision
 from failopen.stores.memory import MemoryStore
+from failopen.verify import MAX_TOKEN_LENGTH
 
 if TYPE_CHECKING:
     from failopen.stores import OverrideStore
@@ -87,6 +88,8 @@ _PUBLIC_MESSAGES = {
 _MAX_TTL = 30 * 86400.0
 _MAX_REASON = 500
 _MAX_FORM_FIELDS = 1000
+# Commas and opening brackets in a JSON body: bounds what json.loads can cost (~2 ms at most).
+_MAX_JSON_VALUES = 5000
 _MAX_PART_HEADERS = 32
 _MAX_PARAMS = 32
 # The " (by <actor>)" that handle_override appends to an override's reason.
@@ -175,8 +178,9 @@ def token_from_body(content_type: str | None, body: bytes, field: str) -> str | 
     """The ``field`` value of a urlencoded, multipart or JSON body; None if absent or unreadable.
 
     Never raises: a body this cannot read simply carries no token, and the guard refuses it.
-    Neither does a flood (over 1000 fields or parts, over 32 headers in a part): this runs on
-    the ASGI event loop, so its cost stays linear in the body and small per byte.
+    Neither does a flood (over 1000 fields or parts, over 32 headers in a part, over 5000 JSON
+    values): this runs on the ASGI event loop, so its cost stays linear in the body and small
+    per byte (tests/benchmarks/bench_asgi_body.py).
     """
     media = _media_type(content_type)
     try:
@@ -196,12 +200,36 @@ def _media_type(content_type: str | None) -> str:
 
 
 def _from_urlencoded(body: bytes, field: str) -> str | None:
-    pairs = parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True,
-                      max_num_fields=_MAX_FORM_FIELDS)
-    return next((value for name, value in pairs if name == field), None)
+    """What ``parse_qsl(keep_blank_values=True)`` reads for ``field``, decoding only that pair.
+
+    parse_qsl decodes every name and value: ~0.1 s per MiB of ``%41``. Here a name too long to
+    decode to ``field`` is skipped unread, and only the matching value is decoded.
+    """
+    text = body.decode("utf-8", "replace")
+    if text.count("&") >= _MAX_FORM_FIELDS:  # parse_qsl's max_num_fields, as before
+        raise ValueError("too many form fields")
+    # Each character of the field is at most 4 bytes, each byte at most "%XX" when encoded.
+    longest_name = 12 * len(field)
+    for pair in text.split("&"):
+        if not pair:
+            continue
+        name, _, value = pair.partition("=")
+        if len(name) > longest_name or unquote(name.replace("+", " "), errors="replace") != field:
+            continue
+        if len(value) > 3 * MAX_TOKEN_LENGTH:
+            # Decoded it is longer than any token (or not ASCII): the guard refuses it as
+            # invalid either way, without ~0.1 s of decoding per MiB.
+            return value[:MAX_TOKEN_LENGTH + 1]
+        return unquote(value.replace("+", " "), errors="replace")
+    return None
 
 
 def _from_json(body: bytes, field: str) -> str | None:
+    # json.loads is C code holding the GIL: ~0.1 ms per KiB of tiny containers or numbers, and
+    # a worker thread would stall the loop as long. A log-in or sign-up carries far fewer values
+    # than this bound, which costs three memchr-speed passes to check.
+    if body.count(b",") + body.count(b"[") + body.count(b"{") > _MAX_JSON_VALUES:
+        raise ValueError("too many JSON values")
     data = json.loads(body)
     value = data.get(field) if isinstance(data, dict) else None
     return value if isinstance(value, str) else None

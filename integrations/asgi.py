@@ -265,6 +265,7 @@ class FailOpenMiddleware:
             if read == raw.DISCONNECTED:
                 return None
             body, messages = read
+            # On the loop: its cost is bounded per byte (failopen.web; bench_asgi_body.py).
             token = web.token_from_body(content_type, body, self.config.token_field)
             app_receive = raw.Replay(messages, receive)
         return await self.runtime.adecide(token, path=path, client=address), app_receive

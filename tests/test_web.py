@@ -6,8 +6,11 @@ import json
 import logging
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from failopen.config import Config
 from failopen.exceptions import StoreError
@@ -16,6 +19,7 @@ from failopen.guard import Decision
 from failopen.stores.file import FileStore
 from failopen.stores.memory import MemoryStore
 from failopen.testing import FakeClock
+from failopen.verify import MAX_TOKEN_LENGTH
 from failopen.web import (
     FLAG_HEADERS,
     MAX_OVERRIDE_BODY,
@@ -371,6 +375,46 @@ def test_snippet_attributes_carry_no_secret() -> None:
 
 # --- a body built to be slow to read -------------------------------------------------------------
 # token_from_body runs on the ASGI event loop: what one request costs, every request waits for.
+
+
+@pytest.mark.parametrize("unit", [b"[0],", b"[],", b"{},", b"1.5e300,", b'{"a":0},'])
+def test_a_json_body_of_too_many_values_is_refused_not_parsed(unit: bytes) -> None:
+    # A megabyte of tiny containers or numbers held the ASGI loop ~100 ms in json.loads (C code:
+    # a worker thread would hold the GIL as long). Over the limit it is not parsed: no token.
+    body = b'{"enforcement-token": "tok", "pad": [' + unit * 6000 + b"0]}"
+    assert token_from_body("application/json", body, FIELD) is None
+
+
+def test_a_json_body_within_the_limits_still_finds_the_token() -> None:
+    # An avatar as base64 text costs next to nothing to parse, however long.
+    body = json.dumps({FIELD: "tok", "items": list(range(4000)), "avatar": "QUJD" * 250_000})
+    assert token_from_body("application/json", body.encode(), FIELD) == "tok"
+
+
+def test_urlencoded_decodes_only_the_fields_own_value() -> None:
+    # Decoding every value cost ~0.1 s per MiB of "%41"; only the token's value is decoded now.
+    body = b"pad=" + b"%41" * 300_000 + b"&enforcement-token=tok%2B1&" + b"%42" * 300_000
+    assert token_from_body("application/x-www-form-urlencoded", body, FIELD) == "tok+1"
+
+
+def test_urlencoded_token_too_long_to_be_valid_stays_too_long() -> None:
+    body = b"enforcement-token=" + b"%41" * 300_000
+    token = token_from_body("application/x-www-form-urlencoded", body, FIELD)
+    assert token is not None and len(token) > MAX_TOKEN_LENGTH  # the guard: invalid_token
+
+
+_FORM_PIECES = st.sampled_from(["enforcement-token", "enforcement%2Dtoken", "enforcement+token",
+                                "enforcement-token=", "=", "&", "&&", "+", "%", "%2", "%41",
+                                "%E2%80%A8", "%FF", "a", "b=c", "tok", ";", " "])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_FORM_PIECES, max_size=12).map("".join))
+def test_urlencoded_reads_what_parse_qsl_reads(text: str) -> None:
+    # Faster, never different: the first pair named like the field, decoded as parse_qsl does.
+    pairs = parse_qsl(text, keep_blank_values=True)
+    expected = next((value for name, value in pairs if name == FIELD), None)
+    assert token_from_body("application/x-www-form-urlencoded", text.encode(), FIELD) == expected
 
 
 def test_multipart_part_flood_is_refused_not_parsed() -> None:
