@@ -84,7 +84,7 @@ def _django_handler_in(app: object) -> str | None:
 
     Follows ``.app`` and its kin through middleware, routers (Starlette's Mount) and protocol
     routers (Channels), without importing Django: a Django handler is an instance of
-    ``django.core.handlers.asgi.ASGIHandler`` or a subclass.
+    ``django.core.handlers.base.BaseHandler`` (ASGIHandler, WSGIHandler) or a subclass.
     """
     seen: set[int] = set()
     todo = [app]
@@ -94,7 +94,8 @@ def _django_handler_in(app: object) -> str | None:
             continue
         seen.add(id(item))
         for cls in type(item).__mro__:
-            if cls.__module__ == "django.core.handlers.asgi" and cls.__name__ == "ASGIHandler":
+            # ASGIHandler, or WSGIHandler behind a WSGI-to-ASGI adapter: both resolve views.
+            if cls.__module__ == "django.core.handlers.base" and cls.__name__ == "BaseHandler":
                 return f"{type(item).__module__}.{type(item).__qualname__}"
         for name in _INNER_APPS:
             try:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from _asgi_kit import Recorder
 from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.wsgi import WSGIHandler
 from failopen.integrations.asgi import FailOpenMiddleware
 from starlette.applications import Starlette
 from starlette.middleware.gzip import GZipMiddleware
@@ -40,6 +41,16 @@ class _Wrapper:
         await self.app(scope, receive, send)
 
 
+class _ProtocolRouter:
+    """What Channels' ProtocolTypeRouter keeps: one app per scope type."""
+
+    def __init__(self, mapping: dict[str, Any]) -> None:
+        self.application_mapping = mapping
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.application_mapping[scope["type"]](scope, receive, send)
+
+
 class _Subclass(ASGIHandler):  # type: ignore[misc]
     """A project's own handler class."""
 
@@ -55,7 +66,9 @@ def _build(app: Any) -> FailOpenMiddleware:
     lambda h: Starlette(routes=[Mount("/", app=h)]),
     lambda h: functools.partial(h),
     lambda h: _Subclass.__new__(_Subclass),
-], ids=["direct", "wrapped", "nested", "mounted", "partial", "subclass"])
+    lambda h: _Wrapper(WSGIHandler.__new__(WSGIHandler)),  # behind a WSGI-to-ASGI adapter
+    lambda h: _ProtocolRouter({"http": h}),
+], ids=["direct", "wrapped", "nested", "mounted", "partial", "subclass", "wsgi", "channels"])
 def test_wrapping_a_django_application_is_refused_with_the_django_middleware_named(
     wrap: Any,
 ) -> None:
