@@ -7,7 +7,8 @@
 Per ``http`` request, in this order::
 
     <prefix>/flag, <prefix>/failopen.js, <prefix>/override ... answered here (override: only with
-                                                               an admin token configured)
+                                                               an admin token configured; wrong
+                                                               tokens logged one line a minute)
     protected method + path (any case of the method; the path with or without root_path,
     merged slashes, resolved dot segments, cut at a control character, whitespace or ";",
     decoded once more; "/x/" also covers "/x" and "/x\n")
@@ -16,6 +17,10 @@ Per ``http`` request, in this order::
                                                                scope["state"]["failopen"] (flag
                                                                off: the app, body left unread)
     anything else ............................................ the app, receive untouched
+
+Built around a Django application it refuses to start: Django's own middleware decides from the
+resolved view. Building it logs what keeps failopen from its job (no status URL: ERROR; the
+override route with the ``memory:`` store, which answers 409: WARNING).
 
 ``lifespan`` starts the watcher on startup and stops it after the app's own shutdown; without
 lifespan the first guarded request starts it. Other scope types pass straight through. The
