@@ -24,6 +24,7 @@ from starlette.routing import Mount, Route
 
 from failopen import Config
 from failopen.runtime import FailOpen
+from failopen.testing import FakeStatusPage
 from failopen.verify import VerifyOutcome, VerifyResult
 
 Make = Callable[..., Stack]
@@ -123,7 +124,8 @@ def _app() -> Starlette:
     ])
 
 
-_RUNTIME = FailOpen(Config(protected_paths=PROTECTED), verifier=_Verifier())
+_RUNTIME = FailOpen(Config(status_url="https://status.test", protected_paths=PROTECTED),
+                    verifier=_Verifier(), status_transport=FakeStatusPage().transport())
 _GUARDED = FailOpenMiddleware(_app(), runtime=_RUNTIME)
 _BARE = _app()
 
