@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import unquote
 
 from failopen._http import check_url
 from failopen._status_url import check_status_url
@@ -26,6 +27,13 @@ KNOWN_IMPAIRED = frozenset({"degraded_performance", "partial_outage", "major_out
 
 _ENV_PREFIX = "FAILOPEN_"
 _SLASHES = re.compile("/{2,}")
+# A character a router may drop or stop at: controls, any whitespace, invisible format
+# characters, symbols outside printable ASCII (all neither a word character nor "!".."~"), and the
+# ";" "?" "#" that only percent-decoding can put into an ASGI path.
+_CUT = re.compile(r"[^\w!-~]|[;?#]")
+# A character that makes a path worth building its other spellings for: anything but printable
+# ASCII, and "#" "%" ";" "?" "\\". One character class: the cheapest scan (with "//" and "/.").
+_ODD = re.compile(r'[^!"$&-:<->@-\[\]-~]')
 _SECRETS = frozenset({"private_key", "admin_token"})
 # An admin token switches enforcement off: short enough to guess is a misconfiguration.
 _MIN_ADMIN_TOKEN = 24
@@ -205,17 +213,19 @@ class Config:
     def protects_path(self, path: str) -> bool:
         """True when ``path``, in any spelling a router may treat as the same, is protected.
 
-        Beyond the prefixes themselves: ``/signup`` when ``/signup/`` is listed, and paths with
-        ``//`` or dot segments, which some routers and proxies normalise. Only ever adds
-        protection.
+        Beyond the prefixes themselves: ``/signup`` when ``/signup/`` is listed; paths with
+        ``//`` or dot segments, which some routers and proxies normalise; and paths a router may
+        cut short or clean up: Starlette's route regex ends in ``$``, which also matches before a
+        final ``\\n``, so ``/signup\\n`` reaches ``Route("/signup")``. Only ever adds protection.
         """
         paths = self.protected_paths
         if path.startswith(paths) or path in self._exact_paths:
             return True
-        if "//" in path or "/." in path:
-            normal = posixpath.normpath(_SLASHES.sub("/", path))
-            return normal.startswith(paths) or normal in self._exact_paths
-        return False
+        # The common, canonical path costs one scan; the spellings are built only for odd ones.
+        if _ODD.search(path) is None and "//" not in path and "/." not in path:
+            return False
+        exact = self._exact_paths
+        return any(s.startswith(paths) or s in exact for s in _spellings(path))
 
     @property
     def _exact_paths(self) -> frozenset[str]:
@@ -277,6 +287,25 @@ class Config:
                 value = list(value)
             out[spec.name] = value
         return out
+
+
+def _spellings(path: str) -> set[str]:
+    """Every spelling of ``path`` some router, server or proxy may resolve it to.
+
+    Combined: decoded once more (``%0A``), ``\\`` read as ``/``, cut at the first character a
+    router may stop at or with every such character dropped, then slashes merged and dot
+    segments resolved. A superset is fine: each spelling can only add protection.
+    """
+    decoded = {path, unquote(path)} if "%" in path else {path}
+    spellings: set[str] = set()
+    for text in decoded:
+        text = text.replace("\\", "/")
+        cut = _CUT.search(text)
+        for candidate in (text, _CUT.sub("", text), text[:cut.start()] if cut else text):
+            spellings.add(candidate)
+            if "//" in candidate or "/." in candidate:
+                spellings.add(posixpath.normpath(_SLASHES.sub("/", candidate)))
+    return spellings
 
 
 # --- coercion and validation -------------------------------------------------------------------

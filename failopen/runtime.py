@@ -60,6 +60,7 @@ class FailOpen:
                 "(protected routes validate tokens with the verify call)"
             )
         self.config = config
+        self.clock = clock
         self._stopped = False
         self.store = store if store is not None else open_store(config.store)
         self.flag = EnforcementFlag(store=self.store, clock=clock)

@@ -25,18 +25,27 @@ from dataclasses import dataclass
 from functools import lru_cache
 from html import escape
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qsl, unquote
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
+from failopen._refusals import REFUSAL_LOG_INTERVAL, RefusalLog
 from failopen.config import Config
 from failopen.exceptions import StoreError
 from failopen.flag import EnforcementFlag, FlagState, Override, rfc3339
 from failopen.guard import Decision
+from failopen.stores.memory import MemoryStore
+from failopen.verify import MAX_TOKEN_LENGTH
+
+if TYPE_CHECKING:
+    from failopen.stores import OverrideStore
 
 __all__ = [
     "FLAG_HEADERS",
     "MAX_OVERRIDE_BODY",
+    "REFUSAL_LOG_INTERVAL",
+    "RefusalLog",
     "SNIPPET_PATH",
+    "STORE_NOT_SHARED",
     "Snippet",
     "admin_token_matches",
     "bearer_token",
@@ -50,6 +59,7 @@ __all__ = [
     "rejection_json",
     "rejection_payload",
     "snippet_attributes",
+    "store_is_shared",
     "token_from_body",
     "wants_confirm",
 ]
@@ -78,6 +88,8 @@ _PUBLIC_MESSAGES = {
 _MAX_TTL = 30 * 86400.0
 _MAX_REASON = 500
 _MAX_FORM_FIELDS = 1000
+# Commas and opening brackets in a JSON body: bounds what json.loads can cost (~2 ms at most).
+_MAX_JSON_VALUES = 5000
 _MAX_PART_HEADERS = 32
 _MAX_PARAMS = 32
 # The " (by <actor>)" that handle_override appends to an override's reason.
@@ -166,8 +178,9 @@ def token_from_body(content_type: str | None, body: bytes, field: str) -> str | 
     """The ``field`` value of a urlencoded, multipart or JSON body; None if absent or unreadable.
 
     Never raises: a body this cannot read simply carries no token, and the guard refuses it.
-    Neither does a flood (over 1000 fields or parts, over 32 headers in a part): this runs on
-    the ASGI event loop, so its cost stays linear in the body and small per byte.
+    Neither does a flood (over 1000 fields or parts, over 32 headers in a part, over 5000 JSON
+    values): this runs on the ASGI event loop, so its cost stays linear in the body and small
+    per byte (tests/benchmarks/bench_asgi_body.py).
     """
     media = _media_type(content_type)
     try:
@@ -187,12 +200,36 @@ def _media_type(content_type: str | None) -> str:
 
 
 def _from_urlencoded(body: bytes, field: str) -> str | None:
-    pairs = parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True,
-                      max_num_fields=_MAX_FORM_FIELDS)
-    return next((value for name, value in pairs if name == field), None)
+    """What ``parse_qsl(keep_blank_values=True)`` reads for ``field``, decoding only that pair.
+
+    parse_qsl decodes every name and value: ~0.1 s per MiB of ``%41``. Here a name too long to
+    decode to ``field`` is skipped unread, and only the matching value is decoded.
+    """
+    text = body.decode("utf-8", "replace")
+    if text.count("&") >= _MAX_FORM_FIELDS:  # parse_qsl's max_num_fields, as before
+        raise ValueError("too many form fields")
+    # Each character of the field is at most 4 bytes, each byte at most "%XX" when encoded.
+    longest_name = 12 * len(field)
+    for pair in text.split("&"):
+        if not pair:
+            continue
+        name, _, value = pair.partition("=")
+        if len(name) > longest_name or unquote(name.replace("+", " "), errors="replace") != field:
+            continue
+        if len(value) > 3 * MAX_TOKEN_LENGTH:
+            # Decoded it is longer than any token (or not ASCII): the guard refuses it as
+            # invalid either way, without ~0.1 s of decoding per MiB.
+            return value[:MAX_TOKEN_LENGTH + 1]
+        return unquote(value.replace("+", " "), errors="replace")
+    return None
 
 
 def _from_json(body: bytes, field: str) -> str | None:
+    # json.loads is C code holding the GIL: ~0.1 ms per KiB of tiny containers or numbers, and
+    # a worker thread would stall the loop as long. A log-in or sign-up carries far fewer values
+    # than this bound, which costs three memchr-speed passes to check.
+    if body.count(b",") + body.count(b"[") + body.count(b"{") > _MAX_JSON_VALUES:
+        raise ValueError("too many JSON values")
     data = json.loads(body)
     value = data.get(field) if isinstance(data, dict) else None
     return value if isinstance(value, str) else None
@@ -316,15 +353,38 @@ class _OverrideRequest:
     reason: str
 
 
+#: The override endpoint's answer when its store lives in this process only (409).
+STORE_NOT_SHARED: dict[str, Any] = {"error": {
+    "code": "store_not_shared",
+    "message": "Nothing changed: the override store is memory:, which only the worker that "
+               "answered would see, while the others went on as before. Set "
+               "FAILOPEN_STORE=file:///run/failopen/override.json (a directory only this user "
+               "can write) so every worker sees an override, and restart.",
+}}
+
+
+def store_is_shared(store: OverrideStore) -> bool:
+    """False for a store only this process sees (``memory:``): an override there misleads."""
+    return not isinstance(store, MemoryStore)
+
+
 def handle_override(
-    flag: EnforcementFlag, body: bytes, *, actor: str, mode: str = "enforce"
+    flag: EnforcementFlag, body: bytes, *, actor: str, store: OverrideStore,
+    mode: str = "enforce",
 ) -> tuple[int, dict[str, Any]]:
     """Apply ``{"enforce": false|true|null, "ttl": seconds, "reason": "..."}`` after auth.
 
     Returns the status and JSON to answer: 200 with the override and the fresh flag, 400 with
-    what is wrong with the request, or 503 when the store cannot be written (nothing changed).
+    what is wrong with the request, 409 when ``store`` (the one ``flag`` writes) is this
+    process's only, or 503 when the store cannot be written (nothing changed either way).
     The caller has already authenticated ``actor``; the audit log names them.
     """
+    if not store_is_shared(store):
+        # A 200 here once told an operator the fleet obeyed while two workers of three went on
+        # admitting tokenless requests.
+        audit.warning("override by %r refused: the memory: store reaches this process only",
+                      actor)
+        return 409, STORE_NOT_SHARED
     try:
         request = _parse_override(body)
     except ValueError as exc:

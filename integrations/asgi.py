@@ -7,14 +7,20 @@
 Per ``http`` request, in this order::
 
     <prefix>/flag, <prefix>/failopen.js, <prefix>/override ... answered here (override: only with
-                                                               an admin token configured)
+                                                               an admin token configured; wrong
+                                                               tokens logged one line a minute)
     protected method + path (any case of the method; the path with or without root_path,
-    merged slashes, resolved dot segments; "/x/" also covers "/x")
+    merged slashes, resolved dot segments, cut at a control character, whitespace or ";",
+    decoded once more; "/x/" also covers "/x" and "/x\n")
                                                                token -> guard -> 403 / 503 / 413,
                                                                or the app, with the Decision in
                                                                scope["state"]["failopen"] (flag
                                                                off: the app, body left unread)
     anything else ............................................ the app, receive untouched
+
+Built around a Django application it refuses to start: Django's own middleware decides from the
+resolved view. Building it logs what keeps failopen from its job (no status URL: ERROR; the
+override route with the ``memory:`` store, which answers 409: WARNING).
 
 ``lifespan`` starts the watcher on startup and stops it after the app's own shutdown; without
 lifespan the first guarded request starts it. Other scope types pass straight through. The
@@ -65,8 +71,69 @@ def _check_prefix(prefix: object) -> str:
     return prefix
 
 
+# Where ASGI middleware, routers and wrappers keep the app they hand requests to.
+_INNER_APPS = ("app", "application", "_app", "__wrapped__", "func", "routes", "router",
+               "application_mapping")
+_DJANGO_REFUSED = (
+    "FailOpenMiddleware (ASGI) wraps a Django application ({found}). It sees paths, not the views "
+    "Django resolves them to, so FORCE_SCRIPT_NAME, i18n_patterns (/en/login/) or a second URL "
+    "for the same view would reach a protected view unguarded. Use the Django middleware "
+    "instead: add 'failopen.integrations.django.middleware.FailOpenMiddleware' to MIDDLEWARE and "
+    "path(\"failopen/\", include(\"failopen.integrations.django.urls\")) to urls.py, and remove "
+    "this ASGI wrapper."
+)
+
+
+def _django_handler_in(app: object) -> str | None:
+    """The class name of a Django ASGI handler that ``app`` is or wraps, else None.
+
+    Follows ``.app`` and its kin through middleware, routers (Starlette's Mount) and protocol
+    routers (Channels), without importing Django: a Django handler is an instance of
+    ``django.core.handlers.base.BaseHandler`` (ASGIHandler, WSGIHandler) or a subclass.
+    """
+    seen: set[int] = set()
+    todo = [app]
+    while todo and len(seen) < 256:
+        item = todo.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        for cls in type(item).__mro__:
+            # ASGIHandler, or WSGIHandler behind a WSGI-to-ASGI adapter: both resolve views.
+            if cls.__module__ == "django.core.handlers.base" and cls.__name__ == "BaseHandler":
+                return f"{type(item).__module__}.{type(item).__qualname__}"
+        for name in _INNER_APPS:
+            try:
+                inner = getattr(item, name, None)
+            except Exception:  # a property of someone else's app: not ours to judge
+                continue
+            if isinstance(inner, dict):
+                todo.extend(inner.values())
+            elif isinstance(inner, (list, tuple)):
+                todo.extend(inner)
+            elif inner is not None and not isinstance(inner, (str, bytes, int, float)):
+                todo.append(inner)
+    return None
+
+
+def _report_misconfiguration(runtime: FailOpen, override_route: bool, prefix: str) -> None:
+    """Log, as the server starts, what keeps failopen from doing its job (Django: checks)."""
+    if runtime.status is None:
+        # Not refused: enforcement still holds, and operator overrides still work.
+        logger.error(
+            "failopen has no status URL: it cannot see an outage, so it never fails open; every "
+            "protected route answers 503 while the vendor is down. Set FAILOPEN_STATUS_URL to "
+            "the vendor's status page (or Config(status_url=...)).")
+    if override_route and not web.store_is_shared(runtime.store):
+        logger.warning(
+            "POST %s/override refuses every override: FAILOPEN_STORE is memory:, which only the "
+            "worker that answered would see. Set FAILOPEN_STORE=file:///run/failopen/"
+            "override.json (a directory only this user can write) for the override route.",
+            prefix)
+
+
 class FailOpenMiddleware:
-    """failopen around any ASGI app: Starlette, FastAPI, Django's ASGI handler, Quart."""
+    """failopen around any ASGI app (Starlette, FastAPI, Quart); Django has its own middleware."""
 
     def __init__(
         self,
@@ -77,6 +144,9 @@ class FailOpenMiddleware:
         prefix: str = "/failopen",
         snippet_path: Path | None = None,
     ) -> None:
+        django = _django_handler_in(app)
+        if django is not None:
+            raise ConfigError(_DJANGO_REFUSED.format(found=django))
         if runtime is None:
             runtime = FailOpen(config if config is not None else Config.from_env())
         elif config is not None and config != runtime.config:
@@ -98,6 +168,12 @@ class FailOpenMiddleware:
                                            prefix + "/failopen.js": self._snippet}
         if config.admin_token:  # otherwise the route does not exist: the app answers
             self._routes[prefix + "/override"] = self._override
+        # A flood of wrong admin tokens is one log line per interval, not one per request.
+        self._refusals = web.RefusalLog(logger, clock=runtime.clock)
+        self._store_shared = web.store_is_shared(runtime.store)
+        self._store_not_shared = raw.json_response(409, web.STORE_NOT_SHARED)
+        _report_misconfiguration(runtime, self._routes.get(prefix + "/override") is not None,
+                                 prefix)
         where = Path(os.fspath(snippet_path)) if snippet_path is not None else web.SNIPPET_PATH
         snippet = web.load_snippet(where)
         if snippet is None:
@@ -195,6 +271,7 @@ class FailOpenMiddleware:
             if read == raw.DISCONNECTED:
                 return None
             body, messages = read
+            # On the loop: its cost is bounded per byte (failopen.web; bench_asgi_body.py).
             token = web.token_from_body(content_type, body, self.config.token_field)
             app_receive = raw.Replay(messages, receive)
         return await self.runtime.adecide(token, path=path, client=address), app_receive
@@ -241,9 +318,10 @@ class FailOpenMiddleware:
             return raw.UNAUTHORIZED
         if not web.admin_token_matches(given, self.config.admin_token):
             client = scope.get("client")
-            logger.warning("override refused: wrong admin token from %s",
-                           client[0] if client else "an unknown client")
+            self._refusals.refused("wrong admin token", client[0] if client else "")
             return raw.FORBIDDEN
+        if not self._store_shared:  # before the body: nothing in it can change the answer
+            return self._store_not_shared
         length = raw.header(scope, b"content-length")
         read = await raw.read_body(receive, web.MAX_OVERRIDE_BODY, declared=raw.declared_length(
             length.encode("latin-1") if length is not None else None))
@@ -254,7 +332,7 @@ class FailOpenMiddleware:
         # handle_override may write a file store: keep the event loop free meanwhile.
         status, payload = await asyncio.to_thread(
             web.handle_override, self.runtime.flag, read[0], actor="admin-token",
-            mode=self.config.mode,
+            store=self.runtime.store, mode=self.config.mode,
         )
         return raw.json_response(status, payload)
 

@@ -255,6 +255,40 @@ def test_is_protected_covers_every_spelling_of_a_protected_route(
     assert config.is_protected(method, path) is expected
 
 
+# What a router may still resolve to "/accounts/login/" (or "/accounts/login"): Starlette's route
+# regex ends in "$", which also matches before a final "\n"; other routers and servers strip
+# trailing whitespace, stop at a NUL or a ";", decode "%XX" once more, or take "\\" for "/".
+# Every combination with the slash and dot-segment spellings counts too.
+SPELLINGS = [
+    "/accounts/login\n", "/accounts/login/\n", "/accounts/login\r\n", "/accounts/login ",
+    "/accounts/login\t", "/accounts/login\x00", "/accounts/login\x00.php", "/accounts/login\x0b",
+    "/accounts/login\x1f", "/accounts/login\x7f", "/accounts/login\x85", "/accounts/login\xa0",
+    "/accounts/login\u2028", "/accounts/login\u3000", "/accounts/login\ufeff",
+    "/accounts/login\u200b", "/accounts/login;jsessionid=1", "/accounts/login?x",
+    "/accounts/login#",
+    "/accounts/login%0A", "/accounts/login%0a", "/accounts/login%2F", "/accounts%2Flogin",
+    "/accounts/login%20", "/accounts/log%69n", "/accounts\\login", "/accounts/login\\",
+    "//accounts/login\n", "/accounts/./login\n", "/x/../accounts/login \n", "/accounts/login/.\n",
+    "/accounts/login\n/", "/accounts/lo\ngin", "/accounts/login \t\r\n",
+]
+
+
+@pytest.mark.parametrize("path", SPELLINGS)
+def test_every_spelling_a_router_may_resolve_is_protected(path: str) -> None:
+    config = Config(protected_paths=("/accounts/login/",))
+    assert config.is_protected("POST", path), repr(path)
+    assert config.protects_path(path), repr(path)
+
+
+@pytest.mark.parametrize("path", [
+    "/accounts/logins", "/accounts/logi\n", "/accounts/log", "/accounts/logout\n",
+    "/accounts/%6cogout", "/café/login", "/accounts/login.php", "/accounts\nlogin",
+])
+def test_other_routes_stay_unprotected(path: str) -> None:
+    config = Config(protected_paths=("/accounts/login/",))
+    assert not config.protects_path(path), repr(path)
+
+
 def test_head_is_protected_wherever_get_is() -> None:
     config = Config(protected_paths=("/search/",), protected_methods={"GET"},
                     verify_url="https://v.example.com/", private_key="k")

@@ -6,18 +6,24 @@ import json
 import logging
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from failopen.config import Config
 from failopen.exceptions import StoreError
 from failopen.flag import EnforcementFlag, FlagState, Override
 from failopen.guard import Decision
+from failopen.stores.file import FileStore
 from failopen.stores.memory import MemoryStore
 from failopen.testing import FakeClock
+from failopen.verify import MAX_TOKEN_LENGTH
 from failopen.web import (
     FLAG_HEADERS,
     MAX_OVERRIDE_BODY,
+    RefusalLog,
     admin_token_matches,
     bearer_token,
     flag_payload,
@@ -223,13 +229,63 @@ def test_admin_token_matches() -> None:
 
 
 @pytest.fixture
-def flag(fake_clock: FakeClock) -> EnforcementFlag:
-    return EnforcementFlag(store=MemoryStore(), clock=fake_clock)
+def flag(fake_clock: FakeClock, tmp_path: Path) -> EnforcementFlag:
+    # A store every worker sees: the override endpoint refuses one that only this process sees.
+    return EnforcementFlag(store=FileStore(tmp_path / "override.json"), clock=fake_clock)
 
 
 def _override(flag: EnforcementFlag, data: Any, **kwargs: Any) -> tuple[int, dict[str, Any]]:
     body = data if isinstance(data, bytes) else json.dumps(data).encode()
-    return handle_override(flag, body, actor="staff:alice", **kwargs)
+    return handle_override(flag, body, actor="staff:alice", store=flag_store(flag), **kwargs)
+
+
+def flag_store(flag: EnforcementFlag) -> Any:
+    return flag._store  # the store the flag writes, as the adapters pass runtime.store
+
+
+@pytest.mark.parametrize("data", [{"enforce": True}, {"enforce": False, "ttl": 60},
+                                  {"enforce": None}, b"not even JSON"])
+def test_an_override_only_this_process_would_see_is_refused(
+    fake_clock: FakeClock, data: Any
+) -> None:
+    # Under three workers, a 200 from one of them left the other two admitting tokenless requests.
+    store = MemoryStore()
+    flag = EnforcementFlag(store=store, clock=fake_clock)
+    before = flag.state
+    body = data if isinstance(data, bytes) else json.dumps(data).encode()
+    status, answer = handle_override(flag, body, actor="admin-token", store=store)
+    assert status == 409
+    assert set(answer) == {"error"} and set(answer["error"]) == {"code", "message"}
+    assert answer["error"]["code"] == "store_not_shared"
+    assert "FAILOPEN_STORE=file:///" in answer["error"]["message"]
+    assert flag.state is before and store.load() is None
+
+
+# --- refusals in the log, paced -----------------------------------------------------------------
+
+
+def test_a_flood_of_refusals_writes_one_line_then_a_count_per_interval(
+    fake_clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = RefusalLog(logging.getLogger("failopen.test-refusals"), interval=60.0, clock=fake_clock)
+    with caplog.at_level(logging.WARNING, logger="failopen.test-refusals"):
+        for i in range(300):
+            log.refused("wrong admin token", f"198.51.100.{i % 7}")
+        assert len(caplog.records) == 1
+        first = caplog.records[0].getMessage()
+        assert "wrong admin token" in first and "198.51.100.0" in first
+        fake_clock.advance(59)
+        log.refused("wrong admin token", "198.51.100.1")
+        assert len(caplog.records) == 1
+        fake_clock.advance(2)
+        log.refused("wrong admin token", "198.51.100.2")
+        assert len(caplog.records) == 2
+        second = caplog.records[1].getMessage()
+        assert "300 more" in second and "198.51.100.2" in second
+        fake_clock.advance(61)  # a quiet interval: the next refusal is logged alone
+        log.refused("wrong admin token", "198.51.100.3")
+        assert len(caplog.records) == 3 and "more refused" not in caplog.records[2].getMessage()
+    assert all(r.levelno == logging.WARNING for r in caplog.records)
 
 
 def test_override_off_with_ttl_then_auto(
@@ -287,13 +343,13 @@ def test_a_bad_override_request_changes_nothing(
 
 
 def test_a_store_that_cannot_be_written_answers_503_and_changes_nothing(
-    fake_clock: FakeClock, caplog: pytest.LogCaptureFixture
+    fake_clock: FakeClock, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
-    class BrokenStore(MemoryStore):
+    class BrokenStore(FileStore):
         def save(self, override: Override | None) -> None:
             raise StoreError("disk full")
 
-    flag = EnforcementFlag(store=BrokenStore(), clock=fake_clock)
+    flag = EnforcementFlag(store=BrokenStore(tmp_path / "override.json"), clock=fake_clock)
     status, answer = _override(flag, {"enforce": False})
     assert status == 503 and answer["error"]["code"] == "store_unavailable"
     assert flag.state.enforce is True
@@ -328,6 +384,46 @@ def test_snippet_attributes_carry_no_secret() -> None:
 
 # --- a body built to be slow to read -------------------------------------------------------------
 # token_from_body runs on the ASGI event loop: what one request costs, every request waits for.
+
+
+@pytest.mark.parametrize("unit", [b"[0],", b"[],", b"{},", b"1.5e300,", b'{"a":0},'])
+def test_a_json_body_of_too_many_values_is_refused_not_parsed(unit: bytes) -> None:
+    # A megabyte of tiny containers or numbers held the ASGI loop ~100 ms in json.loads (C code:
+    # a worker thread would hold the GIL as long). Over the limit it is not parsed: no token.
+    body = b'{"enforcement-token": "tok", "pad": [' + unit * 6000 + b"0]}"
+    assert token_from_body("application/json", body, FIELD) is None
+
+
+def test_a_json_body_within_the_limits_still_finds_the_token() -> None:
+    # An avatar as base64 text costs next to nothing to parse, however long.
+    body = json.dumps({FIELD: "tok", "items": list(range(4000)), "avatar": "QUJD" * 250_000})
+    assert token_from_body("application/json", body.encode(), FIELD) == "tok"
+
+
+def test_urlencoded_decodes_only_the_fields_own_value() -> None:
+    # Decoding every value cost ~0.1 s per MiB of "%41"; only the token's value is decoded now.
+    body = b"pad=" + b"%41" * 300_000 + b"&enforcement-token=tok%2B1&" + b"%42" * 300_000
+    assert token_from_body("application/x-www-form-urlencoded", body, FIELD) == "tok+1"
+
+
+def test_urlencoded_token_too_long_to_be_valid_stays_too_long() -> None:
+    body = b"enforcement-token=" + b"%41" * 300_000
+    token = token_from_body("application/x-www-form-urlencoded", body, FIELD)
+    assert token is not None and len(token) > MAX_TOKEN_LENGTH  # the guard: invalid_token
+
+
+_FORM_PIECES = st.sampled_from(["enforcement-token", "enforcement%2Dtoken", "enforcement+token",
+                                "enforcement-token=", "=", "&", "&&", "+", "%", "%2", "%41",
+                                "%E2%80%A8", "%FF", "a", "b=c", "tok", ";", " "])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_FORM_PIECES, max_size=12).map("".join))
+def test_urlencoded_reads_what_parse_qsl_reads(text: str) -> None:
+    # Faster, never different: the first pair named like the field, decoded as parse_qsl does.
+    pairs = parse_qsl(text, keep_blank_values=True)
+    expected = next((value for name, value in pairs if name == FIELD), None)
+    assert token_from_body("application/x-www-form-urlencoded", text.encode(), FIELD) == expected
 
 
 def test_multipart_part_flood_is_refused_not_parsed() -> None:

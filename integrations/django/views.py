@@ -17,6 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 from failopen.web import (
     FLAG_HEADERS,
     MAX_OVERRIDE_BODY,
+    RefusalLog,
     admin_token_matches,
     bearer_token,
     flag_payload,
@@ -30,6 +31,8 @@ __all__ = ["flag", "override"]
 
 logger = logging.getLogger("failopen.django")
 
+# A flood of wrong admin tokens is one log line per interval, not one per request.
+_refusals = RefusalLog(logger)
 _UNAVAILABLE = {"error": {"code": "unavailable", "message": "failopen is not available"}}
 _FORBIDDEN = {"error": {"code": "forbidden", "message": "not allowed"}}
 _NOT_FOUND = {"error": {"code": "not_found", "message": "not found"}}
@@ -82,7 +85,10 @@ def _actor(request: HttpRequest, admin_token: str | None) -> str | None:
     """Who may override: the admin token (no CSRF: no cookie involved), or staff with CSRF."""
     given = bearer_token(request.META.get("HTTP_AUTHORIZATION"))
     if given is not None:
-        return "admin-token" if admin_token_matches(given, admin_token) else None
+        if admin_token_matches(given, admin_token):
+            return "admin-token"
+        _refusals.refused("wrong admin token", request.META.get("REMOTE_ADDR", ""))
+        return None
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated or not user.is_staff or not user.is_active:
         return None
@@ -115,8 +121,10 @@ def override(request: HttpRequest) -> HttpResponse:
     if actor is None:
         return _json(403, _FORBIDDEN)
     try:
+        runtime = conf.runtime()
         body = request.read(MAX_OVERRIDE_BODY + 1)
-        status, data = handle_override(conf.runtime().flag, body, actor=actor, mode=config.mode)
+        status, data = handle_override(runtime.flag, body, actor=actor, store=runtime.store,
+                                       mode=config.mode)
     except Exception:
         logger.exception("failopen override endpoint failed")
         return _json(503, _UNAVAILABLE)

@@ -3,11 +3,13 @@
 ``Recorder`` is a raw ASGI app keeping every scope and message it gets; ``starlette_app()`` the
 Starlette app most tests put behind the middleware; ``drive()`` calls an ASGI app directly with
 scripted ``receive`` messages, for what httpx cannot express (chunks, disconnects, counting
-reads). The fixture building whole stacks (``make_asgi``) is in conftest.py.
+reads); ``LifespanServer`` plays a server's part in lifespan. The fixture building whole
+stacks (``make_asgi``) is in conftest.py.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Iterable, Iterator
@@ -154,3 +156,39 @@ async def drive(app: Any, scope: dict[str, Any], messages: Iterable[Message] = (
     headers = {k.decode(): v.decode() for k, v in start["headers"]} if start else {}
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     return Reply(start["status"] if start else None, headers, body, calls)
+
+
+class LifespanServer:
+    """What a server does for lifespan: startup, wait, shutdown; keeps what the app sent."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.scope: dict[str, Any] = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
+        self.sent: list[dict[str, Any]] = []
+        self._inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._replied = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def _receive(self) -> dict[str, Any]:
+        return await self._inbox.get()
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        self.sent.append(message)
+        self._replied.set()
+
+    async def _event(self, name: str) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self.app(self.scope, self._receive, self._send))
+        self._replied.clear()
+        await self._inbox.put({"type": f"lifespan.{name}"})
+        replied = asyncio.create_task(self._replied.wait())
+        await asyncio.wait([replied, self._task], timeout=5, return_when=asyncio.FIRST_COMPLETED)
+        replied.cancel()
+
+    async def startup(self) -> None:
+        await self._event("startup")
+
+    async def shutdown(self) -> None:
+        await self._event("shutdown")
+        assert self._task is not None
+        await asyncio.wait_for(self._task, 5)

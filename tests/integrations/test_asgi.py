@@ -31,7 +31,7 @@ from failopen.integrations.asgi import FailOpenMiddleware
 from failopen import Config
 from failopen.exceptions import ConfigError
 from failopen.runtime import FailOpen
-from failopen.stores.memory import MemoryStore
+from failopen.stores.file import FileStore
 from failopen.testing import FakeVerifyAPI
 from failopen.verify import VerifyResult
 
@@ -407,6 +407,12 @@ def bearer(token: str = ADMIN_TOKEN) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    """A store every worker sees: the route refuses memory: (test_asgi_override.py)."""
+    return f"file://{tmp_path / 'override.json'}"
+
+
 async def test_no_admin_token_means_no_override_route(make_asgi: Make) -> None:
     stack = make_asgi()
     response = await stack.client.post("/failopen/override", headers=bearer(),
@@ -416,8 +422,10 @@ async def test_no_admin_token_means_no_override_route(make_asgi: Make) -> None:
     assert stack.runtime.state.enforce is True
 
 
-async def test_override_off_then_auto(make_asgi: Make, caplog: pytest.LogCaptureFixture) -> None:
-    stack = make_asgi(admin_token=ADMIN_TOKEN)
+async def test_override_off_then_auto(
+    make_asgi: Make, caplog: pytest.LogCaptureFixture, store: str
+) -> None:
+    stack = make_asgi(admin_token=ADMIN_TOKEN, store=store)
     with caplog.at_level(logging.DEBUG):
         response = await stack.client.post(
             "/failopen/override", headers=bearer(),
@@ -473,16 +481,16 @@ async def test_override_is_post_only(make_asgi: Make, method: str) -> None:
 @pytest.mark.parametrize("body", [b"not json", b"[]", b'{"enforce": "off"}',
                                   b'{"enforce": false, "ttl": -1}', b'{"enforce": false, "x": 1}'])
 async def test_override_bad_requests_are_400_and_change_nothing(
-    make_asgi: Make, body: bytes
+    make_asgi: Make, body: bytes, store: str
 ) -> None:
-    stack = make_asgi(admin_token=ADMIN_TOKEN)
+    stack = make_asgi(admin_token=ADMIN_TOKEN, store=store)
     response = await stack.client.post("/failopen/override", headers=bearer(), content=body)
     assert (response.status_code, error_code(response)) == (400, "bad_request")
     assert stack.runtime.state.enforce is True
 
 
-async def test_override_body_is_capped(make_asgi: Make) -> None:
-    stack = make_asgi(admin_token=ADMIN_TOKEN)
+async def test_override_body_is_capped(make_asgi: Make, store: str) -> None:
+    stack = make_asgi(admin_token=ADMIN_TOKEN, store=store)
     huge = b'{"enforce": false, "reason": "' + b"x" * 5000 + b'"}'
     response = await stack.client.post("/failopen/override", headers=bearer(), content=huge)
     assert (response.status_code, error_code(response)) == (413, "body_too_large")
@@ -498,15 +506,16 @@ async def test_override_body_is_capped(make_asgi: Make) -> None:
     assert stack.runtime.state.enforce is True
 
 
-class _ExplodingStore(MemoryStore):
+class _ExplodingStore(FileStore):
     """A store with a bug: writing raises something that is not a StoreError."""
 
     def save(self, override: Any) -> None:
         raise KeyError("store bug")
 
 
-async def test_override_store_bug_is_503_not_a_crash(make_asgi: Make) -> None:
-    stack = make_asgi(admin_token=ADMIN_TOKEN, runtime_kwargs={"store": _ExplodingStore()})
+async def test_override_store_bug_is_503_not_a_crash(make_asgi: Make, tmp_path: Path) -> None:
+    store = _ExplodingStore(tmp_path / "override.json")
+    stack = make_asgi(admin_token=ADMIN_TOKEN, runtime_kwargs={"store": store})
     response = await stack.client.post("/failopen/override", headers=bearer(),
                                        json={"enforce": False})
     assert (response.status_code, error_code(response)) == (503, "internal_error")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from _asgi_kit import Stack, drive, http_scope
+from _asgi_kit import LifespanServer, Stack, drive, http_scope
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -17,42 +16,6 @@ from starlette.routing import Route
 pytestmark = pytest.mark.anyio
 
 Make = Callable[..., Stack]
-
-
-class LifespanServer:
-    """What a server does for lifespan: startup, wait, shutdown; keeps what the app sent."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.scope: dict[str, Any] = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
-        self.sent: list[dict[str, Any]] = []
-        self._inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self._replied = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    async def _receive(self) -> dict[str, Any]:
-        return await self._inbox.get()
-
-    async def _send(self, message: dict[str, Any]) -> None:
-        self.sent.append(message)
-        self._replied.set()
-
-    async def _event(self, name: str) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self.app(self.scope, self._receive, self._send))
-        self._replied.clear()
-        await self._inbox.put({"type": f"lifespan.{name}"})
-        replied = asyncio.create_task(self._replied.wait())
-        await asyncio.wait([replied, self._task], timeout=5, return_when=asyncio.FIRST_COMPLETED)
-        replied.cancel()
-
-    async def startup(self) -> None:
-        await self._event("startup")
-
-    async def shutdown(self) -> None:
-        await self._event("shutdown")
-        assert self._task is not None
-        await asyncio.wait_for(self._task, 5)
 
 
 async def test_watcher_runs_from_startup_to_after_the_apps_shutdown(make_asgi: Make) -> None:

@@ -159,9 +159,10 @@ def test_override_endpoint_is_post_only(client: Any, use_failopen: Any) -> None:
 
 
 def test_admin_token_turns_enforcement_off_and_back(
-    make_client: Callable[..., Any], client_kind: str, use_failopen: Any
+    make_client: Callable[..., Any], client_kind: str, use_failopen: Any, tmp_path: Path
 ) -> None:
-    runtime = use_failopen(OVERRIDE_ENDPOINT=True, ADMIN_TOKEN=ADMIN_TOKEN)
+    runtime = use_failopen(OVERRIDE_ENDPOINT=True, ADMIN_TOKEN=ADMIN_TOKEN,
+                           STORE=f"file://{tmp_path / 'override.json'}")
     client = make_client(enforce_csrf_checks=True)  # a bearer token needs no CSRF token
     response = override(client, {"enforce": False, "ttl": 600, "reason": "vendor down"},
                         Authorization=f"Bearer {ADMIN_TOKEN}")
@@ -192,9 +193,10 @@ def test_override_refuses_everyone_else_alike(
 
 
 def test_staff_session_with_csrf_token_may_override(
-    make_client: Callable[..., Any], client_kind: str, use_failopen: Any, staff: Any
+    make_client: Callable[..., Any], client_kind: str, use_failopen: Any, staff: Any,
+    tmp_path: Path,
 ) -> None:
-    runtime = use_failopen(OVERRIDE_ENDPOINT=True)
+    runtime = use_failopen(OVERRIDE_ENDPOINT=True, STORE=f"file://{tmp_path / 'override.json'}")
     client = make_client(enforce_csrf_checks=True)
     client.force_login(staff)
     client.get("/page/")  # any page; the CSRF cookie comes from get_token below
@@ -221,8 +223,9 @@ def test_non_staff_user_may_not_override(
     assert runtime.state.enforce
 
 
-def test_bad_override_body_is_400(client: Any, use_failopen: Any) -> None:
-    use_failopen(OVERRIDE_ENDPOINT=True, ADMIN_TOKEN=ADMIN_TOKEN)
+def test_bad_override_body_is_400(client: Any, use_failopen: Any, tmp_path: Path) -> None:
+    use_failopen(OVERRIDE_ENDPOINT=True, ADMIN_TOKEN=ADMIN_TOKEN,
+                 STORE=f"file://{tmp_path / 'override.json'}")
     auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     response = override(client, {"enforce": "off"}, **auth)
     assert response.status_code == 400
