@@ -27,6 +27,8 @@ from failopen.exceptions import ConfigError
 from failopen.guard import Decision, fail_closed
 from failopen.runtime import FailOpen
 
+from .protection import ProtectedViews
+
 __all__ = [
     "DJANGO_KEYS",
     "Loaded",
@@ -45,7 +47,7 @@ logger = logging.getLogger("failopen.django")
 DJANGO_KEYS = frozenset({"REJECT_VIEW"})
 
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
-_PROTECTION_KEYS = ("PROTECTED_PATHS", "PROTECTED_METHODS")
+_PROTECTION_KEYS = ("PROTECTED_PATHS", "PROTECTED_VIEWS", "PROTECTED_METHODS")
 # A runtime that failed to build is retried at most this often, not on every request.
 _RETRY_BUILD = 1.0
 
@@ -58,9 +60,22 @@ class Loaded:
 
     config: Config | None
     is_protected: Callable[[str, str], bool]
+    protects_method: Callable[[str], bool]
+    views: ProtectedViews
     token_meta_key: str = ""
     reject_view: RejectView | None = None
     error: str | None = None
+
+
+def method_test(methods: frozenset[str]) -> Callable[[str], bool]:
+    """True for a protected method: any case counts, and HEAD wherever GET does (as
+    ``Config.is_protected``: Django runs the GET view for HEAD)."""
+    def protects(method: str) -> bool:
+        if method in methods:
+            return True
+        method = method.upper()
+        return method in methods or (method == "HEAD" and "GET" in methods)
+    return protects
 
 
 def raw_settings() -> dict[str, Any]:
@@ -100,13 +115,15 @@ def _load() -> Loaded:
         cfg = config_factory()
         header = cfg.token_header.upper().replace("-", "_")
         return Loaded(config=cfg, is_protected=cfg.is_protected,
+                      protects_method=method_test(cfg.protected_methods),
+                      views=ProtectedViews(cfg.protected_views),
                       token_meta_key=f"HTTP_{header}", reject_view=reject_view_from(raw))
     except Exception as exc:  # a broken setting must not break the site: see _fallback
         logger.error("failopen settings unusable; protected routes answer 503: %s", exc)
-        return Loaded(config=None, is_protected=_fallback_protection(), error=str(exc))
+        return _fallback(str(exc))
 
 
-def _fallback_protection() -> Callable[[str, str], bool]:
+def _fallback(error: str) -> Loaded:
     """Which requests to refuse while the settings are broken: the protected ones if readable."""
     try:
         raw = raw_settings()
@@ -116,10 +133,15 @@ def _fallback_protection() -> Callable[[str, str], bool]:
     environ = {k: v for k, v in os.environ.items()
                if k in {"FAILOPEN_" + key for key in _PROTECTION_KEYS}}
     try:
-        return Config.from_mapping(subset, environ=environ).is_protected
+        cfg = Config.from_mapping(subset, environ=environ)
+        return Loaded(config=None, is_protected=cfg.is_protected,
+                      protects_method=method_test(cfg.protected_methods),
+                      views=ProtectedViews(cfg.protected_views), error=error)
     except ConfigError:
-        # Not even the protected paths are known: fail closed on anything that writes.
-        return lambda method, path: method not in _SAFE_METHODS
+        # Not even the protected routes are known: fail closed on anything that writes.
+        return Loaded(config=None, is_protected=lambda method, path: method not in _SAFE_METHODS,
+                      protects_method=lambda method: method not in _SAFE_METHODS,
+                      views=ProtectedViews(()), error=error)
 
 
 _lock = threading.RLock()  # runtime() reads loaded() while holding it
