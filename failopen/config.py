@@ -19,7 +19,7 @@ from typing import Any, Literal
 from failopen._http import check_url
 from failopen.exceptions import ConfigError
 
-__all__ = ["Config", "KNOWN_IMPAIRED", "env_name"]
+__all__ = ["Config", "KNOWN_IMPAIRED", "closest_setting", "env_name", "setting_names"]
 
 #: Global statuses the status page can report that mean "the platform does not work as it should".
 KNOWN_IMPAIRED = frozenset({"degraded_performance", "partial_outage", "major_outage"})
@@ -241,15 +241,27 @@ class Config:
         return out
 
 
+def setting_names() -> list[str]:
+    """Every settings key ``Config.from_mapping`` knows: the field names in upper case."""
+    return sorted(spec.name.upper() for spec in dataclasses.fields(Config))
+
+
+def closest_setting(name: str) -> str | None:
+    """The known settings key a misspelled ``name`` most likely meant (any case, with or
+    without the ``FAILOPEN_`` prefix), or None when nothing is close."""
+    wanted = name.upper().removeprefix(_ENV_PREFIX)
+    close = difflib.get_close_matches(wanted, setting_names(), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
 def _unknown_key(key: Any, names: set[str]) -> str:
     """How to fix one key of a settings mapping: ``'status_url' (did you mean 'STATUS_URL'?)``."""
     if not isinstance(key, str):
         return f"{key!r} (keys are strings)"
     if key.lower() in names:
         return f"{key!r} (did you mean {key.upper()!r}?)"
-    upper = key.upper().removeprefix(_ENV_PREFIX)
-    close = difflib.get_close_matches(upper, sorted(n.upper() for n in names), n=1, cutoff=0.75)
-    return f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key)
+    close = closest_setting(key)
+    return f"{key!r} (did you mean {close!r}?)" if close else repr(key)
 
 
 # --- coercion and validation -------------------------------------------------------------------

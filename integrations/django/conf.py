@@ -91,7 +91,12 @@ def raw_settings() -> dict[str, Any]:
 def config_factory(**overrides: Any) -> Config:
     """A Config from ``settings.FAILOPEN`` (then ``FAILOPEN_*`` variables); keywords win."""
     core = {k: v for k, v in raw_settings().items() if k not in DJANGO_KEYS}
-    return Config.from_mapping(core, **overrides)
+    try:
+        return Config.from_mapping(core, **overrides)
+    except ConfigError as exc:
+        if str(exc).startswith("unknown failopen setting"):  # say which mapping holds them
+            raise ConfigError(f"settings.FAILOPEN: {exc}") from None
+        raise
 
 
 def reject_view_from(raw: Mapping[str, Any]) -> RejectView | None:
