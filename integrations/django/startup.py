@@ -5,7 +5,8 @@ runserver, every management command), so a setting failopen cannot use stops the
 with a message that says what to change, instead of turning every protected request into a 503.
 What depends on the environment rather than on the settings themselves is logged instead: no
 verify URL (ERROR: protected requests are refused), no status URL (WARNING: it never fails
-open), no middleware, an ignored ``FAILOPEN_*`` variable (WARNING). Nothing here starts a thread, makes a request or imports the URLconf.
+open), no middleware, an ignored ``FAILOPEN_*`` variable (WARNING). Nothing here starts a
+thread, makes a request or imports the URLconf.
 """
 
 # Django ships no type information: its names are Any here.
