@@ -3,10 +3,10 @@
 ``request.POST`` would do, but parsing a multipart form writes every file part over
 FILE_UPLOAD_MAX_MEMORY_SIZE to a temporary file, for a request that is about to be refused.
 Instead: a body that may carry the token (a form, multipart or JSON) and declares at most
-FAILOPEN_MAX_BODY_BYTES is read into memory as ``request.body`` and searched with the same
+FAILOPEN_MAX_BODY_BYTES is read into memory (never more than that) and searched with the same
 linear finder as the ASGI adapter. ``request.body`` keeps the bytes, so the view afterwards
 parses ``request.POST`` / ``request.FILES`` from them as if nobody had looked. A larger body is
-refused (413) unread.
+refused (413): unread when it says its length, after ``cap + 1`` bytes when it does not.
 """
 
 # Django ships no type information: its names are Any here.
@@ -15,9 +15,10 @@ refused (413) unread.
 from __future__ import annotations
 
 import json
+from io import BytesIO
 from typing import Final
 
-from django.http import HttpRequest, HttpResponse, RawPostDataException
+from django.http import HttpRequest, HttpResponse
 
 from failopen.config import Config
 from failopen.web import token_from_body
@@ -68,27 +69,43 @@ def declared_length(request: HttpRequest) -> int:
 
 
 def token_from_request_body(request: HttpRequest, config: Config) -> str | None | TooLarge:
-    """The token from the body's field, TOO_LARGE, or None. Never raises.
-
-    Django reads at most CONTENT_LENGTH bytes of any body, so checking the declared length
-    bounds what is held in memory.
-    """
+    """The token from the body's field, TOO_LARGE, or None. Never raises."""
     try:
         if not may_carry_token(request):
             return None  # refused without a token; the body is the view's business
         if declared_length(request) > config.max_body_bytes:
             return TOO_LARGE
-        try:
-            body = request.body
-        except RawPostDataException:
-            # An earlier middleware parsed the multipart form already (the disk is written):
+        if hasattr(request, "_post"):
+            # An earlier middleware parsed the form already (any file part is on disk by now):
             # reading the parsed field costs nothing more.
             value = request.POST.get(config.token_field)
             return value if isinstance(value, str) else None
+        body = _bounded_body(request, config.max_body_bytes)
+        if isinstance(body, TooLarge):
+            return body
         return token_from_body(request.META.get("CONTENT_TYPE"), body, config.token_field)
     except Exception:
-        # Over DATA_UPLOAD_MAX_MEMORY_SIZE, client gone, malformed: the body carries no token.
+        # Client gone, malformed, unreadable: the body carries no token.
         return None
+
+
+def _bounded_body(request: HttpRequest, limit: int) -> bytes | TooLarge:
+    """``request.body``, but never more than ``limit`` bytes read into memory.
+
+    Under WSGI Django reads at most CONTENT_LENGTH bytes; under ASGI the stream is the whole
+    body Django received, which a chunked request (no Content-Length) sends unbounded. So read
+    ``limit + 1`` bytes and keep them where ``HttpRequest.body`` keeps its own (``_body``, and a
+    fresh stream): ``request.body``, ``request.POST`` and ``request.FILES`` work for the view.
+    """
+    if hasattr(request, "_body"):
+        body: bytes = request.body
+        return body if len(body) <= limit else TOO_LARGE
+    data = request.read(limit + 1)
+    if len(data) > limit:
+        return TOO_LARGE  # refused: nobody reads the rest
+    request._body = data
+    request._stream = BytesIO(data)
+    return data
 
 
 def body_too_large() -> HttpResponse:

@@ -150,3 +150,51 @@ def test_flag_off_reads_no_body(
         response = client.post("/login/", {"username": "ann", "avatar": handle})
     assert response.status_code == 200
     assert response.json()["failopen"]["outcome"] == "bypassed_flag_off"
+
+
+def test_chunked_body_under_asgi_is_read_no_further_than_the_cap(use_failopen: Any) -> None:
+    """Django's ASGI request stream is the whole body: without a Content-Length only the
+    cap bounds what failopen reads."""
+    import asyncio
+    import json
+
+    from django.core.handlers.asgi import ASGIHandler
+    from failopen.integrations.django import conf
+
+    use_failopen(MAX_BODY_BYTES=CAP)
+    padded = json.dumps({"enforcement-token": GOOD, "pad": "x" * 2 * CAP}).encode()
+    small = json.dumps({"enforcement-token": GOOD}).encode()
+
+    async def post(body: bytes) -> int:
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                 "method": "POST", "path": "/login/json/", "raw_path": b"/login/json/",
+                 "query_string": b"", "root_path": "", "scheme": "http",
+                 "headers": [(b"host", b"testserver"), (b"content-type", b"application/json"),
+                             (b"transfer-encoding", b"chunked")],
+                 "client": ("127.0.0.1", 5000), "server": ("testserver", 80)}
+        chunks = [{"type": "http.request", "body": body[i:i + 4096], "more_body": True}
+                  for i in range(0, len(body), 4096)]
+        chunks.append({"type": "http.request", "body": b"", "more_body": False})
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            if chunks:
+                return chunks.pop(0)
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await ASGIHandler()(scope, receive, send)
+        return int(next(m["status"] for m in sent if m["type"] == "http.response.start"))
+
+    async def scenario() -> list[int]:
+        try:
+            return [await post(padded), await post(small)]
+        finally:
+            await conf.runtime().aclose()
+
+    chain = ["failopen.integrations.django.middleware.FailOpenMiddleware"]  # no CSRF check
+    with override_settings(MIDDLEWARE=chain):
+        assert asyncio.run(scenario()) == [413, 200]  # the view read the small body after us
