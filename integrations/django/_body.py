@@ -100,7 +100,7 @@ def _bounded_body(request: HttpRequest, limit: int) -> bytes | TooLarge:
     if hasattr(request, "_body"):
         body: bytes = request.body
         return body if len(body) <= limit else TOO_LARGE
-    data = request.read(limit + 1)
+    data: bytes = request.read(limit + 1)
     if len(data) > limit:
         return TOO_LARGE  # refused: nobody reads the rest
     request._body = data
