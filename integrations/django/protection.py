@@ -55,14 +55,17 @@ def view_key(view: Any) -> Any:
 
 
 def is_marked(view: Any) -> bool:
-    """True when ``protect`` was applied to the view, its class or its ``dispatch`` (``view``
-    may be the class itself, as :func:`view_key` gives it)."""
+    """True when ``protect`` was applied to the view, its class, or a ``dispatch`` of its class
+    or a base class (``view`` may be the class itself, as :func:`view_key` gives it)."""
     if getattr(view, MARK, False) is True:
         return True
     view_class = view if isinstance(view, type) else getattr(view, "view_class", None)
-    return view_class is not None and (
-        getattr(view_class, MARK, False) is True
-        or getattr(getattr(view_class, "dispatch", None), MARK, False) is True)
+    if view_class is None:
+        return False
+    # A subclass that overrides dispatch stays protected: protection only ever spreads.
+    return getattr(view_class, MARK, False) is True or any(
+        getattr(klass.__dict__.get("dispatch"), MARK, False) is True
+        for klass in getattr(view_class, "__mro__", ()))
 
 
 class ProtectedViews:

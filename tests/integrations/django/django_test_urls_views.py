@@ -41,6 +41,13 @@ class DispatchLoginView(View):
         return answer(request)
 
 
+class SubDispatchLoginView(DispatchLoginView):
+    """Overrides the protected dispatch: still the protected view."""
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        return super().dispatch(request, *args, **kwargs)
+
+
 class AsyncLoginView(View):
     async def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         return answer(request)
@@ -70,6 +77,7 @@ urlpatterns = [
     path("cbv/", LoginView.as_view()),
     path("cbv/again/", LoginView.as_view()),  # another as_view(): the class is protected
     path("cbv-dispatch/", DispatchLoginView.as_view()),
+    path("cbv-sub/", SubDispatchLoginView.as_view()),
     path("cbv-async/", protect(AsyncLoginView.as_view())),
     path("plain/", PlainView.as_view()),
     path("accounts/", include(accounts)),

@@ -24,7 +24,7 @@ JSON = {"accept": "application/json"}
 URLS = "django_test_urls_views"
 BY_NAME = ["accounts:login", f"{URLS}.dotted"]
 PROTECTED = ["/signin/", "/alias/", "/asignin/", "/cbv/", "/cbv/again/", "/cbv-dispatch/",
-             "/cbv-async/", "/accounts/login/", "/other-login/", "/dotted/"]
+             "/cbv-sub/", "/cbv-async/", "/accounts/login/", "/other-login/", "/dotted/"]
 I18N = {
     "USE_I18N": True, "LANGUAGE_CODE": "en",
     "LANGUAGES": [("en", "English"), ("fr", "French")],
