@@ -14,16 +14,15 @@ refused (413): unread when it says its length, after ``cap + 1`` bytes when it d
 
 from __future__ import annotations
 
-import json
 from io import BytesIO
 from typing import Final
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 
 from failopen.config import Config
 from failopen.web import token_from_body
 
-__all__ = ["TOO_LARGE", "TooLarge", "body_too_large", "declared_length", "may_carry_token",
+__all__ = ["TOO_LARGE", "TooLarge", "declared_length", "may_carry_token",
            "token_from_request_body"]
 
 # The media types failopen.web.token_from_body reads: no other body can carry the token.
@@ -106,11 +105,3 @@ def _bounded_body(request: HttpRequest, limit: int) -> bytes | TooLarge:
     request._body = data
     request._stream = BytesIO(data)
     return data
-
-
-def body_too_large() -> HttpResponse:
-    """413, in the words of the ASGI adapter."""
-    payload = {"error": {"code": "body_too_large", "message": "The request body is too large."}}
-    response = HttpResponse(json.dumps(payload), status=413, content_type="application/json")
-    response["Cache-Control"] = "no-store"
-    return response

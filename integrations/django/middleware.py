@@ -26,23 +26,17 @@ from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.urls import get_resolver
 from django.utils.translation import get_language_from_path
 
 from failopen.config import Config
 from failopen.guard import Decision
-from failopen.web import prefers_json, rejection_headers, rejection_html, rejection_json
 
 from . import conf
-from ._body import (
-    TooLarge,
-    body_too_large,
-    declared_length,
-    may_carry_token,
-    token_from_request_body,
-)
+from ._answers import body_too_large, finish_custom, rejection
+from ._body import TooLarge, declared_length, may_carry_token, token_from_request_body
 from .protection import is_marked
 
 __all__ = ["FailOpenMiddleware", "RequestDecision"]
@@ -187,7 +181,7 @@ class FailOpenMiddleware:
         if view is not None:
             call = async_to_sync(view) if iscoroutinefunction(view) else view
             try:
-                return _finish_custom(call(request, decision), decision)
+                return finish_custom(call(request, decision), decision)
             except Exception:
                 logger.exception("failopen REJECT_VIEW failed; answering with the default page")
         return rejection(request, decision)
@@ -221,7 +215,7 @@ class FailOpenMiddleware:
             call = view if iscoroutinefunction(view) else sync_to_async(view)
             try:
                 # A TemplateResponse renders templates (file I/O) here: on a worker thread.
-                return await sync_to_async(_finish_custom)(await call(request, decision),
+                return await sync_to_async(finish_custom)(await call(request, decision),
                                                            decision)
             except Exception:
                 logger.exception("failopen REJECT_VIEW failed; answering with the default page")
@@ -300,32 +294,3 @@ async def _body_reader(request: HttpRequest, config: Config) -> str | None | Too
     """``_token_from_body`` on a worker thread (looked up per call, so tests can watch it)."""
     reader = sync_to_async(_token_from_body, thread_sensitive=False)
     return await reader(request, config)
-
-
-def rejection(request: HttpRequest, decision: Decision) -> HttpResponse:
-    """failopen's own rejection: JSON for API clients, else a small HTML page."""
-    as_json = prefers_json(request.META.get("HTTP_ACCEPT"), request.META.get("CONTENT_TYPE"))
-    response = HttpResponse(rejection_json(decision) if as_json else rejection_html(decision),
-                            status=decision.status_code)
-    for name, value in rejection_headers(decision, json_body=as_json):
-        response[name] = value
-    return response
-
-
-def _finish_custom(response: Any, decision: Decision) -> HttpResponseBase:
-    """A site's REJECT_VIEW page is never cached, and a 503 still says when to retry.
-
-    Rendered here: an unrendered TemplateResponse returned from a middleware is never rendered
-    by Django and fails in the server, outside our fallback. Raises on anything else than a
-    response, which the caller answers with the default page.
-    """
-    if not isinstance(response, HttpResponseBase):
-        raise TypeError(f"REJECT_VIEW returned {type(response).__name__}, not a response")
-    render = getattr(response, "render", None)
-    if render is not None and not getattr(response, "is_rendered", True):
-        render()
-    if not response.has_header("Cache-Control"):
-        response["Cache-Control"] = "no-store"
-    if decision.retry_after is not None and not response.has_header("Retry-After"):
-        response["Retry-After"] = str(decision.retry_after)
-    return response
