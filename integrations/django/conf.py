@@ -10,6 +10,7 @@ middleware asks :func:`loaded` per request: after the first call that is one glo
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import threading
@@ -90,7 +91,13 @@ def raw_settings() -> dict[str, Any]:
 
 def config_factory(**overrides: Any) -> Config:
     """A Config from ``settings.FAILOPEN`` (then ``FAILOPEN_*`` variables); keywords win."""
-    core = {k: v for k, v in raw_settings().items() if k not in DJANGO_KEYS}
+    raw = raw_settings()
+    for key in raw:
+        meant = difflib.get_close_matches(str(key).upper(), DJANGO_KEYS, n=1, cutoff=0.75)
+        if meant and key not in DJANGO_KEYS:  # Config.from_mapping knows only its own keys
+            raise ConfigError(f"settings.FAILOPEN: unknown failopen setting(s): {key!r} "
+                              f"(did you mean {meant[0]!r}?)")
+    core = {k: v for k, v in raw.items() if k not in DJANGO_KEYS}
     try:
         return Config.from_mapping(core, **overrides)
     except ConfigError as exc:

@@ -33,6 +33,8 @@ def ready() -> None:
     ({"STATUS_ULR": "https://status.example.com"}, "'STATUS_ULR' (did you mean 'STATUS_URL'?)"),
     ({"PROTECTED_VIEW": ["accounts:login"]}, "did you mean 'PROTECTED_VIEWS'?"),
     ({"POLL_INTERVAL": "soon"}, "POLL_INTERVAL: 'soon' is not valid"),
+    ({"reject_view": "django_test_urls.site_reject"}, "did you mean 'REJECT_VIEW'?"),
+    ({"REJECT_VEIW": "django_test_urls.site_reject"}, "did you mean 'REJECT_VIEW'?"),
 ])
 def test_unusable_failopen_setting_stops_the_start(
     fo_settings: dict[str, Any], changes: dict[str, Any], message: str
