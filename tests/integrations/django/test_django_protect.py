@@ -223,3 +223,16 @@ def test_alias_warning_points_to_protect(fo_settings: dict[str, Any]) -> None:
         found = [m for m in check_settings() if m.id == "failopen.W008"]
     assert found and all("protect" in m.hint and "PROTECTED_VIEWS" in m.hint for m in found)
 
+
+
+def test_aliases_of_a_protected_view_do_not_warn(fo_settings: dict[str, Any]) -> None:
+    from failopen.integrations.django.checks import check_settings
+
+    with override_settings(ROOT_URLCONF=URLS,
+                           FAILOPEN={**fo_settings, "PROTECTED_PATHS": ["/signin/", "/dotted/"],
+                                     "PROTECTED_VIEWS": [f"{URLS}.dotted"]}):
+        assert [m.id for m in check_settings()] == []  # /alias/ reaches a protected view
+    with override_settings(ROOT_URLCONF=URLS,
+                           FAILOPEN={**fo_settings, "PROTECTED_PATHS": ["/other-login/"]}):
+        found = [m.msg for m in check_settings() if m.id == "failopen.W008"]
+    assert any("'/accounts/login/'" in msg for msg in found)  # named, but not listed here
