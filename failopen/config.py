@@ -7,6 +7,7 @@ that names the setting and says what to change, instead of surfacing on a reques
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import os
 import posixpath
@@ -20,7 +21,10 @@ from failopen._http import check_url
 from failopen._status_url import check_status_url
 from failopen.exceptions import ConfigError
 
-__all__ = ["Config", "KNOWN_IMPAIRED", "default_backoff_max", "env_name"]
+__all__ = [
+    "Config", "KNOWN_IMPAIRED", "closest_setting", "default_backoff_max", "env_name",
+    "setting_names",
+]
 
 #: Global statuses the status page can report that mean "the platform does not work as it should".
 KNOWN_IMPAIRED = frozenset({"degraded_performance", "partial_outage", "major_outage"})
@@ -84,6 +88,8 @@ class Config:
 
     # What the adapters protect and where the token travels.
     protected_paths: tuple[str, ...] = ()
+    # Views by name (``accounts:login``) or dotted path: read by adapters that resolve views.
+    protected_views: tuple[str, ...] = ()
     protected_methods: frozenset[str] = frozenset({"POST"})
     token_field: str = "enforcement-token"
     token_header: str = "X-Enforcement-Token"
@@ -105,7 +111,7 @@ class Config:
         # Collections given in code may be any iterable; keep one canonical, hashable form.
         # Methods are upper-cased here too: "post" must protect POST, not silently nothing.
         for name, kind in (("bypass_on", frozenset), ("protected_methods", frozenset),
-                           ("protected_paths", tuple)):
+                           ("protected_paths", tuple), ("protected_views", tuple)):
             value = getattr(self, name)
             if isinstance(value, str) or not isinstance(value, Iterable):
                 raise ConfigError(f"{env_name(name)}: expected a collection, got {value!r}")
@@ -251,15 +257,18 @@ class Config:
         """Build from a mapping keyed by upper-case field names (Django's ``FAILOPEN`` setting).
 
         Precedence: keyword overrides, then ``settings``, then ``FAILOPEN_*`` variables, then the
-        defaults. Unknown keys are an error, so a typo cannot silently drop a setting.
+        defaults. Unknown keys are an error that suggests the closest known one, and so is a key
+        in lower case: a typo cannot silently drop a setting.
         """
         environ = os.environ if environ is None else environ
         names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(k for k in settings if k.lower() not in names)
-        if unknown:
+        problems = [_unknown_key(key, names) for key in settings
+                    if not isinstance(key, str) or key.lower() not in names or key != key.upper()]
+        if problems:
+            known = "" if all("did you mean" in p for p in problems) else (
+                f"; known: {', '.join(sorted(n.upper() for n in names))}")
             raise ConfigError(
-                f"unknown failopen setting(s): {', '.join(unknown)}; "
-                f"known: {', '.join(sorted(n.upper() for n in names))}"
+                f"unknown failopen setting(s): {'; '.join(sorted(problems))}{known}"
             )
         unknown_kw = sorted(k for k in overrides if k not in names)
         if unknown_kw:
@@ -308,6 +317,29 @@ def _spellings(path: str) -> set[str]:
     return spellings
 
 
+def setting_names() -> list[str]:
+    """Every settings key ``Config.from_mapping`` knows: the field names in upper case."""
+    return sorted(spec.name.upper() for spec in dataclasses.fields(Config))
+
+
+def closest_setting(name: str) -> str | None:
+    """The known settings key a misspelled ``name`` most likely meant (any case, with or
+    without the ``FAILOPEN_`` prefix), or None when nothing is close."""
+    wanted = name.upper().removeprefix(_ENV_PREFIX)
+    close = difflib.get_close_matches(wanted, setting_names(), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def _unknown_key(key: Any, names: set[str]) -> str:
+    """How to fix one key of a settings mapping: ``'status_url' (did you mean 'STATUS_URL'?)``."""
+    if not isinstance(key, str):
+        return f"{key!r} (keys are strings)"
+    if key.lower() in names:
+        return f"{key!r} (did you mean {key.upper()!r}?)"
+    close = closest_setting(key)
+    return f"{key!r} (did you mean {close!r}?)" if close else repr(key)
+
+
 # --- coercion and validation -------------------------------------------------------------------
 
 _FLOATS = {"poll_interval", "poll_jitter", "status_timeout", "stale_after", "backoff_max",
@@ -317,7 +349,7 @@ _DERIVED = {"stale_after", "backoff_max", "max_stale_bypass"}
 _INTS = {"status_max_bytes", "open_after", "close_after", "retry_after", "max_body_bytes"}
 _BOOLS = {"indicator_fallback", "require_verified", "override_endpoint"}
 _STR_SETS = {"bypass_on", "protected_methods"}
-_STR_TUPLES = {"protected_paths"}
+_STR_TUPLES = {"protected_paths", "protected_views"}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -371,6 +403,7 @@ def _check_field(name: str, value: Any) -> None:
         "audit": lambda v: _choice(name, v, ("each", "summary")),
         "store": lambda v: _store(name, v),
         "protected_paths": lambda v: _paths(name, v),
+        "protected_views": lambda v: _views(name, v),
         "token_field": lambda v: _nonempty(name, v),
         "token_header": lambda v: _nonempty(name, v),
         "bypass_on": lambda v: _nonempty_set(name, v),
@@ -414,6 +447,18 @@ def _paths(name: str, value: Any) -> None:
     bad = [p for p in value if not p.startswith("/")]
     if bad:
         raise ConfigError(f"{env_name(name)}: path prefixes must start with '/': {bad!r}")
+
+
+def _views(name: str, value: Any) -> None:
+    if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{env_name(name)}: expected comma-separated view names")
+    bad = [v for v in value if "/" in v or v != v.strip() or " " in v]
+    if bad:
+        raise ConfigError(
+            f"{env_name(name)}: {bad!r} is not a view name; list URL names such as "
+            "accounts:login or dotted paths such as accounts.views.LoginView (paths go in "
+            "FAILOPEN_PROTECTED_PATHS)"
+        )
 
 
 def _store(name: str, value: Any) -> None:

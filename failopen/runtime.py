@@ -54,10 +54,12 @@ class FailOpen:
         clock: Clock = SYSTEM_CLOCK,
         on_poll: Callable[[PollResult], None] | None = None,
     ) -> None:
-        if config.protected_paths and config.verify_url is None and verifier is None:
+        if (config.protected_paths or config.protected_views) and config.verify_url is None \
+                and verifier is None:
             raise ConfigError(
-                "FAILOPEN_VERIFY_URL: required when FAILOPEN_PROTECTED_PATHS is set "
-                "(protected routes validate tokens with the verify call)"
+                "FAILOPEN_VERIFY_URL: required when FAILOPEN_PROTECTED_PATHS or "
+                "FAILOPEN_PROTECTED_VIEWS is set (protected routes validate tokens with the "
+                "verify call)"
             )
         self.config = config
         self.clock = clock

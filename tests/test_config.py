@@ -45,6 +45,8 @@ ENV_TABLE: dict[str, tuple[str, object]] = {
     "require_verified": ("on", True),
     "protected_paths": ("/accounts/login/, /accounts/signup/",
                         ("/accounts/login/", "/accounts/signup/")),
+    "protected_views": ("accounts:login, accounts.views.SignupView",
+                        ("accounts:login", "accounts.views.SignupView")),
     "protected_methods": ("post, put", frozenset({"POST", "PUT"})),
     "token_field": ("tok", "tok"),
     "token_header": ("X-Tok", "X-Tok"),
@@ -294,3 +296,29 @@ def test_head_is_protected_wherever_get_is() -> None:
                     verify_url="https://v.example.com/", private_key="k")
     assert config.is_protected("HEAD", "/search/") and config.is_protected("head", "/search/")
     assert config.protected_methods == frozenset({"GET"}), "the setting itself is not rewritten"
+
+
+@pytest.mark.parametrize(("key", "meant"), [
+    ("status_url", "STATUS_URL"),  # lower case: was accepted, then silently dropped
+    ("Status_Url", "STATUS_URL"),
+    ("STATUS_ULR", "STATUS_URL"),
+    ("PROTECTED_PATH", "PROTECTED_PATHS"),
+    ("FAILOPEN_STATUS_URL", "STATUS_URL"),  # the variable's name inside the mapping
+])
+def test_misspelled_setting_names_say_what_was_meant(key: str, meant: str) -> None:
+    with pytest.raises(ConfigError, match=f"did you mean '{meant}'"):
+        Config.from_mapping({key: "https://status.example.com"})
+
+
+def test_setting_name_far_from_any_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigError, match="known: ADMIN_TOKEN, AUDIT"):
+        Config.from_mapping({"COLOUR": "blue"})
+    with pytest.raises(ConfigError, match="keys are strings"):
+        Config.from_mapping({1: "x"})  # type: ignore[dict-item]
+
+
+def test_protected_views_are_names_not_paths() -> None:
+    assert Config.from_env({"FAILOPEN_PROTECTED_VIEWS": "accounts:login, app.views.Login"}
+                           ).protected_views == ("accounts:login", "app.views.Login")
+    with pytest.raises(ConfigError, match="FAILOPEN_PROTECTED_PATHS"):
+        Config(protected_views=("/login/",))

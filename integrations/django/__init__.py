@@ -3,6 +3,8 @@
 Add ``failopen.integrations.django.middleware.FailOpenMiddleware`` to ``MIDDLEWARE`` and
 ``path("failopen/", include("failopen.integrations.django.urls"))`` to the URLconf; configure
 with the ``FAILOPEN`` setting (keys are :class:`failopen.Config` field names in upper case).
+Protect views with ``@protect`` or ``FAILOPEN["PROTECTED_VIEWS"]``: every route to them is
+guarded (aliases, ``i18n_patterns``, script prefixes), not only the paths someone listed.
 """
 
 from __future__ import annotations
@@ -14,4 +16,6 @@ except ImportError as exc:  # pragma: no cover - depends on what is installed
         'failopen.integrations.django needs Django: pip install "failopen[django]"'
     ) from exc
 
-__all__: list[str] = []
+from .protection import protect  # noqa: E402 - after the check that Django is installed
+
+__all__ = ["protect"]

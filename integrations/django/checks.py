@@ -4,18 +4,21 @@
 ``failopen.E001``  the settings do not make a valid Config (the message says which and why)
 ``failopen.E002``  no status URL: failopen can never see an outage, so it never fails open
 ``failopen.E003``  the status URL is plain http to a host that is not loopback
-``failopen.E004``  protected paths without the verify settings (VERIFY_URL, PRIVATE_KEY)
+``failopen.E004``  protected paths or views without the verify settings (VERIFY_URL,
+                   PRIVATE_KEY)
 ``failopen.E005``  REJECT_VIEW cannot be imported or is not callable
 ``failopen.W001``  a protected path that no URL pattern matches (a typo protects nothing)
 ``failopen.W002``  override endpoint enabled with the memory: store (only one worker sees it)
 ``failopen.W003``  FailOpenMiddleware is not in MIDDLEWARE (nothing is protected)
 ``failopen.W004``  override endpoint enabled, but nobody can authenticate to it
-``failopen.W005``  no protected paths: the middleware checks nothing
+``failopen.W005``  no protected paths or views: the middleware checks nothing
 ``failopen.W006``  the failopen URLs are not in the URLconf (no flag endpoint, no script tag)
 ``failopen.W007``  a protected path covers failopen's own endpoints (an override would need a
                    token from the vendor that is down)
 ``failopen.W008``  a protected path's view is also routed where no protected path reaches
-                   (an alias, a translated URL, a case-insensitive regex): a way around
+                   (an alias, a translated URL, a case-insensitive regex): a way around; protect
+                   the view instead (``protect`` or PROTECTED_VIEWS)
+``failopen.W009``  a PROTECTED_VIEWS name that no route carries (a typo protects nothing)
 =================  ===============================================================================
 """
 
@@ -28,12 +31,13 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
-from django.urls import NoReverseMatch, reverse
+from django.urls import NoReverseMatch, get_resolver, reverse
 
 from failopen.config import Config
 from failopen.exceptions import ConfigError
 
 from . import conf, routes
+from .protection import ProtectedViews, is_marked, walk
 
 __all__ = ["check_settings", "register"]
 
@@ -74,18 +78,30 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 
 def _check_config(config: Config) -> list[checks.CheckMessage]:
     found: list[checks.CheckMessage] = []
+    named = ProtectedViews(config.protected_views)
+    marked = _marked_views()
     if config.status_url is None:
         found.append(checks.Error(
             "failopen has no status URL: it cannot see an outage, so it never fails open.",
             hint=_WHERE.format(key="STATUS_URL"), id="failopen.E002"))
-    if config.protected_paths and config.verify_url is None:
+    protects = config.protected_paths or config.protected_views or marked
+    if protects and config.verify_url is None:
         found.append(checks.Error(
-            "FAILOPEN['PROTECTED_PATHS'] is set but VERIFY_URL is not: no token can be verified.",
+            "failopen protects routes (PROTECTED_PATHS, PROTECTED_VIEWS or @protect) but "
+            "VERIFY_URL is not set: no token can be verified.",
             hint=_WHERE.format(key="VERIFY_URL") + " (and PRIVATE_KEY)", id="failopen.E004"))
-    if not config.protected_paths:
+    if not protects:
         found.append(checks.Warning(
-            "FAILOPEN['PROTECTED_PATHS'] is empty: the middleware protects nothing.",
-            hint=_WHERE.format(key="PROTECTED_PATHS"), id="failopen.W005"))
+            "no protected paths or views: the middleware protects nothing.",
+            hint="Decorate the log-in and sign-up views with "
+                 "@failopen.integrations.django.protect, or list them in "
+                 "FAILOPEN['PROTECTED_VIEWS'] (or their paths in PROTECTED_PATHS).",
+            id="failopen.W005"))
+    for name in _unmatched(named):
+        found.append(checks.Warning(
+            f"PROTECTED_VIEWS entry {name!r} names no view in the URLconf: it protects nothing.",
+            hint="List URL names with their namespace (accounts:login) or dotted paths of "
+                 "views (accounts.views.LoginView).", id="failopen.W009"))
     for path in config.protected_paths:
         if not routes.prefix_is_routed(path):
             found.append(checks.Warning(
@@ -111,7 +127,8 @@ def _check_override(config: Config) -> list[checks.CheckMessage]:
         found.append(checks.Warning(
             "the override endpoint writes to the memory: store, which only the worker that "
             "answered sees.",
-            hint=_WHERE.format(key="STORE") + " to a shared store (file:///path, redis://).",
+            hint=_WHERE.format(key="STORE") + " to a store every worker reads: "
+                 "file:///path/on/a/shared/disk.",
             id="failopen.W002"))
     # Staff sign in through request.user, which AuthenticationMiddleware (or a subclass) sets.
     sessions = apps.is_installed("django.contrib.auth") and any(
@@ -149,9 +166,31 @@ def _check_own_urls(config: Config) -> list[checks.CheckMessage]:
 
 
 def _check_aliases(config: Config) -> list[checks.CheckMessage]:
+    named = ProtectedViews(config.protected_views)
+    try:
+        aliases = routes.unguarded_aliases(config, guarded=named.guards)
+    except Exception:  # a broken URLconf has checks of its own
+        return []
     return [checks.Warning(
         f"the view of protected path {path!r} is also routed at {route!r}, which no protected "
         "path covers: requests there reach it unchecked.",
-        hint="Add that route's prefix to FAILOPEN['PROTECTED_PATHS'] (a route read as "
-             "written, up to its first converter or regex).",
-        id="failopen.W008") for path, route in routes.unguarded_aliases(config)]
+        hint="Protect the view instead of its paths: decorate it with "
+             "@failopen.integrations.django.protect or list it in FAILOPEN['PROTECTED_VIEWS'] "
+             "(every route to it is then guarded); or add that route's prefix to "
+             "PROTECTED_PATHS.",
+        id="failopen.W008") for path, route in aliases]
+
+
+def _marked_views() -> bool:
+    """True when some route of the URLconf leads to a view marked with ``protect``."""
+    try:
+        return any(is_marked(view) for view, _ in walk(get_resolver()))
+    except Exception:  # a broken URLconf has checks of its own
+        return False
+
+
+def _unmatched(named: ProtectedViews) -> list[str]:
+    try:
+        return named.unmatched() if named else []
+    except Exception:  # a broken URLconf has checks of its own
+        return []

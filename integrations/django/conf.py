@@ -10,6 +10,7 @@ middleware asks :func:`loaded` per request: after the first call that is one glo
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import threading
@@ -26,6 +27,8 @@ from failopen.config import Config
 from failopen.exceptions import ConfigError
 from failopen.guard import Decision, fail_closed
 from failopen.runtime import FailOpen
+
+from .protection import ProtectedViews
 
 __all__ = [
     "DJANGO_KEYS",
@@ -45,7 +48,7 @@ logger = logging.getLogger("failopen.django")
 DJANGO_KEYS = frozenset({"REJECT_VIEW"})
 
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
-_PROTECTION_KEYS = ("PROTECTED_PATHS", "PROTECTED_METHODS")
+_PROTECTION_KEYS = ("PROTECTED_PATHS", "PROTECTED_VIEWS", "PROTECTED_METHODS")
 # A runtime that failed to build is retried at most this often, not on every request.
 _RETRY_BUILD = 1.0
 
@@ -58,9 +61,22 @@ class Loaded:
 
     config: Config | None
     is_protected: Callable[[str, str], bool]
+    protects_method: Callable[[str], bool]
+    views: ProtectedViews
     token_meta_key: str = ""
     reject_view: RejectView | None = None
     error: str | None = None
+
+
+def method_test(methods: frozenset[str]) -> Callable[[str], bool]:
+    """True for a protected method: any case counts, and HEAD wherever GET does (as
+    ``Config.is_protected``: Django runs the GET view for HEAD)."""
+    def protects(method: str) -> bool:
+        if method in methods:
+            return True
+        method = method.upper()
+        return method in methods or (method == "HEAD" and "GET" in methods)
+    return protects
 
 
 def raw_settings() -> dict[str, Any]:
@@ -75,8 +91,19 @@ def raw_settings() -> dict[str, Any]:
 
 def config_factory(**overrides: Any) -> Config:
     """A Config from ``settings.FAILOPEN`` (then ``FAILOPEN_*`` variables); keywords win."""
-    core = {k: v for k, v in raw_settings().items() if k not in DJANGO_KEYS}
-    return Config.from_mapping(core, **overrides)
+    raw = raw_settings()
+    for key in raw:
+        meant = difflib.get_close_matches(str(key).upper(), DJANGO_KEYS, n=1, cutoff=0.75)
+        if meant and key not in DJANGO_KEYS:  # Config.from_mapping knows only its own keys
+            raise ConfigError(f"settings.FAILOPEN: unknown failopen setting(s): {key!r} "
+                              f"(did you mean {meant[0]!r}?)")
+    core = {k: v for k, v in raw.items() if k not in DJANGO_KEYS}
+    try:
+        return Config.from_mapping(core, **overrides)
+    except ConfigError as exc:
+        if str(exc).startswith("unknown failopen setting"):  # say which mapping holds them
+            raise ConfigError(f"settings.FAILOPEN: {exc}") from None
+        raise
 
 
 def reject_view_from(raw: Mapping[str, Any]) -> RejectView | None:
@@ -100,13 +127,15 @@ def _load() -> Loaded:
         cfg = config_factory()
         header = cfg.token_header.upper().replace("-", "_")
         return Loaded(config=cfg, is_protected=cfg.is_protected,
+                      protects_method=method_test(cfg.protected_methods),
+                      views=ProtectedViews(cfg.protected_views),
                       token_meta_key=f"HTTP_{header}", reject_view=reject_view_from(raw))
     except Exception as exc:  # a broken setting must not break the site: see _fallback
         logger.error("failopen settings unusable; protected routes answer 503: %s", exc)
-        return Loaded(config=None, is_protected=_fallback_protection(), error=str(exc))
+        return _fallback(str(exc))
 
 
-def _fallback_protection() -> Callable[[str, str], bool]:
+def _fallback(error: str) -> Loaded:
     """Which requests to refuse while the settings are broken: the protected ones if readable."""
     try:
         raw = raw_settings()
@@ -116,10 +145,15 @@ def _fallback_protection() -> Callable[[str, str], bool]:
     environ = {k: v for k, v in os.environ.items()
                if k in {"FAILOPEN_" + key for key in _PROTECTION_KEYS}}
     try:
-        return Config.from_mapping(subset, environ=environ).is_protected
+        cfg = Config.from_mapping(subset, environ=environ)
+        return Loaded(config=None, is_protected=cfg.is_protected,
+                      protects_method=method_test(cfg.protected_methods),
+                      views=ProtectedViews(cfg.protected_views), error=error)
     except ConfigError:
-        # Not even the protected paths are known: fail closed on anything that writes.
-        return lambda method, path: method not in _SAFE_METHODS
+        # Not even the protected routes are known: fail closed on anything that writes.
+        return Loaded(config=None, is_protected=lambda method, path: method not in _SAFE_METHODS,
+                      protects_method=lambda method: method not in _SAFE_METHODS,
+                      views=ProtectedViews(()), error=error)
 
 
 _lock = threading.RLock()  # runtime() reads loaded() while holding it

@@ -1,15 +1,19 @@
 """``FailOpenMiddleware``: asks the guard about protected requests; passes the rest straight on.
 
 Sync- and async-capable (``sync_capable = async_capable = True``): Django runs it natively in
-both stacks, never through a thread or an event-loop adapter. The async path sends only what
-blocks (parsing a form body, rendering a REJECT_VIEW template) to a worker thread.
+both stacks, never through a thread or an event-loop adapter, and its ``process_view`` matches
+the stack too. The async path sends only what blocks (reading a body, rendering a REJECT_VIEW
+template) to a worker thread.
 
-Where in ``MIDDLEWARE``: after any middleware that rewrites ``request.path_info`` or
-``request.method`` (a path-prefix stripper, a method override), because the guard judges the
-path and method it sees and the URL resolver routes the ones it gets later. Its place relative
-to ``CommonMiddleware``, ``CsrfViewMiddleware`` and ``LocaleMiddleware`` does not matter: none
-of them changes either, ``/login`` is protected with ``/login/``, and ``/fr/login/`` with
-``/login/``.
+A request is protected by its view (``@protect``, FAILOPEN['PROTECTED_VIEWS']), judged in
+``process_view`` from the view Django resolved: every route to that view is covered, whatever
+its spelling (aliases, ``i18n_patterns``, translated routes, script prefixes). Or by its path
+(PROTECTED_PATHS), judged in ``__call__``: place the middleware after any middleware that
+rewrites ``request.path_info`` or ``request.method`` (a path-prefix stripper, a method
+override), because the guard judges the path and method it sees and the URL resolver routes the
+ones it gets later. ``/login`` is protected with ``/login/``, and ``/fr/login/`` with
+``/login/``. A body that may carry the token is read at most once, up to
+FAILOPEN_MAX_BODY_BYTES (413 over it), and stays readable by the view (``_body``).
 """
 
 # Django ships no type information: its names are Any here.
@@ -18,30 +22,26 @@ of them changes either, ``/login`` is protected with ``/login/``, and ``/fr/logi
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.http.response import HttpResponseBase
+from django.urls import get_resolver
 from django.utils.translation import get_language_from_path
 
 from failopen.config import Config
 from failopen.guard import Decision
-from failopen.web import (
-    prefers_json,
-    rejection_headers,
-    rejection_html,
-    rejection_json,
-    token_from_body,
-)
 
 from . import conf
+from ._answers import body_too_large, finish_custom, rejection
+from ._body import TooLarge, declared_length, may_carry_token, token_from_request_body
+from .protection import is_marked
 
 __all__ = ["FailOpenMiddleware", "RequestDecision"]
 
 logger = logging.getLogger("failopen.django")
-
-_FORMS = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
 
 
 class RequestDecision:
@@ -88,17 +88,28 @@ class RequestDecision:
 class FailOpenMiddleware:
     """Validates enforcement tokens on protected routes, unless a confirmed outage says not to.
 
+    Two ways a request is protected, each decided once: its path (PROTECTED_PATHS), judged in
+    ``__call__`` before any view middleware; or its view (``protect``, PROTECTED_VIEWS), judged
+    in ``process_view`` from the view Django resolved, whatever route led there.
     Non-protected requests get ``request.failopen = None`` and nothing else.
     """
 
     sync_capable = True
     async_capable = True
+    # Django adapts process_view to the handler's mode: a sync one under ASGI would run on the
+    # thread-sensitive worker, one request at a time, verify call included. So it matches the
+    # mode this instance runs in (set in __init__); Django only adapts it in a chain that
+    # already mixes modes.
+    process_view: Callable[..., Any]
 
     def __init__(self, get_response: Any) -> None:
         self.get_response = get_response
         self.async_mode = iscoroutinefunction(get_response)
         if self.async_mode:
             markcoroutinefunction(self)
+            self.process_view = self._aprocess_view
+        else:
+            self.process_view = self._process_view
 
     def __repr__(self) -> str:
         return f"FailOpenMiddleware(async_mode={self.async_mode})"
@@ -107,64 +118,135 @@ class FailOpenMiddleware:
         if self.async_mode:
             return self.__acall__(request)
         settings = conf.loaded()
-        if not _is_protected(settings, request):
-            request.failopen = None
-            return self.get_response(request)
-        if settings.config is None:
-            decision = conf.unavailable()
-        else:
-            try:
-                runtime, path = conf.runtime(), request.path_info
-                client = request.META.get("REMOTE_ADDR", "")
-                # With enforcement off the token is never looked at: skip parsing the body.
-                decision = runtime.bypass(path=path, client=client) or runtime.decide(
-                    _token_from_header(request, settings)
-                    or _token_from_body(request, settings.config), path=path, client=client)
-            except Exception:
-                decision = _failed(settings)
-        request.failopen = RequestDecision(decision)
-        if decision.allow:
-            return self.get_response(request)
-        view = settings.reject_view
-        if view is not None:
-            call = async_to_sync(view) if iscoroutinefunction(view) else view
-            try:
-                return _finish_custom(call(request, decision), decision)
-            except Exception:
-                logger.exception("failopen REJECT_VIEW failed; answering with the default page")
-        return rejection(request, decision)
+        request.failopen = None
+        if _is_protected(settings, request) or _big_form_to_protected_view(settings, request):
+            refused = self._judge(request, settings)
+            if refused is not None:
+                return refused
+        return self.get_response(request)
 
     async def __acall__(self, request: HttpRequest) -> Any:
         """The async twin of ``__call__``: the same steps, awaiting the guard and the view."""
         settings = conf.loaded()
-        if not _is_protected(settings, request):
-            request.failopen = None
-            return await self.get_response(request)
+        request.failopen = None
+        if _is_protected(settings, request) or _big_form_to_protected_view(settings, request):
+            refused = await self._ajudge(request, settings)
+            if refused is not None:
+                return refused
+        return await self.get_response(request)
+
+    def _process_view(self, request: HttpRequest, view: Any, args: Any, kwargs: Any) -> Any:
+        """Judge a request for a protected view that its path did not already judge."""
+        if getattr(request, "failopen", None) is not None:
+            return None  # judged by its path in __call__: once is enough
+        settings = conf.loaded()
+        if not _protects_view(settings, request, view):
+            return None
+        return self._judge(request, settings)
+
+    async def _aprocess_view(self, request: HttpRequest, view: Any, args: Any,
+                             kwargs: Any) -> Any:
+        """The async twin of ``_process_view``."""
+        if getattr(request, "failopen", None) is not None:
+            return None
+        settings = conf.loaded()
+        if not _protects_view(settings, request, view):
+            return None
+        return await self._ajudge(request, settings)
+
+    def _judge(self, request: HttpRequest, settings: conf.Loaded) -> HttpResponseBase | None:
+        """Ask the guard; None to go on to the view, else the answer that refuses."""
         if settings.config is None:
             decision = conf.unavailable()
         else:
             try:
                 runtime, path = conf.runtime(), request.path_info
                 client = request.META.get("REMOTE_ADDR", "")
-                decision = runtime.bypass(path=path, client=client) or await runtime.adecide(
-                    _token_from_header(request, settings)
-                    # Parsing a form may spool file parts to disk: not on the event loop.
-                    or await _body_reader(request, settings.config), path=path, client=client)
+                # With enforcement off the token is never looked at: skip reading the body.
+                bypass = runtime.bypass(path=path, client=client)
+                if bypass is not None:
+                    decision = bypass
+                else:
+                    token = _token_from_header(request, settings) or _token_from_body(
+                        request, settings.config)
+                    if isinstance(token, TooLarge):
+                        return body_too_large()
+                    decision = runtime.decide(token, path=path, client=client)
             except Exception:
                 decision = _failed(settings)
         request.failopen = RequestDecision(decision)
         if decision.allow:
-            return await self.get_response(request)
+            return None
+        view = settings.reject_view
+        if view is not None:
+            call = async_to_sync(view) if iscoroutinefunction(view) else view
+            try:
+                return finish_custom(call(request, decision), decision)
+            except Exception:
+                logger.exception("failopen REJECT_VIEW failed; answering with the default page")
+        return rejection(request, decision)
+
+    async def _ajudge(self, request: HttpRequest,
+                      settings: conf.Loaded) -> HttpResponseBase | None:
+        """The async twin of ``_judge``: the verify call is awaited, blocking I/O is threaded."""
+        if settings.config is None:
+            decision = conf.unavailable()
+        else:
+            try:
+                runtime, path = conf.runtime(), request.path_info
+                client = request.META.get("REMOTE_ADDR", "")
+                bypass = runtime.bypass(path=path, client=client)
+                if bypass is not None:
+                    decision = bypass
+                else:
+                    # Reading the body may read a spooled file: not on the event loop.
+                    token = _token_from_header(request, settings) or await _body_reader(
+                        request, settings.config)
+                    if isinstance(token, TooLarge):
+                        return body_too_large()
+                    decision = await runtime.adecide(token, path=path, client=client)
+            except Exception:
+                decision = _failed(settings)
+        request.failopen = RequestDecision(decision)
+        if decision.allow:
+            return None
         view = settings.reject_view
         if view is not None:
             call = view if iscoroutinefunction(view) else sync_to_async(view)
             try:
                 # A TemplateResponse renders templates (file I/O) here: on a worker thread.
-                return await sync_to_async(_finish_custom)(await call(request, decision),
+                return await sync_to_async(finish_custom)(await call(request, decision),
                                                            decision)
             except Exception:
                 logger.exception("failopen REJECT_VIEW failed; answering with the default page")
         return rejection(request, decision)
+
+
+def _protects_view(settings: conf.Loaded, request: HttpRequest, view: Any) -> bool:
+    """True when ``view`` is protected (``protect`` or PROTECTED_VIEWS) for this method."""
+    if not settings.protects_method(request.method or ""):
+        return False
+    return is_marked(view) or settings.views.covers(view, getattr(request, "urlconf", None))
+
+
+def _big_form_to_protected_view(settings: conf.Loaded, request: HttpRequest) -> bool:
+    """True for a form over the body cap, without a header token, to a protected view.
+
+    Judged before any view middleware: CsrfViewMiddleware's process_view parses the form (and
+    spools its files to disk) before ours runs. Rare (large forms only), so the extra URL
+    resolution costs the other requests nothing; a route it cannot resolve goes on as usual.
+    """
+    config = settings.config
+    if (config is None or not settings.protects_method(request.method or "")
+            or declared_length(request) <= config.max_body_bytes
+            or not may_carry_token(request, forms_only=True)
+            or _token_from_header(request, settings)):
+        return False
+    try:
+        match = get_resolver(getattr(request, "urlconf", None)).resolve(request.path_info)
+    except Exception:  # Resolver404 and anything a broken URLconf raises: Django answers it
+        return False
+    return _protects_view(settings, request, match.func)
 
 
 def _is_protected(settings: conf.Loaded, request: HttpRequest) -> bool:
@@ -204,53 +286,11 @@ def _token_from_header(request: HttpRequest, settings: conf.Loaded) -> str | Non
     return token or None
 
 
-def _token_from_body(request: HttpRequest, config: Config) -> str | None:
-    """The token from the body's field. Never raises: an unreadable body carries no token."""
-    try:
-        if request.method == "POST" and request.content_type in _FORMS:
-            # request.POST, not our own parser: the view reads the same parsed form afterwards,
-            # and Django streams multipart file parts to disk.
-            value = request.POST.get(config.token_field)
-            return value if isinstance(value, str) else None
-        if int(request.META.get("CONTENT_LENGTH") or 0) > config.max_body_bytes:
-            return None
-        return token_from_body(request.META.get("CONTENT_TYPE"), request.body,
-                               config.token_field)
-    except Exception:
-        # Too big, too many fields, malformed multipart, client gone: the body carries no token.
-        return None
+# Looked up per call, here, so tests can watch it.
+_token_from_body = token_from_request_body
 
 
-async def _body_reader(request: HttpRequest, config: Config) -> str | None:
+async def _body_reader(request: HttpRequest, config: Config) -> str | None | TooLarge:
     """``_token_from_body`` on a worker thread (looked up per call, so tests can watch it)."""
     reader = sync_to_async(_token_from_body, thread_sensitive=False)
     return await reader(request, config)
-
-
-def rejection(request: HttpRequest, decision: Decision) -> HttpResponse:
-    """failopen's own rejection: JSON for API clients, else a small HTML page."""
-    as_json = prefers_json(request.META.get("HTTP_ACCEPT"), request.META.get("CONTENT_TYPE"))
-    response = HttpResponse(rejection_json(decision) if as_json else rejection_html(decision),
-                            status=decision.status_code)
-    for name, value in rejection_headers(decision, json_body=as_json):
-        response[name] = value
-    return response
-
-
-def _finish_custom(response: Any, decision: Decision) -> HttpResponseBase:
-    """A site's REJECT_VIEW page is never cached, and a 503 still says when to retry.
-
-    Rendered here: an unrendered TemplateResponse returned from a middleware is never rendered
-    by Django and fails in the server, outside our fallback. Raises on anything else than a
-    response, which the caller answers with the default page.
-    """
-    if not isinstance(response, HttpResponseBase):
-        raise TypeError(f"REJECT_VIEW returned {type(response).__name__}, not a response")
-    render = getattr(response, "render", None)
-    if render is not None and not getattr(response, "is_rendered", True):
-        render()
-    if not response.has_header("Cache-Control"):
-        response["Cache-Control"] = "no-store"
-    if decision.retry_after is not None and not response.has_header("Retry-After"):
-        response["Retry-After"] = str(decision.retry_after)
-    return response

@@ -11,7 +11,7 @@ matches no URL) and more for W008 (a protected view routed where no protected pa
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.conf import settings
@@ -19,6 +19,8 @@ from django.urls import Resolver404, URLResolver, get_resolver
 from django.utils import translation
 
 from failopen.config import Config
+
+from .protection import view_key
 
 __all__ = ["prefix_is_routed", "unguarded_aliases"]
 
@@ -78,15 +80,20 @@ def _route_text(pattern: Any) -> str:
     return str(pattern).removeprefix("^")
 
 
-def unguarded_aliases(config: Config) -> list[tuple[str, str]]:
+def unguarded_aliases(
+    config: Config, guarded: Callable[[Any], bool] = lambda view: False
+) -> list[tuple[str, str]]:
     """``(protected path, route)`` for each other route to a protected path's view that the
-    middleware does not guard: an alias, a translated URL, a case-insensitive regex."""
+    middleware does not guard: an alias, a translated URL, a case-insensitive regex. Views
+    that ``guarded`` says are protected as views (every route to them is) are left out."""
     found: dict[str, tuple[str, str]] = {}
     try:
         resolver = get_resolver()
         for code in [translation.get_language(), *_languages()]:
             with translation.override(code):  # translated routes and language prefixes
-                views = _protected_views(resolver, config, code)
+                views = {view: path for view, path
+                         in _protected_views(resolver, config, code).items()
+                         if not guarded(view)}
                 for route, view in _routes_of(resolver, views.keys(), ""):
                     if route not in found and not _covered(config, route):
                         found[route] = (views[view], route)
@@ -100,15 +107,10 @@ def _protected_views(resolver: URLResolver, config: Config, code: str | None) ->
     for path in config.protected_paths:
         for spelling in (path, f"/{code}{path}") if code else (path,):
             try:
-                views.setdefault(_view_key(resolver.resolve(spelling).func), path)
+                views.setdefault(view_key(resolver.resolve(spelling).func), path)
             except Resolver404:
                 continue
     return views
-
-
-def _view_key(view: Any) -> Any:
-    # as_view() makes a new function per route: the class is what is routed twice.
-    return getattr(view, "view_class", view)
 
 
 def _routes_of(resolver: URLResolver, views: Any, prefix: str) -> Iterator[tuple[str, Any]]:
@@ -117,8 +119,8 @@ def _routes_of(resolver: URLResolver, views: Any, prefix: str) -> Iterator[tuple
         text = prefix + _literal(child.pattern)
         if isinstance(child, URLResolver):
             yield from _routes_of(child, views, text)
-        elif _view_key(child.callback) in views:
-            yield "/" + text, _view_key(child.callback)
+        elif view_key(child.callback) in views:
+            yield "/" + text, view_key(child.callback)
 
 
 def _literal(pattern: Any) -> str:

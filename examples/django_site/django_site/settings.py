@@ -58,10 +58,10 @@ STATICFILES_FINDERS = [
     "failopen.integrations.django.finders.SnippetFinder",
 ]
 
-# Everything else comes from the FAILOPEN_* environment variables.
-FAILOPEN: dict[str, object] = (
-    {} if os.environ.get("FAILOPEN_PROTECTED_PATHS") else {"PROTECTED_PATHS": ["/login/"]}
-)
+# The log-in view is protected with @protect (views.py); the rest comes from the FAILOPEN_*
+# environment variables. Keys here are Config field names in upper case (STATUS_URL, ...): a key
+# failopen does not know stops the site at start, with the name it probably meant.
+FAILOPEN: dict[str, object] = {}
 
 USE_TZ = True
 LOGGING = {

@@ -1,10 +1,15 @@
-"""The example's two views. FailOpenMiddleware has already decided when ``login`` runs."""
+"""The example's two views. FailOpenMiddleware has already decided when ``login`` runs.
+
+``login`` is protected as a view (``@protect``), not by its path: any other route to it (an
+alias, a language prefix, a script prefix) needs the enforcement token too.
+"""
 
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
+from failopen.integrations.django import protect
 
 
 @require_GET
@@ -13,6 +18,7 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "login.html")
 
 
+@protect
 @require_POST
 def login(request: HttpRequest) -> HttpResponse:
     """Admitted by failopen: ``{"ok": true, "decision": {...}, "bypassed": bool}``.

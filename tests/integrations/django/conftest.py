@@ -144,6 +144,9 @@ class LoopClient:
     def put(self, *args: Any, **kwargs: Any) -> Any:
         return self.run(self.inner.put(*args, **kwargs))
 
+    def head(self, *args: Any, **kwargs: Any) -> Any:
+        return self.run(self.inner.head(*args, **kwargs))
+
     def force_login(self, user: Any) -> None:
         self.inner.force_login(user)
 

@@ -88,3 +88,11 @@ def test_messages_name_the_setting_and_hide_secrets(fo_settings: dict[str, Any])
     with override_settings(FAILOPEN={**fo_settings, "STATUS_URL": None}):
         (message,) = check_settings()
     assert "STATUS_URL" in message.hint
+
+
+def test_memory_store_warning_recommends_only_what_is_built(fo_settings: dict[str, Any]) -> None:
+    with override_settings(FAILOPEN={**fo_settings, "OVERRIDE_ENDPOINT": True}):
+        (message,) = check_settings()
+    assert message.id == "failopen.W002"
+    assert "file:///" in message.hint
+    assert "redis" not in message.hint.lower()  # no redis store exists yet

@@ -46,13 +46,14 @@ def wsgi_call(handler: WSGIHandler, method: str, path: str, token: str | None) -
     return int(statuses[0].split()[0])
 
 
-async def asgi_call(handler: ASGIHandler, method: str, path: str, token: str | None) -> int:
+async def asgi_call(handler: ASGIHandler, method: str, path: str, token: str | None, *,
+                    root_path: str = "") -> int:
     headers = [(b"host", b"testserver")]
     if token:
         headers.append((b"x-enforcement-token", token.encode()))
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
              "method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
-             "root_path": "", "scheme": "http", "headers": headers,
+             "root_path": root_path, "scheme": "http", "headers": headers,
              "client": ("127.0.0.1", 5000), "server": ("testserver", 80)}
     sent: list[dict[str, Any]] = []
     messages = [{"type": "http.request", "body": b"", "more_body": False}]

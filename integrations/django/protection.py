@@ -1,0 +1,134 @@
+"""Protect views, not spellings of paths: the ``protect`` mark and the PROTECTED_VIEWS names.
+
+A path list protects what a site remembered to list; a view is reached through every route to
+it: an alias, a language prefix (``i18n_patterns``), a translated route, a script prefix. The
+middleware asks these functions about the view Django resolved (``process_view``), so every
+route to a protected view is guarded by construction.
+
+What counts as one view, as everywhere in failopen: a function, or the class behind an
+``as_view()`` (every ``as_view()`` of a class makes a new function; the class is what is routed).
+A class's mark is inherited by its subclasses: protection only ever spreads, never shrinks.
+"""
+
+# Django ships no type information: its names are Any here.
+# mypy: disable-error-code="import-untyped"
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
+
+from django.urls import URLResolver, get_resolver
+
+__all__ = ["MARK", "ProtectedViews", "is_marked", "protect", "view_key"]
+
+logger = logging.getLogger("failopen.django")
+
+#: The attribute ``protect`` sets. Decorators built with ``functools.wraps`` copy it outward,
+#: and ``as_view()`` copies it from ``dispatch`` (``method_decorator(protect, name="dispatch")``).
+MARK = "failopen_protected"
+
+View = TypeVar("View")
+
+
+def protect(view: View) -> View:
+    """Require an enforcement token for this view, on every route to it.
+
+    Works on a function view (sync or async), a class-based view class, the result of
+    ``as_view()`` (which protects its class), and as ``method_decorator(protect,
+    name="dispatch")``. The protected methods (FAILOPEN_PROTECTED_METHODS) still apply.
+    """
+    if not callable(view):
+        raise TypeError(f"protect() takes a view, not {type(view).__name__}: {view!r}")
+    setattr(view, MARK, True)
+    view_class = getattr(view, "view_class", None)
+    if view_class is not None:
+        setattr(view_class, MARK, True)
+    return view
+
+
+def view_key(view: Any) -> Any:
+    """What identifies a view: the class behind an ``as_view()``, else the callable itself."""
+    return getattr(view, "view_class", None) or view
+
+
+def is_marked(view: Any) -> bool:
+    """True when ``protect`` was applied to the view, its class, or a ``dispatch`` of its class
+    or a base class (``view`` may be the class itself, as :func:`view_key` gives it)."""
+    if getattr(view, MARK, False) is True:
+        return True
+    view_class = view if isinstance(view, type) else getattr(view, "view_class", None)
+    if view_class is None:
+        return False
+    # A subclass that overrides dispatch stays protected: protection only ever spreads.
+    return getattr(view_class, MARK, False) is True or any(
+        getattr(klass.__dict__.get("dispatch"), MARK, False) is True
+        for klass in getattr(view_class, "__mro__", ()))
+
+
+class ProtectedViews:
+    """The views PROTECTED_VIEWS names, found once per URLconf by walking its patterns.
+
+    A name is a URL name with its namespaces (``accounts:login``; instance or application
+    namespace) or a dotted path (``accounts.views.login``, ``accounts.views.LoginView``). Every
+    route to a named view is protected, including routes that carry no name.
+    """
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self.names = frozenset(names)
+        self._lock = threading.Lock()
+        # Keyed by the resolver object: Django makes a new one when the URLconf changes
+        # (override_settings(ROOT_URLCONF=...) clears its cache), so this never goes stale.
+        self._keys: dict[Any, frozenset[Any]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.names)
+
+    def covers(self, view: Any, urlconf: Any = None) -> bool:
+        """True when ``view`` is one PROTECTED_VIEWS names (in the request's URLconf)."""
+        return bool(self.names) and view_key(view) in self.keys(urlconf)
+
+    def keys(self, urlconf: Any = None) -> frozenset[Any]:
+        """The named views of one URLconf (None: ROOT_URLCONF)."""
+        resolver = get_resolver(urlconf)
+        found = self._keys.get(resolver)
+        if found is None:
+            found = frozenset(key for key, names in walk(resolver) if names & self.names)
+            with self._lock:
+                if len(self._keys) > 16:  # one per URLconf in use; tests make many
+                    self._keys.clear()
+                self._keys[resolver] = found
+        return found
+
+    def guards(self, key: Any, urlconf: Any = None) -> bool:
+        """True when the view with this :func:`view_key` is marked or named."""
+        return is_marked(key) or (bool(self.names) and key in self.keys(urlconf))
+
+    def unmatched(self, urlconf: Any = None) -> list[str]:
+        """The listed names that no route of the URLconf carries (a typo protects nothing)."""
+        seen: set[str] = set()
+        for _, names in walk(get_resolver(urlconf)):
+            seen |= names
+        return sorted(self.names - seen)
+
+
+def walk(resolver: Any) -> Iterator[tuple[Any, frozenset[str]]]:
+    """``(view key, names)`` for every route under ``resolver``: its namespaced URL names
+    (instance and application namespaces) and its dotted path."""
+    yield from _walk(resolver, (), ())
+
+
+def _walk(resolver: Any, spaces: tuple[str, ...],
+          apps: tuple[str, ...]) -> Iterator[tuple[Any, frozenset[str]]]:
+    for child in resolver.url_patterns:
+        if isinstance(child, URLResolver):
+            yield from _walk(child, (*spaces, child.namespace) if child.namespace else spaces,
+                             (*apps, child.app_name) if child.app_name else apps)
+            continue
+        names = {child.lookup_str}
+        if child.name:
+            names.add(":".join((*spaces, child.name)))
+            names.add(":".join((*apps, child.name)))
+        yield view_key(child.callback), frozenset(names)
