@@ -37,9 +37,9 @@ def test_memory_store_changed_tracks_loads() -> None:
     store = MemoryStore()
     assert store.load() is None
     assert not store.changed()
-    store.save(Override(False, "x", 1.0))
+    store.save(Override(False, "x", 1.0, 60.0))
     assert store.changed()
-    assert store.load() == Override(False, "x", 1.0)
+    assert store.load() == Override(False, "x", 1.0, 60.0)
     assert not store.changed()
 
 
@@ -120,7 +120,9 @@ def _dir(parent: Path, name: str, mode: int = 0o755) -> Path:
 
 def _forged(path: Path) -> None:
     """A well-formed 'enforcement off' override, as an attacker would write it."""
-    path.write_text(json.dumps({"enforce": False, "reason": "pwned", "set_at": time.time()}))
+    now = time.time()
+    path.write_text(json.dumps({"enforce": False, "reason": "pwned", "set_at": now,
+                                "expires_at": now + 3600}))
 
 
 def test_tmp_path_is_a_safe_directory(tmp_path: Path) -> None:
@@ -171,10 +173,10 @@ def test_symlinked_directory_is_checked_where_it_really_points(tmp_path: Path) -
     safe = _dir(tmp_path, "safe")
     (tmp_path / "link").symlink_to(safe)
     store = FileStore(tmp_path / "link" / "override.json")
-    store.save(Override(False, "via link", 100.0))
+    store.save(Override(False, "via link", 100.0, 200.0))
     assert store.path == tmp_path / "link" / "override.json"
     assert (safe / "override.json").is_file()
-    assert store.load() == Override(False, "via link", 100.0)
+    assert store.load() == Override(False, "via link", 100.0, 200.0)
 
 
 def test_symlink_at_the_path_is_refused_and_leaves_the_flag_alone(
