@@ -606,6 +606,19 @@ def test_override_over_a_corrupt_store_replaces_it(run: Any, store_url: str) -> 
     assert run("override", "show", "--store", store_url).code == 0
 
 
+@pytest.mark.parametrize("verb", ["show", "off", "auto"])
+def test_override_never_shows_a_store_password(
+    run: Any, verb: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "s3cret-Pa55"
+    result = run("override", verb, "--store", f"redis://:{secret}@cache:6379/0")
+    assert result.code == 2 and "redis://:***@cache" in result.err
+    monkeypatch.setenv("FAILOPEN_STORE", f"rediss://u:{secret}@cache")
+    again = run("override", verb)
+    assert again.code == 2 and "FAILOPEN_STORE" in again.err
+    assert secret not in result.out + result.err + again.out + again.err
+
+
 def test_override_store_in_a_missing_directory(run: Any, tmp_path: Path) -> None:
     result = run("override", "off", "--store", (tmp_path / "nope" / "o.json").as_uri())
     assert result.code == 2

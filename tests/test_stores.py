@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from failopen.config import Config
 from failopen.exceptions import ConfigError, StoreError
 from failopen.flag import EnforcementFlag, Override, rfc3339
-from failopen.stores import open_store
+from failopen.stores import mask_url, open_store
 from failopen.stores.file import FileStore
 from failopen.stores.memory import MemoryStore
 
@@ -314,3 +315,74 @@ def test_rfc3339_never_raises(value: float) -> None:
     assert shown.startswith("invalid time (")
     assert rfc3339(0.0) == "1970-01-01T00:00:00Z"
     assert rfc3339(None) is None
+
+
+# --- store URLs never show a password ----------------------------------------------------------
+
+SECRET = "s3cret-Pa55"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("memory:", "memory:"),
+        ("file:///run/failopen/override.json", "file:///run/failopen/override.json"),
+        ("file:///run/ops@site/override.json", "file:///run/ops@site/override.json"),
+        (f"file://u:{SECRET}@host/o.json", "file://u:***@host/o.json"),
+        (f"redis://:{SECRET}@host:6379/0", "redis://:***@host:6379/0"),
+        (f"rediss://default:{SECRET}@cache.example.com:6380/1",
+         "rediss://default:***@cache.example.com:6380/1"),
+        (f"redis://{SECRET}@host", "redis://***@host"),  # a lone userinfo may be the password
+        (f"redis://:{SECRET}@@host", "redis://:***@host"),  # an unescaped @ in the password
+        (f"redis://u:{SECRET}@[::1]:6379", "redis://u:***@[::1]:6379"),
+        (f"redis://host/0?db=2&password={SECRET}&x=1", "redis://host/0?db=2&password=***&***"),
+        (f"redis://host?x=1&auth_token={SECRET}", "redis://host?x=1&auth_token=***"),
+        (f"redis://u:{SECRET}@host:notaport/0", "redis://u:***@host:notaport/0"),
+        (f"redis://host#{SECRET}", "redis://host#***"),
+    ],
+)
+def test_mask_url_hides_passwords(url: str, shown: str) -> None:
+    assert mask_url(url) == shown
+
+
+@pytest.mark.parametrize("odd", [f"{SECRET}", f"no scheme :{SECRET}@x", "", f"://:{SECRET}@h",
+                                 f"redis://[:{SECRET}@h"])
+def test_mask_url_never_echoes_what_it_cannot_read(odd: str) -> None:
+    assert SECRET not in mask_url(odd)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [f"redis://:{SECRET}@host:6379/0", f"rediss://u:{SECRET}@host", f"postgres://u:{SECRET}@db",
+     f"file://u:{SECRET}@otherhost/run/o.json", f"{SECRET}", f"memcached://{SECRET}@h"],
+)
+def test_an_unusable_store_url_fails_at_config_without_its_password(url: str) -> None:
+    with pytest.raises(ConfigError, match="FAILOPEN_STORE") as raised:
+        Config(store=url)
+    assert SECRET not in str(raised.value)
+    with pytest.raises(ConfigError) as raised:
+        Config.from_env({"FAILOPEN_STORE": url})
+    assert SECRET not in str(raised.value)
+    with pytest.raises(ConfigError) as raised:
+        open_store(url)
+    assert SECRET not in str(raised.value)
+
+
+def test_redis_is_refused_at_start_up_with_what_to_use_instead() -> None:
+    with pytest.raises(ConfigError) as raised:
+        Config.from_env({"FAILOPEN_STORE": f"redis://:{SECRET}@host:6379/0"})
+    message = str(raised.value)
+    assert "redis://" in message and "not available" in message
+    assert "file:///" in message and "memory:" in message
+
+
+def test_describe_and_repr_mask_the_store_url(tmp_path: Path) -> None:
+    config = Config(store=f"file://{tmp_path}/override.json")
+    assert config.describe()["store"] == f"file://{tmp_path}/override.json"
+    # A Config only ever holds a store it can open; should a scheme with a password be built
+    # later, describe() and repr() already mask it.
+    masked = Config.__new__(Config)
+    object.__setattr__(masked, "__dict__", {**config.__dict__,
+                                            "store": f"redis://:{SECRET}@host"})
+    assert SECRET not in repr(masked)
+    assert masked.describe()["store"] == "redis://:***@host"

@@ -33,7 +33,7 @@ from failopen._forksafe import renew_locks_after_fork
 from failopen.exceptions import ConfigError, StoreError
 from failopen.flag import Override
 
-__all__ = ["FileStore"]
+__all__ = ["FileStore", "parse_file_url"]
 
 _MAX_BYTES = 64 * 1024
 _TRUSTED_OWNERS_HINT = "owned by this user or root"
@@ -94,6 +94,37 @@ def _check_directory(directory: Path) -> None:
             )
 
 
+def _check_path(path: Path) -> Path:
+    """``path`` if it can name the override file (no I/O), else ConfigError."""
+    if not path.is_absolute():
+        raise ConfigError(f"FAILOPEN_STORE: the file store needs an absolute path, got {path}")
+    if path.name in ("", ".", ".."):
+        raise ConfigError(
+            f"FAILOPEN_STORE: {path} names a directory; give a file, e.g. "
+            "file:///run/failopen/override.json"
+        )
+    return path
+
+
+def parse_file_url(url: str) -> Path:
+    """The path of ``file:///absolute/path/override.json`` (no I/O), else ConfigError.
+
+    Only a local path: a host or credentials (``file://user:pw@host/...``) are refused, and the
+    message shows the URL masked.
+    """
+    from failopen.stores import mask_url
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        parts = None
+    if parts is None or parts.netloc not in ("", "localhost") or not parts.path:
+        raise ConfigError(
+            f"FAILOPEN_STORE: {mask_url(url)} must look like file:///absolute/path/override.json"
+        )
+    return _check_path(Path(unquote(parts.path)))
+
+
 class FileStore:
     """Override in a JSON file, replaced atomically so a reader never sees half a write.
 
@@ -101,14 +132,7 @@ class FileStore:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        if not self.path.is_absolute():
-            raise ConfigError(f"FAILOPEN_STORE: the file store needs an absolute path, got {path}")
-        if self.path.name in ("", ".", ".."):
-            raise ConfigError(
-                f"FAILOPEN_STORE: {path} names a directory; give a file, e.g. "
-                "file:///run/failopen/override.json"
-            )
+        self.path = _check_path(Path(path))
         # Resolve the directory once, check the real one, and only ever use the real one: a
         # symlinked directory cannot be re-pointed somewhere else after the check.
         directory = Path(os.path.realpath(self.path.parent))
@@ -121,12 +145,7 @@ class FileStore:
     @classmethod
     def from_url(cls, url: str) -> FileStore:
         """``file:///var/run/failopen/override.json`` -> FileStore."""
-        parts = urlsplit(url)
-        if parts.netloc not in ("", "localhost") or not parts.path:
-            raise ConfigError(
-                f"FAILOPEN_STORE: {url!r} must look like file:///absolute/path/override.json"
-            )
-        return cls(unquote(parts.path))
+        return cls(parse_file_url(url))
 
     def _current(self) -> _Signature | None:
         # lstat: a symlink swapped in for the file counts as a change, which load then refuses.
