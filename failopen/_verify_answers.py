@@ -89,6 +89,7 @@ from failopen.exceptions import (
 )
 
 __all__ = [
+    "MALFORMED_SESSION",
     "MAX_TOKEN_LENGTH",
     "VerifyOutcome",
     "VerifyResult",
@@ -101,6 +102,9 @@ MAX_TOKEN_LENGTH = 4096
 _PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]+")
 _SHARED_RUN = 8  # a fragment this long shared with a secret withholds the text
 _DETAIL_LIMIT = 64
+#: How the reason of a token refused for an unreadable replay field starts (logged as a warning:
+#: a vendor that changed the field's type would refuse every token).
+MALFORMED_SESSION = "malformed session_details."
 # Session fields that refuse a token solved before; the first that says so gives the reason.
 _SESSION_REFUSALS = (
     ("previously_verified", "token replayed: verified before"),
@@ -273,7 +277,7 @@ def _session_refused(details: dict[str, Any]) -> str | None:
         if value is True:
             return reason
         if value is not None and value is not False:
-            return f"malformed session_details.{name} ({type(value).__name__}); refused"
+            return f"{MALFORMED_SESSION}{name} ({type(value).__name__}); refused"
     return None
 
 

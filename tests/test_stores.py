@@ -386,3 +386,23 @@ def test_describe_and_repr_mask_the_store_url(tmp_path: Path) -> None:
                                             "store": f"redis://:{SECRET}@host"})
     assert SECRET not in repr(masked)
     assert masked.describe()["store"] == "redis://:***@host"
+
+
+def test_a_refused_file_is_logged_once_per_change(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file from an older version (forcing off with no expiry) is refused, once, not every
+    second: the watcher's refresh asks ``changed()``, which stays False until the file changes."""
+    path = _dir(tmp_path, "store") / "override.json"
+    store = FileStore(path)
+    path.write_text(json.dumps({"enforce": False, "reason": "old", "set_at": time.time()}))
+    with caplog.at_level(logging.ERROR, logger="failopen.flag"):
+        flag = EnforcementFlag(store=store)
+        for _ in range(5):
+            flag.refresh()
+    assert flag.enforce is True
+    assert [r.getMessage() for r in caplog.records].count(caplog.records[0].getMessage()) == 1
+    assert "no expiry" in caplog.text
+    EnforcementFlag(store=FileStore(path)).force_on("fixed")  # a good file replaces it
+    flag.refresh()
+    assert flag.state.source == "override" and flag.state.reason == "fixed"

@@ -373,6 +373,22 @@ async def test_replayed_or_timed_out_token_is_invalid(
         assert reason in result.reason
 
 
+def test_a_malformed_replay_field_is_a_paced_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """A vendor that changed the field's type refuses every user: the operator must hear it."""
+    clock = KitClock()
+    reply = _details(previously_verified="false")
+    verifier = HttpVerifier(URL, KEY, transport=as_transport(replying(reply)), clock=clock)
+    with caplog.at_level(logging.DEBUG, logger="failopen.verify"):
+        for _ in range(3):
+            assert verifier.verify(TOKEN).outcome is INVALID
+        clock.advance(10)
+        verifier.verify(TOKEN)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2
+    assert "malformed session_details.previously_verified (str)" in warnings[0]
+    assert "2 similar since the last warning" in warnings[1]
+
+
 async def test_the_fake_admits_a_token_once(make: Any, api: FakeVerifyAPI, mode: str) -> None:
     verifier = make(transport=api.transport())
     assert (await call(verifier, TOKEN, mode)).outcome is VALID

@@ -27,6 +27,7 @@ import stat
 import tempfile
 import threading
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
 from failopen._forksafe import renew_locks_after_fork
@@ -162,7 +163,11 @@ class FileStore:
         return self._current() != self._seen
 
     def load(self) -> Override | None:
-        """The stored override, after checking who wrote the file. Raises StoreError."""
+        """The stored override, after checking who wrote the file. Raises StoreError.
+
+        A file refused once it is open counts as seen: ``changed`` stays False until it changes
+        again, so a server logs the refusal once per change, not on every refresh.
+        """
         with self._lock:
             try:
                 # O_NOFOLLOW: never read through a symlink. O_NONBLOCK: a FIFO cannot hang us
@@ -183,22 +188,29 @@ class FileStore:
                 raise StoreError(f"cannot read {self.path}: {exc.strerror}") from None
             with os.fdopen(fd, "rb") as fh:
                 st = os.fstat(fh.fileno())
-                self._check_file(st)
-                if st.st_size > _MAX_BYTES:
-                    raise StoreError(f"{self.path} is larger than {_MAX_BYTES} bytes")
                 try:
-                    raw = fh.read(_MAX_BYTES + 1)
-                except OSError as exc:
-                    raise StoreError(f"cannot read {self.path}: {exc.strerror}") from None
-            if len(raw) > _MAX_BYTES:
-                raise StoreError(f"{self.path} is larger than {_MAX_BYTES} bytes")
-            try:
-                data = json.loads(raw)
-            except ValueError:
-                raise StoreError(f"{self.path} is not valid JSON") from None
-            override = None if data is None else Override.from_json(data)
-            self._seen = _signature(st)
+                    override = self._read(fh, st)
+                finally:
+                    # The signature of the file actually read (not a fresh lstat, which could
+                    # be a newer file written meanwhile, then never loaded).
+                    self._seen = _signature(st)
             return override
+
+    def _read(self, fh: BinaryIO, st: os.stat_result) -> Override | None:
+        self._check_file(st)
+        if st.st_size > _MAX_BYTES:
+            raise StoreError(f"{self.path} is larger than {_MAX_BYTES} bytes")
+        try:
+            raw = fh.read(_MAX_BYTES + 1)
+        except OSError as exc:
+            raise StoreError(f"cannot read {self.path}: {exc.strerror}") from None
+        if len(raw) > _MAX_BYTES:
+            raise StoreError(f"{self.path} is larger than {_MAX_BYTES} bytes")
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise StoreError(f"{self.path} is not valid JSON") from None
+        return None if data is None else Override.from_json(data)
 
     def _check_file(self, st: os.stat_result) -> None:
         """StoreError unless the opened file is one only this user or root could have written."""
