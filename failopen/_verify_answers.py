@@ -6,13 +6,21 @@ from the HTTP in :class:`~failopen.verify.HttpVerifier`, so they read and test a
 public names.
 
 The spec defines the body only as far as ``session_details.solved`` /
-``session_details.verified`` and an ``error`` key; unknown fields are ignored.
+``session_details.verified`` and an ``error`` key; unknown fields are ignored, except the two by
+which the vendor refuses a session: ``previously_verified`` (the token was verified before: a
+replay) and ``session_timed_out``.
 
 ==========================================================  ============  ========================
 Answer                                                      Outcome       Why
 ==========================================================  ============  ========================
 2xx, ``session_details.solved`` true                        VALID         (with ``require_verified``
                                                                           also ``verified`` true)
+2xx, ``previously_verified`` or ``session_timed_out`` true  INVALID       "token replayed: verified
+                                                                          before" / "session timed
+                                                                          out"; checked before
+                                                                          ``solved``
+2xx, either of those neither boolean, null nor absent       INVALID       cannot be read as "fresh"
+(``"false"``, ``0``)
 2xx, solved true but verified false, ``require_verified``   INVALID
 2xx, solved false                                           INVALID
 2xx or 4xx with an ``error`` key whose value is not null    INVALID       even beside solved true
@@ -44,6 +52,11 @@ Security decisions:
   break JSON encoding and look like a transport error), and every 4xx, JSON body or not, is
   INVALID, because a 4xx answers something about *this* request. A 429 is RATE_LIMITED, never
   UNAVAILABLE: anyone can exhaust a rate limit.
+* One solved token admits one request: a replayed token (``previously_verified``) or one whose
+  session timed out is INVALID, never UNAVAILABLE, so replaying it can neither pass nor count as
+  a sign of an outage. Both fields absent or null make no claim (the spec does not define them);
+  any other non-boolean value refuses the token, because a replay must not slip through a
+  vendor's change of type. There is deliberately no switch to accept replays.
 * Request volume is attacker-controlled too, so a call that waited in our own queue past the
   deadline (async in-flight cap, sync worker threads) is OVERLOADED, never UNAVAILABLE.
 * ``retry_after`` is a hint from the vendor: it is kept finite and at most an hour.
@@ -76,6 +89,7 @@ from failopen.exceptions import (
 )
 
 __all__ = [
+    "MALFORMED_SESSION",
     "MAX_TOKEN_LENGTH",
     "VerifyOutcome",
     "VerifyResult",
@@ -88,6 +102,14 @@ MAX_TOKEN_LENGTH = 4096
 _PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]+")
 _SHARED_RUN = 8  # a fragment this long shared with a secret withholds the text
 _DETAIL_LIMIT = 64
+#: How the reason of a token refused for an unreadable replay field starts (logged as a warning:
+#: a vendor that changed the field's type would refuse every token).
+MALFORMED_SESSION = "malformed session_details."
+# Session fields that refuse a token solved before; the first that says so gives the reason.
+_SESSION_REFUSALS = (
+    ("previously_verified", "token replayed: verified before"),
+    ("session_timed_out", "session timed out"),
+)
 _MAX_RETRY_AFTER = 3600.0  # seconds; a longer (or non-finite) Retry-After hint is cut to this
 
 
@@ -224,6 +246,11 @@ def classify(
     details = body.get("session_details")
     if not isinstance(details, dict):
         return result(unavailable, "vendor answer has neither session_details nor error")
+    # Before solved: a replay or a timed-out session is the vendor saying no, whatever else the
+    # answer holds or lacks, and must never be read as "unavailable" (a step towards fail-open).
+    refused = _session_refused(details)
+    if refused is not None:
+        return result(invalid, refused)
     solved = details.get("solved")
     if not isinstance(solved, bool):
         return result(unavailable, "vendor answer has no boolean session_details.solved")
@@ -237,6 +264,21 @@ def classify(
     if not verified:
         return result(invalid, "solved but not verified")
     return result(VerifyOutcome.VALID, "solved and verified")
+
+
+def _session_refused(details: dict[str, Any]) -> str | None:
+    """Why the vendor refuses this session (replayed, timed out), or None when it does not.
+
+    ``true`` refuses; ``false``, ``null`` or an absent field makes no claim. Any other value
+    (``"false"``, ``0``) cannot be read as "fresh", so it refuses too.
+    """
+    for name, reason in _SESSION_REFUSALS:
+        value = details.get(name)
+        if value is True:
+            return reason
+        if value is not None and value is not False:
+            return f"{MALFORMED_SESSION}{name} ({type(value).__name__}); refused"
+    return None
 
 
 def _from_fetch_error(exc: FetchError, secrets: tuple[str, ...]) -> VerifyResult:

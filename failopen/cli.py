@@ -21,9 +21,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TextIO
 
 from failopen.config import Config
-from failopen.exceptions import ConfigError, FailopenError, StatusError
+from failopen.exceptions import ConfigError, FailopenError, StatusError, StoreError
 from failopen.flag import EnforcementFlag, FlagState, rfc3339
-from failopen.stores import open_store
+from failopen.stores import OverrideStore, open_store
 from failopen.web import describe_override
 
 if TYPE_CHECKING:
@@ -210,7 +210,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 # --- failopen override --------------------------------------------------------------------------
 
 
-def _override_flag(args: argparse.Namespace) -> EnforcementFlag:
+def _override_store(args: argparse.Namespace) -> OverrideStore:
     url = args.store if args.store is not None else _config(args).store
     if url.startswith("memory:"):
         raise ConfigError(
@@ -218,7 +218,19 @@ def _override_flag(args: argparse.Namespace) -> EnforcementFlag:
             "cannot reach it; configure a shared store (file:///path) in the app and pass it "
             "here with --store or FAILOPEN_STORE"
         )
-    return EnforcementFlag(store=open_store(url))
+    return open_store(url)
+
+
+def _stored_override(store: OverrideStore) -> EnforcementFlag:
+    """A flag holding exactly what the store says; StoreError when it cannot be used.
+
+    Not ``EnforcementFlag(store=...)``: that logs an unusable store and carries on with no
+    override, as a server must, which here would print "no override" over a refused or corrupt
+    file that the servers are ignoring.
+    """
+    flag = EnforcementFlag()
+    flag.apply_override(store.load())  # drops an expired one, refuses an endless force-off
+    return flag
 
 
 def _cmd_override(args: argparse.Namespace) -> int:
@@ -230,14 +242,29 @@ def _cmd_override(args: argparse.Namespace) -> int:
         print(f"failopen override {args.verb}: {' and '.join(ignored)} do not apply here",
               file=sys.stderr)
         return EXIT_UNKNOWN
-    flag = _override_flag(args)
-    reason = args.reason or f"failopen override {args.verb} from the command line"
-    if args.verb == "off":
-        flag.force_off(reason, ttl=args.ttl)
-    elif args.verb == "on":
-        flag.force_on(reason, ttl=args.ttl)
-    elif args.verb == "auto":
-        flag.automatic(reason)
+    store = _override_store(args)
+    if args.verb == "show":
+        try:
+            flag = _stored_override(store)
+        except StoreError as exc:
+            print(f"failopen override show: the override in {store.describe()} is unusable: "
+                  f"{exc}. Servers ignore it and keep the override they last knew (none if "
+                  "they started since); place a new one with failopen override off|on|auto.",
+                  file=sys.stderr)
+            return EXIT_UNKNOWN
+    else:
+        flag = EnforcementFlag(store=store)
+        reason = args.reason or f"failopen override {args.verb} from the command line"
+        try:
+            if args.verb == "off":
+                flag.force_off(reason, ttl=args.ttl)
+            elif args.verb == "on":
+                flag.force_on(reason, ttl=args.ttl)
+            else:
+                flag.automatic(reason)
+        except ValueError as exc:  # a --ttl beyond the limits; the message names them
+            print(f"failopen override {args.verb}: --ttl: {exc}", file=sys.stderr)
+            return EXIT_UNKNOWN
     shown = describe_override(flag.override)
     if args.json:
         _emit(sys.stdout, shown)
@@ -286,7 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
     override = verbs.add_parser("override", help="force enforcement off or on, or back to auto")
     override.add_argument("verb", choices=["off", "on", "auto", "show"])
     override.add_argument("--ttl", type=parse_duration,
-                          help="lapse after this long: 90s, 30m, 2h, 1d")
+                          help="lapse after this long: 90s, 30m, 2h, 1d (off: default 1h, at "
+                               "most 7d; on: at most 30d, default until lifted)")
     override.add_argument("--reason", help="why (recorded and logged)")
     override.add_argument("--store", help="store URL (default: FAILOPEN_STORE)")
     override.add_argument("--json", action="store_true")

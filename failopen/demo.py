@@ -97,9 +97,10 @@ class _AuditPrinter(logging.Handler):
         super().close()
 
 
-def _attempts(runtime: FailOpen, printer: _Printer) -> None:
+def _attempts(runtime: FailOpen, verify: FakeVerifyAPI, printer: _Printer) -> None:
     for label, token in (
-        ("valid token", FakeVerifyAPI.GOOD),
+        # A solved token is good once: each scene's user solves a fresh challenge.
+        ("valid token", verify.issue_token()),
         ("bad token", FakeVerifyAPI.BAD),
         ("no token", None),
     ):
@@ -190,7 +191,7 @@ def run_demo(*, step: float = 0.6, out: TextIO | None = None) -> int:
                 scene.setup(page, verify)
                 time.sleep(step)
                 _settle(runtime, want, grace=2 * step)
-                _attempts(runtime, printer)
+                _attempts(runtime, verify, printer)
                 if runtime.flag.state.enforce != want:
                     ok = False
                     printer.line(f"  !! expected enforce={want}")

@@ -4,6 +4,11 @@ Two writers feed it. The automatic side (the status watcher, and the guard when 
 outage) says what the status page shows. Operators place an override, which wins over the automatic
 side until it is lifted or its expiry passes. Requests only read.
 
+Forcing enforcement off always ends: one hour when no ttl is given, at most seven days. The rule
+lives in :class:`Override` (and :meth:`EnforcementFlag.apply_override` for a window set in the
+future), so an override placed by any path (CLI, Django command, either HTTP route) or read from
+any store obeys it. Forcing enforcement on may last until lifted.
+
     precedence: override > watcher / confirmed > default (enforce)
 """
 
@@ -23,7 +28,17 @@ from failopen.exceptions import FailopenError, StoreError
 if TYPE_CHECKING:
     from failopen.stores import OverrideStore
 
-__all__ = ["FlagState", "Override", "EnforcementFlag", "Source", "Listener", "rfc3339"]
+__all__ = [
+    "FORCE_OFF_DEFAULT_TTL",
+    "FORCE_OFF_MAX_TTL",
+    "FORCE_ON_MAX_TTL",
+    "FlagState",
+    "Override",
+    "EnforcementFlag",
+    "Source",
+    "Listener",
+    "rfc3339",
+]
 
 logger = logging.getLogger("failopen.flag")
 
@@ -31,6 +46,18 @@ Source = Literal["default", "watcher", "confirmed", "override"]
 Listener = Callable[["FlagState", "FlagState"], None]
 
 _MAX_REASON = 500
+
+#: Seconds a forced-off override lasts when no ttl is given: protection never stays off by default.
+FORCE_OFF_DEFAULT_TTL = 3600.0
+#: The longest a forced-off override may last (7 days); place it again if the outage goes on.
+FORCE_OFF_MAX_TTL = 7 * 86400.0
+#: The longest ttl of a forced-on override (30 days); without a ttl it lasts until lifted.
+FORCE_ON_MAX_TTL = 30 * 86400.0
+# A stored force-off may exceed the maximum by this much (float rounding of set_at + ttl) ...
+_ROUNDING = 1.0
+# ... and end this much beyond now + the maximum (clocks of processes sharing a store).
+_SKEW = 60.0
+_WEEK_TEXT = "7 days (604800 s)"
 
 
 def rfc3339(timestamp: float | None) -> str | None:
@@ -79,7 +106,8 @@ class FlagState:
 
 @dataclass(frozen=True)
 class Override:
-    """An operator's decision: enforce or not, why, and until when (None: until lifted)."""
+    """An operator's decision: enforce or not, why, and until when (None: until lifted, which
+    only forcing on may be; forcing off ends within seven days of ``set_at``, else StoreError)."""
 
     enforce: bool
     reason: str
@@ -112,6 +140,19 @@ class Override:
             object.__setattr__(self, name, float(value))
         if self.expires_at is not None and self.expires_at < self.set_at:
             raise StoreError("override 'expires_at' is before its 'set_at'")
+        if not self.enforce:
+            # The one rule for every way an override arrives (placed, or read from a store that
+            # an older version or a hand wrote): forcing enforcement off always ends, and soon.
+            if self.expires_at is None:
+                raise StoreError(
+                    "an override forcing enforcement off has no expiry; forcing off lasts at most "
+                    f"{_WEEK_TEXT}: place it again with a ttl"
+                )
+            if self.expires_at - self.set_at > FORCE_OFF_MAX_TTL + _ROUNDING:
+                raise StoreError(
+                    "an override forcing enforcement off lasts longer than the maximum of "
+                    f"{_WEEK_TEXT}: place it again with a shorter ttl"
+                )
 
     def expired(self, now: float) -> bool:
         """True once the expiry has passed."""
@@ -227,12 +268,15 @@ class EnforcementFlag:
     # --- overrides ----------------------------------------------------------------------------
 
     def force_off(self, reason: str, *, ttl: float | None = None) -> FlagState:
-        """Stop enforcing until lifted or until ``ttl`` seconds pass."""
-        return self._place(Override(False, reason, self._clock.time(), self._expiry(ttl)))
+        """Stop enforcing until lifted or until ``ttl`` seconds pass (default one hour, at most
+        seven days: ValueError beyond). Nothing turns protection off for good."""
+        ttl = FORCE_OFF_DEFAULT_TTL if ttl is None else ttl
+        return self._place(self._new_override(False, reason, ttl))
 
     def force_on(self, reason: str, *, ttl: float | None = None) -> FlagState:
-        """Enforce whatever the status page says, until lifted or until ``ttl`` seconds pass."""
-        return self._place(Override(True, reason, self._clock.time(), self._expiry(ttl)))
+        """Enforce whatever the status page says, until lifted or until ``ttl`` seconds pass
+        (at most 30 days; without a ttl, until lifted)."""
+        return self._place(self._new_override(True, reason, ttl))
 
     def automatic(self, reason: str = "override lifted") -> FlagState:
         """Lift any override: the status page decides again."""
@@ -254,7 +298,18 @@ class EnforcementFlag:
         return override
 
     def apply_override(self, override: Override | None) -> FlagState:
-        """Adopt an override read from the shared store (no write back)."""
+        """Adopt an override read from the shared store (no write back).
+
+        StoreError for a force-off that would end more than seven days from now (set in the
+        future): its own window looks short, but it would keep protection off for as long.
+        """
+        now = self._clock.time()
+        if (override is not None and not override.enforce and override.expires_at is not None
+                and override.expires_at > now + FORCE_OFF_MAX_TTL + _SKEW):
+            raise StoreError(
+                f"an override forcing enforcement off ends {rfc3339(override.expires_at)}, more "
+                f"than {_WEEK_TEXT} from now; place it again with a ttl"
+            )
         with self._lock:
             if override is not None and override.expired(self._clock.time()):
                 override = None
@@ -288,12 +343,24 @@ class EnforcementFlag:
 
     # --- internals --------------------------------------------------------------------------
 
-    def _expiry(self, ttl: float | None) -> float | None:
+    def _new_override(self, enforce: bool, reason: str, ttl: float | None) -> Override:
+        """The override to place; ValueError for a ttl out of range (nothing is placed)."""
+        now = self._clock.time()  # read once: expires_at - set_at is exactly the ttl given
         if ttl is None:
-            return None
-        if not ttl > 0:
+            return Override(enforce, reason, now)
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
             raise ValueError(f"override ttl must be positive seconds, got {ttl!r}")
-        return self._clock.time() + ttl
+        if not enforce and not ttl <= FORCE_OFF_MAX_TTL:
+            raise ValueError(
+                f"forcing enforcement off lasts at most {_WEEK_TEXT}, got a ttl of {ttl:g} s; "
+                "place it again when it lapses if the outage goes on"
+            )
+        if enforce and not ttl <= FORCE_ON_MAX_TTL:
+            raise ValueError(
+                f"a forced-on override's ttl is at most 30 days ({FORCE_ON_MAX_TTL:g} s), got "
+                f"{ttl:g} s; give no ttl to enforce until lifted"
+            )
+        return Override(enforce, reason, now, now + ttl)
 
     def _place(self, override: Override) -> FlagState:
         if self._store is not None:

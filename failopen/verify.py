@@ -24,6 +24,7 @@ import httpx
 from failopen._http import afetch, check_url, fetch
 from failopen._verify_answers import (
     _PRINTABLE_ASCII,
+    MALFORMED_SESSION,
     MAX_TOKEN_LENGTH,
     VerifyOutcome,
     VerifyResult,
@@ -273,7 +274,9 @@ class HttpVerifier:
 
     def _finish(self, result: VerifyResult) -> VerifyResult:
         outcome = result.outcome
-        if outcome in _PACED_WARNINGS:
+        # A replay field of a type we cannot read refuses every token until the vendor or we
+        # change: worth a (paced) warning, unlike an ordinary refusal.
+        if outcome in _PACED_WARNINGS or result.reason.startswith(MALFORMED_SESSION):
             suppressed = self._warning_due()
             if suppressed is None:
                 logger.debug("verify %s: %s", outcome.value, result.reason)

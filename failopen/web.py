@@ -31,7 +31,7 @@ from urllib.parse import unquote
 from failopen._refusals import REFUSAL_LOG_INTERVAL, RefusalLog
 from failopen.config import Config
 from failopen.exceptions import StoreError
-from failopen.flag import EnforcementFlag, FlagState, Override, rfc3339
+from failopen.flag import FORCE_OFF_MAX_TTL, EnforcementFlag, FlagState, Override, rfc3339
 from failopen.guard import Decision
 from failopen.stores.memory import MemoryStore
 from failopen.verify import MAX_TOKEN_LENGTH
@@ -85,7 +85,6 @@ _PUBLIC_MESSAGES = {
     "cannot_verify": "The request cannot be verified right now; retry shortly.",
     "internal_error": "The request cannot be verified right now; retry shortly.",
 }
-_MAX_TTL = 30 * 86400.0
 _MAX_REASON = 500
 _MAX_FORM_FIELDS = 1000
 # Commas and opening brackets in a JSON body: bounds what json.loads can cost (~2 ms at most).
@@ -374,10 +373,12 @@ def handle_override(
 ) -> tuple[int, dict[str, Any]]:
     """Apply ``{"enforce": false|true|null, "ttl": seconds, "reason": "..."}`` after auth.
 
-    Returns the status and JSON to answer: 200 with the override and the fresh flag, 400 with
-    what is wrong with the request, 409 when ``store`` (the one ``flag`` writes) is this
-    process's only, or 503 when the store cannot be written (nothing changed either way).
-    The caller has already authenticated ``actor``; the audit log names them.
+    Returns the status and JSON to answer: 200 with the override (its ``expires_at`` says when
+    it lapses) and the fresh flag, 400 with what is wrong with the request, 409 when ``store``
+    (the one ``flag`` writes) is this process's only, or 503 when the store cannot be written
+    (nothing changed either way). Forcing off without a ttl lasts an hour; a ttl beyond the
+    flag's limits (off: 7 days, on: 30 days) is a 400 naming the limit. The caller has already
+    authenticated ``actor``; the audit log names them.
     """
     if not store_is_shared(store):
         # A 200 here once told an operator the fleet obeyed while two workers of three went on
@@ -403,9 +404,13 @@ def handle_override(
         audit.error("override by %r failed: %s", actor, exc)
         return 503, {"error": {"code": "store_unavailable",
                                "message": "the override store cannot be written; nothing changed"}}
-    audit.warning("override enforce=%s ttl=%s by=%r reason=%r", request.enforce, request.ttl,
-                  actor, request.reason)
-    return 200, {**describe_override(flag.override), "flag": flag_payload(flag.state, mode=mode)}
+    except ValueError as exc:  # a ttl outside the flag's limits: the message names them
+        return 400, {"error": {"code": "bad_request", "message": str(exc)}}
+    override = flag.override
+    audit.warning("override enforce=%s expires_at=%s by=%r reason=%r", request.enforce,
+                  rfc3339(override.expires_at) if override is not None else None, actor,
+                  request.reason)
+    return 200, {**describe_override(override), "flag": flag_payload(flag.state, mode=mode)}
 
 
 def _parse_override(body: bytes) -> _OverrideRequest:
@@ -428,10 +433,15 @@ def _parse_override(body: bytes) -> _OverrideRequest:
     if ttl is not None:
         if enforce is None:
             raise ValueError('"ttl" does not apply to "enforce": null')
-        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not (
-            math.isfinite(ttl) and 0 < ttl <= _MAX_TTL
-        ):
-            raise ValueError(f'"ttl" must be seconds from 1 to {int(_MAX_TTL)}')
+        # The range (off: at most 7 days, on: 30) is the flag's to check, for every path alike.
+        try:
+            usable = (not isinstance(ttl, bool) and isinstance(ttl, (int, float))
+                      and math.isfinite(ttl) and ttl > 0)
+        except OverflowError:  # an integer too large for a float: 10**400
+            usable = False
+        if not usable:
+            raise ValueError('"ttl" must be a positive number of seconds, at most '
+                             f"{int(FORCE_OFF_MAX_TTL)} when forcing enforcement off")
         ttl = float(ttl)
     reason = data.get("reason", "")
     if not isinstance(reason, str) or len(reason) > _MAX_REASON:

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from failopen.cli import build_parser, main, parse_duration
-from failopen.flag import EnforcementFlag
+from failopen.flag import EnforcementFlag, rfc3339
 from failopen.stores.file import FileStore
 from failopen.testing import FakeStatusPage, FakeVerifyAPI, LoopbackServer, free_port
 from failopen.testing._server import FakeRequest, Reply
@@ -567,6 +567,29 @@ def test_override_off_with_ttl_is_seen_by_another_flag(run: Any, store_url: str)
     assert override.expires_at - override.set_at == pytest.approx(1800)
 
 
+def test_override_off_without_ttl_lapses_in_an_hour_and_says_when(
+    run: Any, store_url: str
+) -> None:
+    result = run("override", "off", "--store", store_url)
+    assert result.code == 0, result.err
+    override = EnforcementFlag(store=FileStore.from_url(store_url)).override
+    assert override is not None and override.expires_at is not None
+    assert override.expires_at - override.set_at == 3600
+    assert f"until={rfc3339(override.expires_at)}" in result.out
+    shown = run("override", "show", "--store", store_url, "--json").json()["override"]
+    assert shown["expires_at"] == rfc3339(override.expires_at)
+
+
+def test_override_off_for_seven_days_at_most(run: Any, store_url: str) -> None:
+    assert run("override", "off", "--ttl", "7d", "--store", store_url).code == 0
+    result = run("override", "off", "--ttl", "8d", "--reason", "forever", "--store", store_url)
+    assert result.code == 2
+    assert "at most 7 days (604800 s)" in result.err
+    assert "Traceback" not in result.err
+    override = EnforcementFlag(store=FileStore.from_url(store_url)).override
+    assert override is not None and override.reason != "forever", "nothing was placed"
+
+
 def test_override_on_without_ttl_never_expires(run: Any, store_url: str) -> None:
     assert run("override", "on", "--store", store_url).code == 0
     override = EnforcementFlag(store=FileStore.from_url(store_url)).override
@@ -646,6 +669,61 @@ def test_override_unusable_store_exits_2(run: Any, store: str) -> None:
     result = run("override", "show", "--store", store)
     assert result.code == 2
     assert "FAILOPEN_STORE" in result.err
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        pytest.param(b'{"enforce": false, "rea', "is not valid JSON", id="bad-json"),
+        pytest.param(b'{"enforce": "no", "set_at": 1}', "'enforce' must be true or false",
+                     id="bad-field"),
+        pytest.param(b'{"enforce": false, "reason": "old", "set_at": 1800000000}',
+                     "no expiry", id="endless-off"),
+    ],
+)
+@pytest.mark.parametrize("json_out", [False, True])
+def test_override_show_says_why_a_corrupt_store_is_unusable(
+    run: Any, store_url: str, content: bytes, why: str, json_out: bool
+) -> None:
+    Path(store_url.removeprefix("file://")).write_bytes(content)
+    result = run("override", "show", "--store", store_url, *(["--json"] if json_out else []))
+    assert result.code == 2
+    assert why in result.err
+    assert "no override" not in result.out
+    assert result.out == ""
+
+
+def test_override_show_says_why_a_refused_file_is_unusable(run: Any, store_url: str) -> None:
+    path = Path(store_url.removeprefix("file://"))
+    EnforcementFlag(store=FileStore.from_url(store_url)).force_on("drill")
+    path.chmod(0o666)  # writable by anyone: whoever wrote it cannot be trusted
+    result = run("override", "show", "--store", store_url)
+    assert result.code == 2
+    assert "refusing" in result.err and "writable by other users" in result.err
+    assert "no override" not in result.out
+
+
+def test_override_over_a_corrupt_store_replaces_it(run: Any, store_url: str) -> None:
+    """Placing or lifting an override writes a good file over a bad one: the way out."""
+    path = Path(store_url.removeprefix("file://"))
+    path.write_bytes(b"{not json")
+    result = run("override", "auto", "--store", store_url)
+    assert result.code == 0, result.err
+    assert "no override" in result.out
+    assert run("override", "show", "--store", store_url).code == 0
+
+
+@pytest.mark.parametrize("verb", ["show", "off", "auto"])
+def test_override_never_shows_a_store_password(
+    run: Any, verb: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "s3cret-Pa55"
+    result = run("override", verb, "--store", f"redis://:{secret}@cache:6379/0")
+    assert result.code == 2 and "redis://:***@cache" in result.err
+    monkeypatch.setenv("FAILOPEN_STORE", f"rediss://u:{secret}@cache")
+    again = run("override", verb)
+    assert again.code == 2 and "FAILOPEN_STORE" in again.err
+    assert secret not in result.out + result.err + again.out + again.err
 
 
 def test_override_store_in_a_missing_directory(run: Any, tmp_path: Path) -> None:

@@ -59,14 +59,84 @@ def test_override_wins_over_the_watcher_and_lapses_by_itself() -> None:
 
 
 def test_force_off_and_back_to_automatic() -> None:
-    flag = EnforcementFlag(clock=FakeClock())
+    clock = FakeClock()
+    flag = EnforcementFlag(clock=clock)
     flag.force_off("vendor confirmed outage by phone")
     assert flag.state.enforce is False
-    assert flag.state.expires_at is None
+    assert flag.state.expires_at == clock.time() + 3600
     flag.automatic("vendor back")
     assert flag.state.enforce is True
     assert flag.state.source == "default"
     assert flag.override is None
+
+
+# --- forcing enforcement off always ends -------------------------------------------------------
+
+HOUR, WEEK = 3600.0, 7 * 86400.0
+
+
+def test_force_off_without_a_ttl_lapses_after_an_hour() -> None:
+    clock = FakeClock()
+    flag = EnforcementFlag(store=MemoryStore(), clock=clock)
+    state = flag.force_off("vendor down, ticket 77")
+    assert (state.enforce, state.expires_at) == (False, clock.time() + HOUR)
+    assert flag.override is not None and flag.override.expires_at == clock.time() + HOUR
+    clock.advance(HOUR - 1)
+    assert flag.enforce is False
+    clock.advance(1)
+    assert flag.enforce is True
+    assert flag.state.source == "default"
+
+
+def test_force_off_lasts_at_most_seven_days() -> None:
+    clock = FakeClock()
+    store = MemoryStore()
+    flag = EnforcementFlag(store=store, clock=clock)
+    assert flag.force_off("long incident", ttl=WEEK).expires_at == clock.time() + WEEK
+    flag.automatic()
+    for ttl in (WEEK + 1, 30 * 86400.0, float("inf")):
+        with pytest.raises(ValueError, match=r"at most 7 days \(604800 s\)"):
+            flag.force_off("forever, please", ttl=ttl)
+    assert (flag.enforce, flag.override, store.load()) == (True, None, None)
+
+
+def test_force_on_may_be_open_ended() -> None:
+    flag = EnforcementFlag(clock=FakeClock())
+    state = flag.force_on("policy: always enforce")
+    assert (state.enforce, state.expires_at) == (True, None)
+    with pytest.raises(ValueError, match="at most 30 days"):
+        flag.force_on("x", ttl=31 * 86400.0)
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        pytest.param({"enforce": False, "reason": "old", "set_at": 1.8e9}, id="no-expiry"),
+        pytest.param({"enforce": False, "reason": "old", "set_at": 1.8e9, "expires_at": None},
+                     id="null-expiry"),
+        pytest.param({"enforce": False, "reason": "old", "set_at": 1.8e9,
+                      "expires_at": 1.8e9 + WEEK + 2}, id="too-long"),
+    ],
+)
+def test_a_stored_force_off_that_would_not_end_is_refused(stored: dict[str, object]) -> None:
+    with pytest.raises(StoreError, match="7 days"):
+        Override.from_json(stored)
+
+
+def test_a_stored_force_off_set_in_the_future_is_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """set_at far ahead keeps a seven-day window from ending for years: refused on load."""
+    clock = FakeClock()
+    store = MemoryStore()
+    later = clock.time() + 365 * 86400.0
+    store.save(Override(False, "planted", set_at=later, expires_at=later + HOUR))
+    with caplog.at_level(logging.ERROR, logger="failopen.flag"):
+        flag = EnforcementFlag(store=store, clock=clock)
+    assert flag.enforce is True and flag.override is None
+    assert "7 days" in caplog.text
+    with pytest.raises(StoreError, match="7 days"):
+        flag.apply_override(store.load())
 
 
 def test_override_ttl_must_be_positive() -> None:

@@ -34,7 +34,7 @@ from hypothesis.stateful import (
 )
 
 from failopen.config import KNOWN_IMPAIRED
-from failopen.flag import EnforcementFlag
+from failopen.flag import FORCE_OFF_DEFAULT_TTL, EnforcementFlag
 from failopen.guard import Decision, Guard, OutageConfirmer
 from failopen.status import KNOWN_STATUSES, StatusClient
 from failopen.testing import FakeClock, FakeStatusPage
@@ -286,7 +286,9 @@ class FailOpenMachine(RuleBasedStateMachine):
 
     @rule(enforce=st.booleans(), ttl=ttls)
     def place_override(self, enforce: bool, ttl: float | None) -> None:
-        expires_at = None if ttl is None else self.clock.time() + ttl
+        # Forcing off always ends: an hour unless told otherwise.
+        lasts = FORCE_OFF_DEFAULT_TTL if ttl is None and not enforce else ttl
+        expires_at = None if lasts is None else self.clock.time() + lasts
         if enforce:
             self.flag.force_on("ops: force on", ttl=ttl)
         else:

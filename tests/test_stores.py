@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from failopen.config import Config
 from failopen.exceptions import ConfigError, StoreError
 from failopen.flag import EnforcementFlag, Override, rfc3339
-from failopen.stores import open_store
+from failopen.stores import mask_url, open_store
 from failopen.stores.file import FileStore
 from failopen.stores.memory import MemoryStore
 
@@ -37,9 +38,9 @@ def test_memory_store_changed_tracks_loads() -> None:
     store = MemoryStore()
     assert store.load() is None
     assert not store.changed()
-    store.save(Override(False, "x", 1.0))
+    store.save(Override(False, "x", 1.0, 60.0))
     assert store.changed()
-    assert store.load() == Override(False, "x", 1.0)
+    assert store.load() == Override(False, "x", 1.0, 60.0)
     assert not store.changed()
 
 
@@ -120,7 +121,9 @@ def _dir(parent: Path, name: str, mode: int = 0o755) -> Path:
 
 def _forged(path: Path) -> None:
     """A well-formed 'enforcement off' override, as an attacker would write it."""
-    path.write_text(json.dumps({"enforce": False, "reason": "pwned", "set_at": time.time()}))
+    now = time.time()
+    path.write_text(json.dumps({"enforce": False, "reason": "pwned", "set_at": now,
+                                "expires_at": now + 3600}))
 
 
 def test_tmp_path_is_a_safe_directory(tmp_path: Path) -> None:
@@ -171,10 +174,10 @@ def test_symlinked_directory_is_checked_where_it_really_points(tmp_path: Path) -
     safe = _dir(tmp_path, "safe")
     (tmp_path / "link").symlink_to(safe)
     store = FileStore(tmp_path / "link" / "override.json")
-    store.save(Override(False, "via link", 100.0))
+    store.save(Override(False, "via link", 100.0, 200.0))
     assert store.path == tmp_path / "link" / "override.json"
     assert (safe / "override.json").is_file()
-    assert store.load() == Override(False, "via link", 100.0)
+    assert store.load() == Override(False, "via link", 100.0, 200.0)
 
 
 def test_symlink_at_the_path_is_refused_and_leaves_the_flag_alone(
@@ -312,3 +315,94 @@ def test_rfc3339_never_raises(value: float) -> None:
     assert shown.startswith("invalid time (")
     assert rfc3339(0.0) == "1970-01-01T00:00:00Z"
     assert rfc3339(None) is None
+
+
+# --- store URLs never show a password ----------------------------------------------------------
+
+SECRET = "s3cret-Pa55"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("memory:", "memory:"),
+        ("file:///run/failopen/override.json", "file:///run/failopen/override.json"),
+        ("file:///run/ops@site/override.json", "file:///run/ops@site/override.json"),
+        (f"file://u:{SECRET}@host/o.json", "file://u:***@host/o.json"),
+        (f"redis://:{SECRET}@host:6379/0", "redis://:***@host:6379/0"),
+        (f"rediss://default:{SECRET}@cache.example.com:6380/1",
+         "rediss://default:***@cache.example.com:6380/1"),
+        (f"redis://{SECRET}@host", "redis://***@host"),  # a lone userinfo may be the password
+        (f"redis://:{SECRET}@@host", "redis://:***@host"),  # an unescaped @ in the password
+        (f"redis://u:{SECRET}@[::1]:6379", "redis://u:***@[::1]:6379"),
+        (f"redis://host/0?db=2&password={SECRET}&x=1", "redis://host/0?db=2&password=***&***"),
+        (f"redis://host?x=1&auth_token={SECRET}", "redis://host?x=1&auth_token=***"),
+        (f"redis://u:{SECRET}@host:notaport/0", "redis://u:***@host:notaport/0"),
+        (f"redis://host#{SECRET}", "redis://host#***"),
+    ],
+)
+def test_mask_url_hides_passwords(url: str, shown: str) -> None:
+    assert mask_url(url) == shown
+
+
+@pytest.mark.parametrize("odd", [f"{SECRET}", f"no scheme :{SECRET}@x", "", f"://:{SECRET}@h",
+                                 f"redis://[:{SECRET}@h"])
+def test_mask_url_never_echoes_what_it_cannot_read(odd: str) -> None:
+    assert SECRET not in mask_url(odd)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [f"redis://:{SECRET}@host:6379/0", f"rediss://u:{SECRET}@host", f"postgres://u:{SECRET}@db",
+     f"file://u:{SECRET}@otherhost/run/o.json", f"{SECRET}", f"memcached://{SECRET}@h"],
+)
+def test_an_unusable_store_url_fails_at_config_without_its_password(url: str) -> None:
+    with pytest.raises(ConfigError, match="FAILOPEN_STORE") as raised:
+        Config(store=url)
+    assert SECRET not in str(raised.value)
+    with pytest.raises(ConfigError) as raised:
+        Config.from_env({"FAILOPEN_STORE": url})
+    assert SECRET not in str(raised.value)
+    with pytest.raises(ConfigError) as raised:
+        open_store(url)
+    assert SECRET not in str(raised.value)
+
+
+def test_redis_is_refused_at_start_up_with_what_to_use_instead() -> None:
+    with pytest.raises(ConfigError) as raised:
+        Config.from_env({"FAILOPEN_STORE": f"redis://:{SECRET}@host:6379/0"})
+    message = str(raised.value)
+    assert "redis://" in message and "not available" in message
+    assert "file:///" in message and "memory:" in message
+
+
+def test_describe_and_repr_mask_the_store_url(tmp_path: Path) -> None:
+    config = Config(store=f"file://{tmp_path}/override.json")
+    assert config.describe()["store"] == f"file://{tmp_path}/override.json"
+    # A Config only ever holds a store it can open; should a scheme with a password be built
+    # later, describe() and repr() already mask it.
+    masked = Config.__new__(Config)
+    object.__setattr__(masked, "__dict__", {**config.__dict__,
+                                            "store": f"redis://:{SECRET}@host"})
+    assert SECRET not in repr(masked)
+    assert masked.describe()["store"] == "redis://:***@host"
+
+
+def test_a_refused_file_is_logged_once_per_change(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file from an older version (forcing off with no expiry) is refused, once, not every
+    second: the watcher's refresh asks ``changed()``, which stays False until the file changes."""
+    path = _dir(tmp_path, "store") / "override.json"
+    store = FileStore(path)
+    path.write_text(json.dumps({"enforce": False, "reason": "old", "set_at": time.time()}))
+    with caplog.at_level(logging.ERROR, logger="failopen.flag"):
+        flag = EnforcementFlag(store=store)
+        for _ in range(5):
+            flag.refresh()
+    assert flag.enforce is True
+    assert [r.getMessage() for r in caplog.records].count(caplog.records[0].getMessage()) == 1
+    assert "no expiry" in caplog.text
+    EnforcementFlag(store=FileStore(path)).force_on("fixed")  # a good file replaces it
+    flag.refresh()
+    assert flag.state.source == "override" and flag.state.reason == "fixed"

@@ -323,6 +323,94 @@ async def test_answer_mapping(
     assert result.status_code == expected_status
 
 
+# -- replays and timed-out sessions -----------------------------------------------------------
+
+REPLAYED, TIMED_OUT = "token replayed: verified before", "session timed out"
+
+
+def _details(**fields: Any) -> Reply:
+    return _json({"session_details": {"solved": True, "verified": True, **fields}})
+
+
+@pytest.mark.parametrize(
+    ("reply", "outcome", "reason"),
+    [
+        pytest.param(_details(previously_verified=True), INVALID, REPLAYED, id="replayed"),
+        pytest.param(_details(session_timed_out=True), INVALID, TIMED_OUT, id="timed-out"),
+        pytest.param(_details(previously_verified=True, session_timed_out=True), INVALID,
+                     REPLAYED, id="both"),
+        pytest.param(_details(previously_verified=False, session_timed_out=False), VALID,
+                     "solved", id="fresh"),
+        # Absent or null: the spec does not define the fields, so no claim is made either way.
+        pytest.param(_details(), VALID, "solved", id="absent"),
+        pytest.param(_details(previously_verified=None, session_timed_out=None), VALID,
+                     "solved", id="null-is-absent"),
+        # Anything else cannot be read as "fresh": refused, and never evidence of an outage.
+        pytest.param(_details(previously_verified="true"), INVALID,
+                     "malformed session_details.previously_verified", id="string-true"),
+        pytest.param(_details(previously_verified="false"), INVALID,
+                     "malformed session_details.previously_verified", id="string-false"),
+        pytest.param(_details(previously_verified=1), INVALID,
+                     "malformed session_details.previously_verified", id="number"),
+        pytest.param(_details(session_timed_out=0), INVALID,
+                     "malformed session_details.session_timed_out", id="zero"),
+        pytest.param(_details(session_timed_out={}), INVALID,
+                     "malformed session_details.session_timed_out", id="object"),
+        # A replay is refused whatever else the answer lacks: it is the vendor saying no.
+        pytest.param(_json({"session_details": {"previously_verified": True}}), INVALID,
+                     REPLAYED, id="replayed-without-solved"),
+        pytest.param(_json({"session_details": {"solved": False, "session_timed_out": True}}),
+                     INVALID, TIMED_OUT, id="timed-out-and-unsolved"),
+    ],
+)
+async def test_replayed_or_timed_out_token_is_invalid(
+    make: Any, mode: str, reply: Reply, outcome: VerifyOutcome, reason: str
+) -> None:
+    for require_verified in (False, True):
+        verifier = make(replying(reply), require_verified=require_verified)
+        result = await call(verifier, TOKEN, mode)
+        assert result.outcome is outcome, result
+        assert reason in result.reason
+
+
+def test_a_malformed_replay_field_is_a_paced_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """A vendor that changed the field's type refuses every user: the operator must hear it."""
+    clock = KitClock()
+    reply = _details(previously_verified="false")
+    verifier = HttpVerifier(URL, KEY, transport=as_transport(replying(reply)), clock=clock)
+    with caplog.at_level(logging.DEBUG, logger="failopen.verify"):
+        for _ in range(3):
+            assert verifier.verify(TOKEN).outcome is INVALID
+        clock.advance(10)
+        verifier.verify(TOKEN)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2
+    assert "malformed session_details.previously_verified (str)" in warnings[0]
+    assert "2 similar since the last warning" in warnings[1]
+
+
+async def test_the_fake_admits_a_token_once(make: Any, api: FakeVerifyAPI, mode: str) -> None:
+    verifier = make(transport=api.transport())
+    assert (await call(verifier, TOKEN, mode)).outcome is VALID
+    for _ in range(5):
+        again = await call(verifier, TOKEN, mode)
+        assert (again.outcome, again.reason) == (INVALID, REPLAYED)
+    fresh = api.issue_token()
+    assert (await call(verifier, fresh, mode)).outcome is VALID
+
+
+async def test_the_fake_times_out_a_session_never_verified(make: Any, mode: str) -> None:
+    clock = KitClock()
+    api = FakeVerifyAPI(private_key=KEY, clock=clock, session_lifetime=300)
+    verifier = make(transport=api.transport())
+    late, fresh = api.issue_token(), api.issue_token()
+    clock.advance(299)
+    assert (await call(verifier, fresh, mode)).outcome is VALID
+    clock.advance(1)
+    result = await call(verifier, late, mode)
+    assert (result.outcome, result.reason) == (INVALID, TIMED_OUT)
+
+
 @pytest.mark.parametrize(
     ("headers", "expected"),
     [
@@ -576,8 +664,8 @@ def test_result_valid_and_outcome_values() -> None:
 async def test_calls_after_close_open_a_new_client(make: Any, api: FakeVerifyAPI) -> None:
     verifier = make(transport=api.transport())
     for _ in range(2):
-        assert verifier.verify(TOKEN).valid
-        assert (await verifier.averify(TOKEN)).valid
+        assert verifier.verify(api.issue_token()).valid
+        assert (await verifier.averify(api.issue_token())).valid
         verifier.close()
         await verifier.aclose()
     assert api.requests == 4
@@ -633,7 +721,8 @@ async def test_loopback_deadline_cuts_slow_answers(
     assert result.reason.startswith("timeout")
     assert DEADLINE * 0.9 <= elapsed < DEADLINE + 0.5
     api.set_fault(None)
-    assert (await call(verifier, TOKEN, mode)).valid  # and it recovers
+    # The vendor may have recorded the first call: a new solve, as the browser would make.
+    assert (await call(verifier, api.issue_token(), mode)).valid  # and it recovers
 
 
 @pytest.mark.slow
@@ -668,7 +757,7 @@ async def test_loopback_faults(
     if fault == "429":
         assert result.retry_after == 3.0
     api.set_fault(None)
-    assert (await call(verifier, TOKEN, mode)).valid
+    assert (await call(verifier, api.issue_token(), mode)).valid
 
 
 @pytest.mark.slow
@@ -690,12 +779,14 @@ async def test_loopback_concurrent_calls(
     api, url = served
     verifier = make(url=url)
     results: list[VerifyResult] = []
+    tokens = [api.issue_token() for _ in range(16)]
     threads = [
-        threading.Thread(target=lambda: results.append(verifier.verify(TOKEN))) for _ in range(8)
+        threading.Thread(target=lambda t: results.append(verifier.verify(t)), args=(t,))
+        for t in tokens[:8]
     ]
     for thread in threads:
         thread.start()
-    results += await asyncio.gather(*(verifier.averify(TOKEN) for _ in range(8)))
+    results += await asyncio.gather(*(verifier.averify(t) for t in tokens[8:]))
     for thread in threads:
         thread.join()
     assert [r.outcome for r in results] == [VALID] * 16
@@ -708,7 +799,7 @@ def test_averify_works_across_event_loops(served: tuple[FakeVerifyAPI, str]) -> 
     verifier = HttpVerifier(url, KEY, timeout=1.0)
 
     async def twice() -> list[VerifyOutcome]:
-        return [(await verifier.averify(TOKEN)).outcome for _ in range(2)]
+        return [(await verifier.averify(api.issue_token())).outcome for _ in range(2)]
 
     first, second = asyncio.new_event_loop(), asyncio.new_event_loop()
     try:

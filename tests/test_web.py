@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from failopen.config import Config
 from failopen.exceptions import StoreError
-from failopen.flag import EnforcementFlag, FlagState, Override
+from failopen.flag import EnforcementFlag, FlagState, Override, rfc3339
 from failopen.guard import Decision
 from failopen.stores.file import FileStore
 from failopen.stores.memory import MemoryStore
@@ -306,6 +306,39 @@ def test_override_off_with_ttl_then_auto(
     assert (status, answer["override"]) == (200, None)
 
 
+def test_override_off_without_ttl_lapses_in_an_hour_and_says_when(
+    flag: EnforcementFlag, fake_clock: FakeClock
+) -> None:
+    status, answer = _override(flag, {"enforce": False})
+    lapses = rfc3339(fake_clock.time() + 3600)
+    assert status == 200
+    assert answer["override"]["expires_at"] == lapses
+    assert answer["flag"]["expires_at"] == lapses
+    fake_clock.advance(3600)
+    assert flag.state.enforce is True
+
+
+def test_override_off_for_seven_days_is_the_longest(
+    flag: EnforcementFlag, fake_clock: FakeClock
+) -> None:
+    status, answer = _override(flag, {"enforce": False, "ttl": 7 * 86400})
+    assert (status, answer["override"]["expires_at"]) == (
+        200, rfc3339(fake_clock.time() + 7 * 86400))
+    before = flag.state
+    status, answer = _override(flag, {"enforce": False, "ttl": 7 * 86400 + 1})
+    assert (status, answer["error"]["code"]) == (400, "bad_request")
+    assert "at most 7 days (604800 s)" in answer["error"]["message"]
+    assert flag.state is before
+
+
+def test_override_on_may_be_open_ended(flag: EnforcementFlag) -> None:
+    status, answer = _override(flag, {"enforce": True})
+    assert (status, answer["override"]["expires_at"], answer["flag"]["expires_at"]) == (
+        200, None, None)
+    status, answer = _override(flag, {"enforce": True, "ttl": 31 * 86400})
+    assert status == 400 and "at most 30 days" in answer["error"]["message"]
+
+
 def test_override_answer_shows_the_shadow_flag(flag: EnforcementFlag) -> None:
     status, answer = _override(flag, {"enforce": False}, mode="shadow")
     assert status == 200 and answer["flag"]["enforce"] is True and answer["flag"]["would_bypass"]
@@ -323,7 +356,9 @@ def test_override_answer_shows_the_shadow_flag(flag: EnforcementFlag) -> None:
     ({"enforce": False, "ttl": -5}, '"ttl" must be'),
     ({"enforce": False, "ttl": True}, '"ttl" must be'),
     ({"enforce": False, "ttl": "900"}, '"ttl" must be'),
-    ({"enforce": False, "ttl": 10**9}, '"ttl" must be'),
+    ({"enforce": False, "ttl": 10**9}, "at most 7 days (604800 s)"),
+    (b'{"enforce": false, "ttl": 1' + b"0" * 400 + b"}", '"ttl" must be'),
+    ({"enforce": True, "ttl": 10**9}, "at most 30 days"),
     (b'{"enforce": false, "ttl": NaN}', '"ttl" must be'),
     ({"enforce": None, "ttl": 60}, "does not apply"),
     ({"enforce": False, "reason": 5}, '"reason" must be'),

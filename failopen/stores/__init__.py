@@ -12,16 +12,33 @@
 
 A store answers three questions: what is the override (``load``), is there possibly a newer one
 than I last loaded (``changed``, cheap), and record this one (``save``; None lifts it).
+
+A store URL may carry a password (``redis://:password@host`` once a Redis store exists), so it is
+only ever shown through :func:`mask_url`: in errors, logs, ``Config.describe()`` and ``repr``.
+A URL this version cannot open (``redis://`` and ``rediss://`` among them, for now) is a
+ConfigError when the Config is built, not a failure on every request.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Protocol
 
 from failopen.exceptions import ConfigError
 from failopen.flag import Override
 
-__all__ = ["OverrideStore", "open_store"]
+__all__ = ["OverrideStore", "check_store_url", "mask_url", "open_store"]
+
+_MASK = "***"
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}")
+# A user name shown beside a masked password: plain characters only, else it is masked too.
+_USER = re.compile(r"[A-Za-z0-9._~%+-]{0,64}")
+# Query parameters whose value is shown as *** (redis-py and others accept ?password=...).
+_SECRET_PARAM = re.compile(r"pass|pwd|secret|token|auth|key|cred", re.IGNORECASE)
+_USE_INSTEAD = "use file:///path/override.json (every process on one machine) or memory: (one " \
+    "process)"
+# Schemes that a later version builds (the fleet issue): refused by name until then.
+_NOT_BUILT = frozenset({"redis", "rediss"})
 
 
 class OverrideStore(Protocol):
@@ -44,15 +61,88 @@ class OverrideStore(Protocol):
         ...
 
 
+def mask_url(url: object) -> str:
+    """``url`` safe to show: any password (userinfo, ``?password=``, a fragment) becomes ``***``.
+
+    Never raises, and never echoes what it cannot read as a URL: everything before the last
+    ``@`` is userinfo (a password may hold an unescaped ``@``, ``/`` or ``?``), and text without
+    ``://`` is shown as ``***`` unless it is a bare ``scheme:`` (``memory:``) or a path.
+    """
+    if not isinstance(url, str):
+        return f"<{type(url).__name__}>"
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        head, colon, tail = url.partition(":")
+        # A bare "memory:" or a path ("file:/run/x.json", one slash short) is no secret.
+        if colon and _SCHEME.fullmatch(head) and "@" not in tail and (
+                not tail or tail.startswith("/")):
+            return url
+        return _MASK
+    if not _SCHEME.fullmatch(scheme):
+        return _MASK
+    userinfo = ""
+    if "@" in rest and not (scheme.lower() == "file" and rest.startswith("/")):  # a path's @
+        given, _, rest = rest.rpartition("@")
+        if "?" in given or "#" in given:
+            # The @ may sit in a query or a fragment (?password=p@ss): no telling what is what.
+            return f"{scheme}://{_MASK}"
+        user, colon, _password = given.partition(":")
+        # redis://:***@host, rediss://default:***@host; a lone userinfo may be the password.
+        userinfo = f"{user}:{_MASK}@" if colon and _USER.fullmatch(user) else f"{_MASK}@"
+    rest, hash_sign, fragment = rest.partition("#")
+    rest, question, query = rest.partition("?")
+    if query:
+        query = _mask_query(query)
+    return (f"{scheme}://{userinfo}{rest}{question}{query}"
+            + (f"#{_MASK}" if hash_sign and fragment else hash_sign))
+
+
+def _mask_query(query: str) -> str:
+    """The query up to its first secret-sounding parameter, that one's value as ``***``, and
+    ``***`` for all that follows (a password may hold an unescaped ``&`` or ``=``)."""
+    shown: list[str] = []
+    for at, item in enumerate(query.split("&")):
+        if not _SECRET_PARAM.search(item):  # the whole item: ?=?password=...
+            shown.append(item)
+            continue
+        name, equals, _value = item.partition("=")
+        shown.append(f"{name}={_MASK}" if equals and _USER.fullmatch(name) else _MASK)
+        if at < query.count("&"):
+            shown.append(_MASK)
+        break
+    return "&".join(shown)
+
+
+def check_store_url(url: object) -> str:
+    """``url`` when this version can open it (checked without I/O), else a ConfigError that
+    shows the URL masked and says what to use instead."""
+    from failopen.stores.file import parse_file_url
+
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigError(f"FAILOPEN_STORE: expected a store URL; {_USE_INSTEAD}")
+    if url.startswith("memory:"):
+        return url
+    if url.startswith("file://"):
+        parse_file_url(url)
+        return url
+    scheme = url.partition(":")[0]
+    if url.partition("://")[1] and scheme.lower() in _NOT_BUILT:
+        raise ConfigError(
+            f"FAILOPEN_STORE: {mask_url(url)}: the {scheme.lower()}:// store is not available in "
+            f"this version; {_USE_INSTEAD}"
+        )
+    shown = mask_url(url)
+    what = ("the value (not shown: it may hold a password) is not a URL" if shown == _MASK
+            else f"{shown} is not a store URL this version can open")
+    raise ConfigError(f"FAILOPEN_STORE: {what}; {_USE_INSTEAD}")
+
+
 def open_store(url: str) -> OverrideStore:
-    """Open the store named by a ``FAILOPEN_STORE`` URL."""
+    """Open the store named by a ``FAILOPEN_STORE`` URL (ConfigError, URL masked, if it cannot)."""
     from failopen.stores.file import FileStore
     from failopen.stores.memory import MemoryStore
 
-    if url == "memory:" or url.startswith("memory:"):
+    check_store_url(url)
+    if url.startswith("memory:"):
         return MemoryStore()
-    if url.startswith("file://"):
-        return FileStore.from_url(url)
-    raise ConfigError(
-        f"FAILOPEN_STORE: {url!r} is not supported in this version; use memory: or file:///path"
-    )
+    return FileStore.from_url(url)

@@ -27,13 +27,14 @@ import stat
 import tempfile
 import threading
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
 from failopen._forksafe import renew_locks_after_fork
 from failopen.exceptions import ConfigError, StoreError
 from failopen.flag import Override
 
-__all__ = ["FileStore"]
+__all__ = ["FileStore", "parse_file_url"]
 
 _MAX_BYTES = 64 * 1024
 _TRUSTED_OWNERS_HINT = "owned by this user or root"
@@ -94,6 +95,37 @@ def _check_directory(directory: Path) -> None:
             )
 
 
+def _check_path(path: Path) -> Path:
+    """``path`` if it can name the override file (no I/O), else ConfigError."""
+    if not path.is_absolute():
+        raise ConfigError(f"FAILOPEN_STORE: the file store needs an absolute path, got {path}")
+    if path.name in ("", ".", ".."):
+        raise ConfigError(
+            f"FAILOPEN_STORE: {path} names a directory; give a file, e.g. "
+            "file:///run/failopen/override.json"
+        )
+    return path
+
+
+def parse_file_url(url: str) -> Path:
+    """The path of ``file:///absolute/path/override.json`` (no I/O), else ConfigError.
+
+    Only a local path: a host or credentials (``file://user:pw@host/...``) are refused, and the
+    message shows the URL masked.
+    """
+    from failopen.stores import mask_url
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        parts = None
+    if parts is None or parts.netloc not in ("", "localhost") or not parts.path:
+        raise ConfigError(
+            f"FAILOPEN_STORE: {mask_url(url)} must look like file:///absolute/path/override.json"
+        )
+    return _check_path(Path(unquote(parts.path)))
+
+
 class FileStore:
     """Override in a JSON file, replaced atomically so a reader never sees half a write.
 
@@ -101,14 +133,7 @@ class FileStore:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        if not self.path.is_absolute():
-            raise ConfigError(f"FAILOPEN_STORE: the file store needs an absolute path, got {path}")
-        if self.path.name in ("", ".", ".."):
-            raise ConfigError(
-                f"FAILOPEN_STORE: {path} names a directory; give a file, e.g. "
-                "file:///run/failopen/override.json"
-            )
+        self.path = _check_path(Path(path))
         # Resolve the directory once, check the real one, and only ever use the real one: a
         # symlinked directory cannot be re-pointed somewhere else after the check.
         directory = Path(os.path.realpath(self.path.parent))
@@ -121,12 +146,7 @@ class FileStore:
     @classmethod
     def from_url(cls, url: str) -> FileStore:
         """``file:///var/run/failopen/override.json`` -> FileStore."""
-        parts = urlsplit(url)
-        if parts.netloc not in ("", "localhost") or not parts.path:
-            raise ConfigError(
-                f"FAILOPEN_STORE: {url!r} must look like file:///absolute/path/override.json"
-            )
-        return cls(unquote(parts.path))
+        return cls(parse_file_url(url))
 
     def _current(self) -> _Signature | None:
         # lstat: a symlink swapped in for the file counts as a change, which load then refuses.
@@ -143,7 +163,11 @@ class FileStore:
         return self._current() != self._seen
 
     def load(self) -> Override | None:
-        """The stored override, after checking who wrote the file. Raises StoreError."""
+        """The stored override, after checking who wrote the file. Raises StoreError.
+
+        A file refused once it is open counts as seen: ``changed`` stays False until it changes
+        again, so a server logs the refusal once per change, not on every refresh.
+        """
         with self._lock:
             try:
                 # O_NOFOLLOW: never read through a symlink. O_NONBLOCK: a FIFO cannot hang us
@@ -164,22 +188,29 @@ class FileStore:
                 raise StoreError(f"cannot read {self.path}: {exc.strerror}") from None
             with os.fdopen(fd, "rb") as fh:
                 st = os.fstat(fh.fileno())
-                self._check_file(st)
-                if st.st_size > _MAX_BYTES:
-                    raise StoreError(f"{self.path} is larger than {_MAX_BYTES} bytes")
                 try:
-                    raw = fh.read(_MAX_BYTES + 1)
-                except OSError as exc:
-                    raise StoreError(f"cannot read {self.path}: {exc.strerror}") from None
-            if len(raw) > _MAX_BYTES:
-                raise StoreError(f"{self.path} is larger than {_MAX_BYTES} bytes")
-            try:
-                data = json.loads(raw)
-            except ValueError:
-                raise StoreError(f"{self.path} is not valid JSON") from None
-            override = None if data is None else Override.from_json(data)
-            self._seen = _signature(st)
+                    override = self._read(fh, st)
+                finally:
+                    # The signature of the file actually read (not a fresh lstat, which could
+                    # be a newer file written meanwhile, then never loaded).
+                    self._seen = _signature(st)
             return override
+
+    def _read(self, fh: BinaryIO, st: os.stat_result) -> Override | None:
+        self._check_file(st)
+        if st.st_size > _MAX_BYTES:
+            raise StoreError(f"{self.path} is larger than {_MAX_BYTES} bytes")
+        try:
+            raw = fh.read(_MAX_BYTES + 1)
+        except OSError as exc:
+            raise StoreError(f"cannot read {self.path}: {exc.strerror}") from None
+        if len(raw) > _MAX_BYTES:
+            raise StoreError(f"{self.path} is larger than {_MAX_BYTES} bytes")
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise StoreError(f"{self.path} is not valid JSON") from None
+        return None if data is None else Override.from_json(data)
 
     def _check_file(self, st: os.stat_result) -> None:
         """StoreError unless the opened file is one only this user or root could have written."""

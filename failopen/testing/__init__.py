@@ -1,7 +1,8 @@
 """Faithful local fakes of the vendor, for failopen's tests, the demo, and your own tests.
 
 * :class:`FakeStatusPage` — the public status page (interface B), with every fault.
-* :class:`FakeVerifyAPI` — the verify call, with good, bad and denied tokens, and faults.
+* :class:`FakeVerifyAPI` — the verify call, with good (each verified once, as the vendor's),
+  bad and denied tokens, sessions that time out, and faults.
 * :class:`RaiEmulator` — the session-intelligence API (interface A).
 * :class:`FakeClock` — time that moves only when told to.
 * :class:`LoopbackServer`, :class:`Reply`, :func:`as_transport` — serve any fake on 127.0.0.1,

@@ -88,14 +88,17 @@ def _status(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from failopen.testing.verify_api import FakeVerifyAPI
 
-    api = FakeVerifyAPI(private_key=args.private_key)
+    # No session lifetime: the built-in tokens began when the emulator started, perhaps long
+    # before someone first tries them by hand.
+    api = FakeVerifyAPI(private_key=args.private_key, session_lifetime=None)
     if args.fault:
         api.set_fault(args.fault)
     return _serve_until_signalled("verify", args.port, lambda: api.serve(args.port), lambda url: (
         f"fake verify API: {url}{api.path}\n"
         f"  FAILOPEN_VERIFY_URL={url}{api.path}\n"
         f"  FAILOPEN_PRIVATE_KEY={args.private_key}\n"
-        f"  tokens: {api.GOOD} (valid), {api.BAD} (unsolved), {api.DENIED} (denied)"
+        f"  tokens: {api.GOOD} (valid once, like a real solve), {api.BAD} (unsolved), "
+        f"{api.DENIED} (denied)"
     ))  # fmt: skip
 
 

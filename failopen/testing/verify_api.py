@@ -23,17 +23,23 @@ body not a JSON object, no session_token  400  ``{"error": "INVALID REQUEST"}`` 
                                                SESSION TOKEN"``
 wrong or missing private_key             401  ``{"error": "INVALID PRIVATE KEY"}``
 ``GOOD`` or a token from add_token()     200  ``{"session_details": {"solved": ..., "verified":
-                                               ..., "session": <token>, "session_created": ...},
-                                               "ip_intelligence": {...}}``
+or issue_token()                               ..., "session": <token>, "session_created": ...,
+                                               "previously_verified": ..., "session_timed_out":
+                                               ...}, "ip_intelligence": {...}}``
 ``BAD``                                  200  the same, solved false and verified false
 ``UNVERIFIED``                           200  the same, solved true and verified false
 ``DENIED``                               200  ``{"error": "DENIED ACCESS"}``
 any other token                          400  ``{"error": "DENIED ACCESS"}``
 =======================================  ====  ==============================================
 
-A token verified a second time comes back with ``previously_verified`` true. The spec defines the
-body only as far as ``session_details.solved``/``verified`` and an ``error`` key; the other fields
-and the error statuses are plausible, not authoritative.
+Like the vendor's, each solved token is good once: a token verified a second time comes back with
+``previously_verified`` true, and a token first verified ``session_lifetime`` seconds (default
+600; None: never) or more after its session began comes back with ``session_timed_out`` true.
+A session begins when its token is made: :meth:`issue_token` (a fresh token, as a browser that
+solves a challenge gets), :meth:`add_token`, or for the built-in tokens construction and
+:meth:`reset`. Time comes from ``clock`` (a :class:`~failopen.testing.FakeClock` in tests). The
+spec defines the body only as far as ``session_details.solved``/``verified`` and an ``error``
+key; the other fields, the lifetime and the error statuses are plausible, not authoritative.
 
 Faults (:meth:`set_fault`) replace every answer on :attr:`path` until cleared:
 
@@ -56,13 +62,16 @@ simulated and arrives whole. Use :meth:`serve` for real timing.
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 import httpx
 
+from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.testing._server import FakeRequest, LoopbackServer, Reply, as_transport
 
 __all__ = ["FakeVerifyAPI"]
@@ -74,6 +83,17 @@ _DRIP_INTERVAL = 0.05
 
 def _rfc3339(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _at(seconds: float) -> str:
+    return _rfc3339(datetime.fromtimestamp(seconds, tz=timezone.utc))
+
+
+@dataclass(frozen=True)
+class _Session:
+    solved: bool
+    verified: bool
+    created_at: float
 
 
 class FakeVerifyAPI:
@@ -89,10 +109,22 @@ class FakeVerifyAPI:
     )
     path: str = "/api/v4/verify/"
 
-    def __init__(self, *, private_key: str = "test-private-key") -> None:
+    def __init__(
+        self,
+        *,
+        private_key: str = "test-private-key",
+        clock: Clock = SYSTEM_CLOCK,
+        session_lifetime: float | None = 600.0,
+    ) -> None:
+        if session_lifetime is not None and not session_lifetime > 0:
+            raise ValueError(f"session_lifetime must be positive seconds or None, "
+                             f"got {session_lifetime!r}")
         self.private_key = private_key
+        self.clock = clock
+        self.session_lifetime = session_lifetime
         self._lock = threading.Lock()
-        self._tokens: dict[str, tuple[bool, bool]] = {}
+        self._tokens: dict[str, _Session] = {}
+        self._issued = itertools.count(1)
         self._fault: str | None = None
         self._retry_after: float | None = None
         self._verified_once: set[str] = set()
@@ -109,9 +141,16 @@ class FakeVerifyAPI:
         return f"FakeVerifyAPI(fault={self._fault!r}, requests={self.requests})"
 
     def add_token(self, token: str, *, solved: bool = True, verified: bool = True) -> None:
-        """Make ``token`` known, with the given challenge outcome."""
+        """Make ``token`` known, with the given challenge outcome; its session begins now."""
         with self._lock:
-            self._tokens[token] = (solved, verified)
+            self._tokens[token] = _Session(solved, verified, self.clock.time())
+            self._verified_once.discard(token)
+
+    def issue_token(self, *, solved: bool = True, verified: bool = True) -> str:
+        """A fresh token, never verified, its session beginning now (one per simulated solve)."""
+        token = f"issued-token-{next(self._issued)}"
+        self.add_token(token, solved=solved, verified=verified)
+        return token
 
     def set_fault(self, fault: str | None, *, retry_after: float | None = None) -> None:
         """Answer every verify request with ``fault`` (one of :attr:`FAULTS`), or None to heal."""
@@ -121,12 +160,15 @@ class FakeVerifyAPI:
             self._fault, self._retry_after = fault, retry_after
 
     def reset(self) -> None:
-        """Clear the fault, the counters and the replay memory (keeps added tokens)."""
+        """Clear the fault, the counters and the replay memory; known tokens get new sessions."""
         with self._lock:
             self._fault = self._retry_after = None
             self.requests = 0
             self.tokens_seen = []
             self._verified_once.clear()
+            now = self.clock.time()
+            self._tokens = {token: _Session(s.solved, s.verified, now)
+                            for token, s in self._tokens.items()}
 
     def handler(self, request: FakeRequest) -> Reply:
         """Answer one request; serve it with :meth:`transport` or :meth:`serve`."""
@@ -201,32 +243,36 @@ class FakeVerifyAPI:
     def _answer(self, token: str) -> Reply:
         if token == self.DENIED:
             return Reply.json({"error": "DENIED ACCESS"})
+        now = self.clock.time()
         with self._lock:
-            known = self._tokens.get(token)
+            session = self._tokens.get(token)
             previously = token in self._verified_once
-            if known is not None:
+            if session is not None:
                 self._verified_once.add(token)
-        if known is None:
+        if session is None:
             return Reply.json({"error": "DENIED ACCESS"}, status=400)
-        solved, verified = known
-        return Reply.json(self._session_body(token, solved, verified, previously))
+        lifetime = self.session_lifetime
+        timed_out = lifetime is not None and now - session.created_at >= lifetime
+        return Reply.json(self._session_body(token, session, now, previously, timed_out))
 
     @staticmethod
-    def _session_body(token: str, solved: bool, verified: bool, previously: bool) -> Any:
-        now = datetime.now(timezone.utc)
+    def _session_body(
+        token: str, session: _Session, now: float, previously: bool, timed_out: bool
+    ) -> Any:
+        solved, verified = session.solved, session.verified
         return {
             "session_details": {
                 "solved": solved,
                 "verified": verified,
                 "session": token,
-                "session_created": _rfc3339(now - timedelta(seconds=42)),
-                "check_answer": _rfc3339(now - timedelta(seconds=3)),
-                "verified_at": _rfc3339(now),
+                "session_created": _at(session.created_at),
+                "check_answer": _at(max(session.created_at, now - 3)),
+                "verified_at": _at(now),
                 "attempted": True,
                 "security_level": "default",
-                "session_is_legit": solved and verified,
+                "session_is_legit": solved and verified and not (previously or timed_out),
                 "previously_verified": previously,
-                "session_timed_out": False,
+                "session_timed_out": timed_out,
                 "suppressed": False,
                 "theme": "default",
                 "user_language_shown": "en",

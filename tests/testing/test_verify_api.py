@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from datetime import datetime
@@ -11,6 +12,7 @@ import httpx
 import pytest
 
 from failopen.testing._server import FakeRequest, LoopbackServer
+from failopen.testing.clock import FakeClock
 from failopen.testing.verify_api import FakeVerifyAPI
 
 KEY = "fake-test-key"
@@ -101,6 +103,58 @@ def test_add_token(api: FakeVerifyAPI, client: httpx.Client) -> None:
 def test_second_verify_is_marked_previously_verified(client: httpx.Client) -> None:
     assert post(client).json()["session_details"]["previously_verified"] is False
     assert post(client).json()["session_details"]["previously_verified"] is True
+
+
+def test_a_session_times_out_after_its_lifetime() -> None:
+    clock = FakeClock()
+    api = FakeVerifyAPI(private_key=KEY, clock=clock, session_lifetime=120)
+    token, other = api.issue_token(), api.issue_token()
+    clock.advance(119)
+    with httpx.Client(transport=api.transport(), base_url="https://verify.test") as http:
+        details = post(http, token=token).json()["session_details"]
+        assert (details["session_timed_out"], details["previously_verified"]) == (False, False)
+        assert details["session_created"] == "2027-01-15T08:00:00Z"  # FakeClock's start
+        assert details["verified_at"] == "2027-01-15T08:01:59Z"
+        clock.advance(1)
+        details = post(http, token=other).json()["session_details"]
+        assert (details["session_timed_out"], details["previously_verified"]) == (True, False)
+        assert details["session_is_legit"] is False
+        # The built-in tokens began with the fake; reset() begins their sessions again.
+        assert post(http).json()["session_details"]["session_timed_out"] is True
+        api.reset()
+        assert post(http).json()["session_details"]["session_timed_out"] is False
+
+
+def test_sessions_never_time_out_without_a_lifetime() -> None:
+    clock = FakeClock()
+    api = FakeVerifyAPI(private_key=KEY, clock=clock, session_lifetime=None)
+    clock.advance(10 * 365 * 86400)
+    reply = api.handler(request(encoded(KEY, api.GOOD)))
+    assert json.loads(reply.body)["session_details"]["session_timed_out"] is False
+
+
+@pytest.mark.parametrize("lifetime", [0, -1.0, float("nan")])
+def test_session_lifetime_must_be_positive(lifetime: float) -> None:
+    with pytest.raises(ValueError, match="session_lifetime"):
+        FakeVerifyAPI(session_lifetime=lifetime)
+
+
+def test_issued_tokens_are_fresh_and_good_once(api: FakeVerifyAPI, client: httpx.Client) -> None:
+    tokens = [api.issue_token() for _ in range(3)]
+    assert len(set(tokens)) == 3 and FakeVerifyAPI.GOOD not in tokens
+    for token in tokens:
+        details = post(client, token=token).json()["session_details"]
+        assert (details["solved"], details["previously_verified"]) == (True, False)
+    assert post(client, token=tokens[0]).json()["session_details"]["previously_verified"] is True
+    unsolved = api.issue_token(solved=False, verified=False)
+    assert post(client, token=unsolved).json()["session_details"]["solved"] is False
+
+
+def test_adding_a_token_again_begins_a_new_session(api: FakeVerifyAPI,
+                                                   client: httpx.Client) -> None:
+    post(client)
+    api.add_token(FakeVerifyAPI.GOOD)
+    assert post(client).json()["session_details"]["previously_verified"] is False
 
 
 @pytest.mark.parametrize(

@@ -23,12 +23,18 @@ from failopen.testing import FakeVerifyAPI
 OURS = "failopen.integrations.django.middleware.FailOpenMiddleware"
 CHAIN = ["django.middleware.common.CommonMiddleware", OURS]
 GOOD = FakeVerifyAPI.GOOD
+GOOD_TOO = "another-good-token"  # a solved token is good once: each view gets its own
 # (path, method, token, expected status): protected and open routes, sync and async views.
 REQUESTS = [
     ("/login/", "POST", None, 403), ("/login/", "POST", GOOD, 200),
-    ("/login/async/", "POST", None, 403), ("/login/async/", "POST", GOOD, 200),
+    ("/login/async/", "POST", None, 403), ("/login/async/", "POST", GOOD_TOO, 200),
     ("/open/", "POST", None, 200), ("/open/async/", "GET", None, 200),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _second_token(fake_verify_api: FakeVerifyAPI) -> None:
+    fake_verify_api.add_token(GOOD_TOO)
 
 
 def wsgi_call(handler: WSGIHandler, method: str, path: str, token: str | None) -> int:

@@ -75,11 +75,15 @@ def test_valid_token_in_json_body_and_the_view_still_reads_the_body(
     assert response.json() == {"ok": True, "user": "ann", "outcome": "valid"}
 
 
-def test_configured_header_and_field_names(client: Any, use_failopen: Any) -> None:
+def test_configured_header_and_field_names(
+    client: Any, use_failopen: Any, fake_verify_api: FakeVerifyAPI
+) -> None:
     use_failopen(TOKEN_HEADER="X-Bot-Token", TOKEN_FIELD="bot")
     assert client.post("/login/", headers={"X-Bot-Token": GOOD}).status_code == 200
-    assert client.post("/login/", {"bot": GOOD}).status_code == 200
-    assert client.post("/login/", {"enforcement-token": GOOD}).status_code == 403
+    # A solved token is good once: each request carries a fresh one.
+    assert client.post("/login/", {"bot": fake_verify_api.issue_token()}).status_code == 200
+    fresh = fake_verify_api.issue_token()
+    assert client.post("/login/", {"enforcement-token": fresh}).status_code == 403
 
 
 def test_missing_token_gets_403_html_page(client: Any, use_failopen: Any) -> None:

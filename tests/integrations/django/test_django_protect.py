@@ -138,24 +138,32 @@ def test_protect_refuses_what_is_not_a_view() -> None:
 
 CHAIN = ["django.middleware.common.CommonMiddleware",
          "failopen.integrations.django.middleware.FailOpenMiddleware"]
+# True: a freshly solved token (a token is admitted once; a second use is a replay).
 HANDLER_REQUESTS = [
-    ("/app/alias/", None, 403), ("/app/alias/", GOOD, 200),
-    ("/app/asignin/", None, 403), ("/app/asignin/", GOOD, 200),
-    ("/app/cbv-async/", None, 403), ("/app/cbv-async/", GOOD, 200),
-    ("/app/other-login/", None, 403), ("/app/open/", None, 200),
+    ("/app/alias/", False, 403), ("/app/alias/", True, 200),
+    ("/app/asignin/", False, 403), ("/app/asignin/", True, 200),
+    ("/app/cbv-async/", False, 403), ("/app/cbv-async/", True, 200),
+    ("/app/other-login/", False, 403), ("/app/open/", False, 200),
 ]
 
 
-def test_wsgi_handler_under_a_script_prefix(views: Any) -> None:
+def token_for(fresh: bool, fake: FakeVerifyAPI) -> str | None:
+    return fake.issue_token() if fresh else None
+
+
+def test_wsgi_handler_under_a_script_prefix(views: Any, fake_verify_api: FakeVerifyAPI) -> None:
     with override_settings(MIDDLEWARE=CHAIN, FORCE_SCRIPT_NAME="/app"):
         handler = WSGIHandler()
-        got = [wsgi_call(handler, "POST", url.removeprefix("/app"), token)
-               for url, token, _ in HANDLER_REQUESTS]
+        got = [wsgi_call(handler, "POST", url.removeprefix("/app"),
+                         token_for(fresh, fake_verify_api))
+               for url, fresh, _ in HANDLER_REQUESTS]
     assert got == [status for *_, status in HANDLER_REQUESTS]
 
 
 @pytest.mark.parametrize("force", ["/app", None])
-def test_asgi_handler_under_a_script_prefix(views: Any, force: str | None) -> None:
+def test_asgi_handler_under_a_script_prefix(
+    views: Any, force: str | None, fake_verify_api: FakeVerifyAPI
+) -> None:
     """``root_path`` or FORCE_SCRIPT_NAME: Django strips it, the resolved view is the same."""
     from failopen.integrations.django import conf
 
@@ -167,8 +175,9 @@ def test_asgi_handler_under_a_script_prefix(views: Any, force: str | None) -> No
                 if getattr(m, "__self__", None).__class__.__name__ == "FailOpenMiddleware"]
         assert len(ours) == 1 and asyncio.iscoroutinefunction(ours[0])
         try:
-            return [await asgi_call(handler, "POST", url, token, root_path="/app")
-                    for url, token, _ in HANDLER_REQUESTS]
+            return [await asgi_call(handler, "POST", url, token_for(fresh, fake_verify_api),
+                                    root_path="/app")
+                    for url, fresh, _ in HANDLER_REQUESTS]
         finally:
             await conf.runtime().aclose()
 
