@@ -466,7 +466,7 @@ def test_an_unknown_status_during_a_bypass_neither_ends_nor_extends_it_by_itself
 # --- the indicator fallback ---------------------------------------------------------------------
 
 
-COMPONENTS_FAULTS = ["503", "missing_global", "reset"]
+COMPONENTS_FAULTS = ["503", "malformed", "reset"]
 
 
 @pytest.mark.parametrize("fault", COMPONENTS_FAULTS)
@@ -519,7 +519,7 @@ def test_the_indicator_fallback_confirms_only_a_listed_indicator(
         build, api, indicator_fallback=True, bypass_on=bypass_on, confirm_ttl=0.05
     )
     api.set_fault("503")
-    page.set_fault("missing_global", endpoint="components")
+    page.set_fault("503", endpoint="components")
     page.set_global("partial_outage")  # indicator "major": not listed
     assert runtime.decide(FakeVerifyAPI.GOOD, path="/login").outcome == "cannot_verify"
     confirmer = runtime.confirmer
@@ -528,6 +528,22 @@ def test_the_indicator_fallback_confirms_only_a_listed_indicator(
     assert runtime.decide(FakeVerifyAPI.GOOD, path="/login").outcome == (
         "bypassed_confirmed_outage"
     )
+
+
+def test_a_missing_global_component_never_falls_back_to_the_indicator(
+    build: Callable[..., FailOpen], page: FakeStatusPage, api: FakeVerifyAPI
+) -> None:
+    # Which component is global is then unknown, and the page-wide indicator also counts
+    # regional incidents: an ambiguous page never bypasses, opt-in fallback or not (issue 9, C7).
+    bypass_on = frozenset({OUTAGE, "indicator:critical"})
+    runtime = started(build, api, indicator_fallback=True, bypass_on=bypass_on)
+    page.set_fault("missing_global", endpoint="components")
+    page.set_global(OUTAGE)  # indicator "critical": listed
+    result = runtime.poll_now()
+    assert result is not None and result.reading == "failed", result
+    api.set_fault("503")
+    assert_no_bypass(runtime.decide(FakeVerifyAPI.GOOD, path="/login"))
+    assert runtime.state.enforce is True
 
 
 @pytest.mark.parametrize("fault", ["503", "malformed", "timeout"])
