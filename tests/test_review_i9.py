@@ -1,0 +1,71 @@
+"""Findings of the security review of issue #9: each test failed on the merged main."""
+
+from __future__ import annotations
+
+from failopen.exceptions import StatusUnavailable
+from failopen.flag import EnforcementFlag, FlagState
+from failopen.status import StatusReport
+from failopen.testing.clock import FakeClock
+from failopen.watcher import StatusWatcher
+
+
+def _report(status: str) -> StatusReport:
+    return StatusReport(global_status=status, global_component=None, regions=(), fetched_at=0.0,
+                        source="components")
+
+
+class _Page:
+    """Fails (costing a whole timeout) until ``operational_from``, then reads operational."""
+
+    def __init__(self, clock: FakeClock, operational_from: float, timeout: float) -> None:
+        self.clock, self.operational_from, self.timeout = clock, operational_from, timeout
+
+    def fetch(self) -> StatusReport:
+        if self.clock.monotonic() < self.operational_from:
+            self.clock.advance(self.timeout)
+            raise StatusUnavailable("connection reset by peer")
+        self.clock.advance(1.0)
+        return _report("operational")
+
+
+def test_a_confirmed_bypass_opened_during_backoff_is_polled_every_interval() -> None:
+    """While the watcher backs off (enforcing, page failing), a request's confirmation reads an
+    outage and turns enforcement off. The page then reads operational: the watcher must not sleep
+    out its backoff (up to backoff_max) before it looks again, or the bypass outlives the outage
+    by minutes (issue #9 B4: back within close_after intervals plus one status timeout)."""
+    clock = FakeClock()
+    interval, timeout, close_after = 30.0, 5.0, 2
+    confirm_at = clock.monotonic() + 1631.0  # just after a poll, deep in the backoff
+    back = confirm_at + 1.0
+    page = _Page(clock, operational_from=back, timeout=timeout)
+    watcher = StatusWatcher(page, EnforcementFlag(clock=clock), poll_interval=interval,
+                            jitter=0.1, close_after=close_after, backoff_max=300.0, clock=clock,
+                            random_fraction=lambda: 1.0, max_stale_bypass=None)
+    resumed: list[float] = []
+    confirmed: list[float] = []
+
+    def on_change(old: FlagState, new: FlagState) -> None:
+        if new.enforce and not old.enforce:
+            resumed.append(clock.monotonic())
+            watcher._stop.set()
+
+    real_tick = watcher.tick
+
+    def tick() -> None:
+        # What OutageConfirmer does on a request thread: one good reading, source "confirmed".
+        if not confirmed and clock.monotonic() >= confirm_at:
+            confirmed.append(clock.monotonic())
+            watcher.observe(_report("major_outage"), source="confirmed",
+                            started=clock.monotonic())
+            assert watcher.flag.enforce is False
+        real_tick()
+        if clock.monotonic() > back + 3600:
+            watcher._stop.set()  # a bound for a failing run
+
+    watcher.tick = tick  # type: ignore[method-assign]
+    watcher.flag.add_listener(on_change)
+    watcher._loop()
+    assert confirmed and resumed, "enforcement never came back"
+    assert resumed[-1] <= back + close_after * interval + timeout, (
+        f"enforcement resumed {resumed[-1] - back:g}s after the page recovered"
+    )
