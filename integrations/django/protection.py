@@ -38,7 +38,8 @@ def protect(view: View) -> View:
 
     Works on a function view (sync or async), a class-based view class, the result of
     ``as_view()`` (which protects its class), and as ``method_decorator(protect,
-    name="dispatch")``. The protected methods (FAILOPEN_PROTECTED_METHODS) still apply.
+    name="dispatch")`` (or on one handler: ``@protect def post``, ``method_decorator(protect,
+    name="post")``, which protects the whole view). The protected methods still apply.
     """
     if not callable(view):
         raise TypeError(f"protect() takes a view, not {type(view).__name__}: {view!r}")
@@ -55,17 +56,23 @@ def view_key(view: Any) -> Any:
 
 
 def is_marked(view: Any) -> bool:
-    """True when ``protect`` was applied to the view, its class, or a ``dispatch`` of its class
-    or a base class (``view`` may be the class itself, as :func:`view_key` gives it)."""
+    """True when ``protect`` was applied to the view, its class, or a ``dispatch`` or handler
+    (``post``, ...) of its class or a base class (``view`` may be the class itself, as
+    :func:`view_key` gives it)."""
     if getattr(view, MARK, False) is True:
         return True
     view_class = view if isinstance(view, type) else getattr(view, "view_class", None)
     if view_class is None:
         return False
-    # A subclass that overrides dispatch stays protected: protection only ever spreads.
-    return getattr(view_class, MARK, False) is True or any(
-        getattr(klass.__dict__.get("dispatch"), MARK, False) is True
-        for klass in getattr(view_class, "__mro__", ()))
+    # A subclass that overrides dispatch stays protected: protection only ever spreads. So does
+    # a mark on a handler (``@protect`` on ``post``, or ``method_decorator(protect,
+    # name="post")``, Django's documented way to decorate one handler): ignoring it left a view
+    # that reads as protected open to every request.
+    if getattr(view_class, MARK, False) is True:
+        return True
+    handlers = ("dispatch", *getattr(view_class, "http_method_names", ()))
+    return any(getattr(klass.__dict__.get(name), MARK, False) is True
+               for klass in getattr(view_class, "__mro__", ()) for name in handlers)
 
 
 class ProtectedViews:

@@ -1,0 +1,56 @@
+"""Security review of issue #9 A3: ``protect`` where a reader of Django's docs would put it.
+
+This module is also the URLconf of its tests (``ROOT_URLCONF="test_review_protect"``).
+"""
+
+# mypy: disable-error-code="misc, untyped-decorator"
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_test_urls
+import pytest
+from django.http import HttpRequest, HttpResponse
+from django.test import override_settings
+from django.urls import path
+from django.utils.decorators import method_decorator
+from django.views import View
+from failopen.integrations.django import protect
+
+answer = django_test_urls._answer
+
+
+class MethodMarkedView(View):
+    """``protect`` on the handler itself: it only sets an attribute, so it decorates a method."""
+
+    @protect
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return answer(request)
+
+
+@method_decorator(protect, name="post")
+class PostDecoratedView(View):
+    """Django's documented way to decorate one handler of a class-based view."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return answer(request)
+
+
+urlpatterns = [
+    path("method-marked/", MethodMarkedView.as_view()),
+    path("post-decorated/", PostDecoratedView.as_view()),
+]
+
+
+@pytest.mark.parametrize("url", ["/method-marked/", "/post-decorated/"])
+def test_protect_on_a_handler_method_protects_the_view(use_failopen: Any, url: str) -> None:
+    """A handler marked with ``protect`` (directly or with method_decorator) must be guarded,
+    not silently left open: the view looks protected in review, and it admitted every POST."""
+    from django.test import Client
+
+    use_failopen(PROTECTED_PATHS=[])
+    with override_settings(ROOT_URLCONF="test_review_protect"):
+        response = Client().post(url, headers={"accept": "application/json"})
+    assert response.status_code == 403, response.content
+    assert response.json()["error"]["code"] == "missing_token"
