@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from failopen.exceptions import StatusUnavailable
 from failopen.flag import EnforcementFlag, FlagState
 from failopen.status import StatusReport
@@ -69,3 +71,27 @@ def test_a_confirmed_bypass_opened_during_backoff_is_polled_every_interval() -> 
     assert resumed[-1] <= back + close_after * interval + timeout, (
         f"enforcement resumed {resumed[-1] - back:g}s after the page recovered"
     )
+
+
+def test_a_huge_content_disposition_is_not_parsed_on_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A multipart part whose Content-Disposition holds a 1 MiB unterminated quoted string held
+    the ASGI loop ~150 ms per MiB in the parameter parser (item 12 bounded JSON and urlencoded,
+    not this). The token's own header is ``form-data; name="<field>"``: a long one is never the
+    token, so it is not parsed at all, and the token in a later part is still found."""
+    from failopen import web
+
+    seen: list[int] = []
+    real = web._header_param
+
+    def spy(value: str, param: str) -> str | None:
+        seen.append(len(value))
+        return real(value, param)
+
+    monkeypatch.setattr(web, "_header_param", spy)
+    body = (b'--XX\r\nContent-Disposition: form-data; x=1; name="' + b"a" * (1 << 20)
+            + b'\r\n\r\nv\r\n--XX\r\nContent-Disposition: form-data; name="tok"\r\n\r\n'
+            b"T0KEN\r\n--XX--\r\n")
+    assert web.token_from_body("multipart/form-data; boundary=XX", body, "tok") == "T0KEN"
+    assert max(seen) <= 1024, f"parsed a {max(seen)}-character header on the loop"
