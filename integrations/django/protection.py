@@ -15,6 +15,7 @@ A class's mark is inherited by its subclasses: protection only ever spreads, nev
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 from collections.abc import Iterable, Iterator
@@ -53,6 +54,17 @@ def protect(view: View) -> View:
 def view_key(view: Any) -> Any:
     """What identifies a view: the class behind an ``as_view()``, else the callable itself."""
     return getattr(view, "view_class", None) or view
+
+
+def _identity(view: Any) -> Any:
+    """:func:`view_key` with decorators peeled off (``functools.wraps`` leaves ``__wrapped__``):
+    ``never_cache(login)`` on one route and bare ``login`` on another are one view, so naming one
+    route's view protects the other (protection only spreads)."""
+    key = view_key(view)
+    try:
+        return inspect.unwrap(key)
+    except ValueError:  # a __wrapped__ cycle: the object itself is all there is to go by
+        return key
 
 
 def is_marked(view: Any) -> bool:
@@ -95,7 +107,7 @@ class ProtectedViews:
 
     def covers(self, view: Any, urlconf: Any = None) -> bool:
         """True when ``view`` is one PROTECTED_VIEWS names (in the request's URLconf)."""
-        return bool(self.names) and view_key(view) in self.keys(urlconf)
+        return bool(self.names) and _identity(view) in self.keys(urlconf)
 
     def keys(self, urlconf: Any = None) -> frozenset[Any]:
         """The named views of one URLconf (None: ROOT_URLCONF)."""
@@ -111,7 +123,7 @@ class ProtectedViews:
 
     def guards(self, key: Any, urlconf: Any = None) -> bool:
         """True when the view with this :func:`view_key` is marked or named."""
-        return is_marked(key) or (bool(self.names) and key in self.keys(urlconf))
+        return is_marked(key) or (bool(self.names) and _identity(key) in self.keys(urlconf))
 
     def unmatched(self, urlconf: Any = None) -> list[str]:
         """The listed names that no route of the URLconf carries (a typo protects nothing)."""
@@ -138,4 +150,4 @@ def _walk(resolver: Any, spaces: tuple[str, ...],
         if child.name:
             names.add(":".join((*spaces, child.name)))
             names.add(":".join((*apps, child.name)))
-        yield view_key(child.callback), frozenset(names)
+        yield _identity(child.callback), frozenset(names)

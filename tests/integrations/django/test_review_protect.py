@@ -16,6 +16,8 @@ from django.test import override_settings
 from django.urls import path
 from django.utils.decorators import method_decorator
 from django.views import View
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
 from failopen.integrations.django import protect
 
 answer = django_test_urls._answer
@@ -37,9 +39,17 @@ class PostDecoratedView(View):
         return answer(request)
 
 
+def login(request: HttpRequest) -> HttpResponse:
+    return answer(request)
+
+
 urlpatterns = [
     path("method-marked/", MethodMarkedView.as_view()),
     path("post-decorated/", PostDecoratedView.as_view()),
+    # The named route wraps the view in urls.py; an older alias routes the bare function.
+    path("login/", never_cache(login), name="login"),
+    path("api/login/", login),
+    path("old/login/", csrf_exempt(login)),
 ]
 
 
@@ -54,3 +64,18 @@ def test_protect_on_a_handler_method_protects_the_view(use_failopen: Any, url: s
         response = Client().post(url, headers={"accept": "application/json"})
     assert response.status_code == 403, response.content
     assert response.json()["error"]["code"] == "missing_token"
+
+
+@pytest.mark.parametrize("url", ["/login/", "/api/login/", "/old/login/"])
+def test_a_named_view_is_protected_on_routes_that_wrap_it_differently(
+    use_failopen: Any, url: str
+) -> None:
+    """PROTECTED_VIEWS=["login"] names a route whose view is wrapped in urls.py (never_cache);
+    another route reaches the same function bare or wrapped otherwise. "Every route to a named
+    view is protected" must hold for them too: the view is the function, not its wrapper."""
+    from django.test import Client
+
+    use_failopen(PROTECTED_PATHS=[], PROTECTED_VIEWS=["login"])
+    with override_settings(ROOT_URLCONF="test_review_protect"):
+        response = Client().post(url, headers={"accept": "application/json"})
+    assert response.status_code == 403, response.content
