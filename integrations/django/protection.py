@@ -56,22 +56,28 @@ def view_key(view: Any) -> Any:
     return getattr(view, "view_class", None) or view
 
 
-def _identity(view: Any) -> Any:
-    """:func:`view_key` with decorators peeled off (``functools.wraps`` leaves ``__wrapped__``):
-    ``never_cache(login)`` on one route and bare ``login`` on another are one view, so naming one
-    route's view protects the other (protection only spreads)."""
-    key = view_key(view)
+def _unwrapped(view: Any) -> Any:
+    """``view`` with decorators peeled off (``functools.wraps`` leaves ``__wrapped__``)."""
     try:
-        return inspect.unwrap(key)
+        return inspect.unwrap(view)
     except ValueError:  # a __wrapped__ cycle: the object itself is all there is to go by
-        return key
+        return view
+
+
+def _identity(view: Any) -> Any:
+    """:func:`view_key` without decorators: ``never_cache(login)`` on one route and bare
+    ``login`` on another are one view, so naming one route's view protects the other
+    (protection only spreads)."""
+    return _unwrapped(view_key(view))
 
 
 def is_marked(view: Any) -> bool:
     """True when ``protect`` was applied to the view, its class, or a ``dispatch`` or handler
     (``post``, ...) of its class or a base class (``view`` may be the class itself, as
     :func:`view_key` gives it)."""
-    if getattr(view, MARK, False) is True:
+    # The function inside any decorators counts too: ``protect(login)`` also covers a
+    # ``csrf_exempt(login)`` made before it (functools.wraps copies attributes only once).
+    if getattr(view, MARK, False) is True or getattr(_unwrapped(view), MARK, False) is True:
         return True
     view_class = view if isinstance(view, type) else getattr(view, "view_class", None)
     if view_class is None:
