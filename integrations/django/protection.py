@@ -60,7 +60,7 @@ def _unwrapped(view: Any) -> Any:
     """``view`` with decorators peeled off (``functools.wraps`` leaves ``__wrapped__``)."""
     try:
         return inspect.unwrap(view)
-    except ValueError:  # a __wrapped__ cycle: the object itself is all there is to go by
+    except Exception:  # a __wrapped__ cycle, or a proxy whose attributes raise: go by the object
         return view
 
 
