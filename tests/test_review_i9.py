@@ -123,3 +123,24 @@ def test_a_bypass_ends_when_the_page_stops_reporting_an_outage(status: str) -> N
         watcher.poll_once()
         watcher.tick()
     assert watcher.flag.enforce is True, watcher.flag.state.reason
+
+
+def test_the_bypass_summary_keeps_paths_and_clients_bounded(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """During an outage every protected request is counted by path and client, both chosen by
+    the caller: 1000 distinct 16 KiB paths held ~16 MiB until the summary, and the summary line
+    quoted five of them whole (80 KiB per line)."""
+    import logging
+
+    from failopen.audit import BypassAudit
+
+    clock = FakeClock()
+    audit = BypassAudit(clock=clock)
+    with caplog.at_level(logging.WARNING, logger="failopen.audit"):
+        for i in range(1000):
+            audit.record(f"/login/{i:04d}" + "x" * 16384, "203.0.113.7" + "y" * 16384, "outage")
+        held = sum(map(len, audit._paths)) + sum(map(len, audit._clients))
+        audit.flush()
+    assert held <= 1000 * 2 * 512, f"{held} characters of paths and clients held"
+    assert max(len(r.getMessage()) for r in caplog.records) <= 8192
