@@ -98,8 +98,8 @@ _MAX_PARAMS = 32
 _BLANKS = re.compile(r"[ \t]*")
 # A quoted-string with backslash escapes, from its opening quote (unrolled: no nested choice).
 _ESCAPED = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"')
-# The " (by <actor>)" that handle_override appends to an override's reason.
-_ACTOR = re.compile(r" \(by [^()]*\)\Z")
+# What handle_override appends to an override's reason: " (by <actor>)".
+_ACTOR_START = " (by "
 
 
 # --- the client flag endpoint ---------------------------------------------------------------------
@@ -121,12 +121,19 @@ def flag_payload(state: FlagState, *, mode: str = "enforce") -> dict[str, Any]:
     if state.source == "override":
         # The endpoint answers anyone: who placed the override (a staff user name, with Django)
         # is for the audit log and ``failopen override show``, not for the public.
-        payload["reason"] = _ACTOR.sub("", state.reason)
+        payload["reason"] = _without_actor(state.reason)
     payload["mode"] = mode
     if mode == "shadow":
         payload["would_bypass"] = not state.enforce
         payload["enforce"] = True
     return payload
+
+
+def _without_actor(reason: str) -> str:
+    """The reason without " (by <actor>)". From the first " (by ": a user name may hold
+    parentheses (and " (by " itself); cutting an operator's own words short is the safe way."""
+    start = reason.find(_ACTOR_START)
+    return reason[:start] if start != -1 and reason.endswith(")") else reason
 
 
 # --- rejections ---------------------------------------------------------------------------------

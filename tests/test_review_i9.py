@@ -144,3 +144,32 @@ def test_the_bypass_summary_keeps_paths_and_clients_bounded(
         audit.flush()
     assert held <= 1000 * 2 * 512, f"{held} characters of paths and clients held"
     assert max(len(r.getMessage()) for r in caplog.records) <= 8192
+
+
+@pytest.mark.parametrize("actor", [
+    "staff:ann (ops)", "staff:o'brien(at)example.com", "admin-token"])
+def test_the_public_flag_never_names_who_placed_an_override(actor: str) -> None:
+    """The flag endpoint answers anyone; who placed an override (a staff user name) is for the
+    audit log. A user name with a parenthesis slipped past the pattern that removes it."""
+    from failopen import web
+    from failopen.stores.file import FileStore
+
+    class Shared(FileStore):  # any store other processes see; never written here
+        def __init__(self) -> None:
+            pass
+
+        def save(self, override: object) -> None:
+            pass
+
+        def load(self) -> None:
+            return None
+
+        def changed(self) -> bool:
+            return False
+
+    flag = EnforcementFlag(clock=FakeClock())
+    status, answer = web.handle_override(flag, b'{"enforce": false, "reason": "vendor down"}',
+                                         actor=actor, store=Shared())
+    assert status == 200
+    assert answer["flag"]["reason"] == "vendor down"
+    assert web.flag_payload(flag.state)["reason"] == "vendor down"
