@@ -173,3 +173,28 @@ def test_the_public_flag_never_names_who_placed_an_override(actor: str) -> None:
     assert status == 200
     assert answer["flag"]["reason"] == "vendor down"
     assert web.flag_payload(flag.state)["reason"] == "vendor down"
+
+
+def test_a_pinned_global_component_that_became_a_group_does_not_count() -> None:
+    """A group reports the worst status of its members, so a regional outage reads as global:
+    the configured path refuses a group; the pinned one (a guess kept for the process's life)
+    must too, or a page reorganised under a running process bypasses on a regional outage."""
+    import json
+
+    from failopen._status_documents import parse_components
+    from failopen.exceptions import StatusError
+
+    def page(global_is_group: bool) -> bytes:
+        return json.dumps({"page": {"id": "p"}, "components": [
+            {"id": "g", "name": "Platform", "status": "major_outage", "description": None,
+             "group": global_is_group, "group_id": None},
+            {"id": "r1", "name": "US", "status": "major_outage", "description": "us-east-1",
+             "group": False, "group_id": "g" if global_is_group else None},
+            {"id": "r2", "name": "EU", "status": "operational", "description": "eu-west-1",
+             "group": False, "group_id": "g" if global_is_group else None},
+        ]}).encode()
+
+    first = parse_components(page(False), fetched_at=0.0)
+    assert first.global_component is not None and first.global_component.id == "g"
+    with pytest.raises(StatusError):
+        parse_components(page(True), fetched_at=0.0, pinned=("g", "Platform"))
