@@ -201,14 +201,19 @@ class StatusWatcher:
         stop = self._stop
         # Without a status page the thread still keeps overrides from the store current.
         next_poll = self._clock.monotonic() if self.source is not None else float("inf")
+        last_poll = next_poll
         while not stop.is_set():
             started = self._clock.monotonic()
             if started >= next_poll:
                 result = self.poll_once()
                 # Counted from the start of the poll: a poll that took the whole status timeout
                 # does not push the next one back (the bound on ending a bypass relies on it).
-                next_poll = started + result.next_delay
+                last_poll, next_poll = started, started + result.next_delay
             self.tick()
+            if not self.flag.automatic_state.enforce:
+                # A bypass that began between polls (a request's confirmation) while the page
+                # failed: the backoff chosen while enforcing must not delay the polls that end it.
+                next_poll = min(next_poll, last_poll + self.poll_interval)
             wait = min(max(next_poll - self._clock.monotonic(), 0.0), self.store_refresh)
             if self._clock.wait(stop, wait):
                 break
