@@ -313,7 +313,11 @@ class StatusWatcher:
                                       self._next_delay(None))
                 self._applied_started = started
             impaired = self._impaired_streak + 1 if reading == "impaired" else 0
-            operational = self._operational_streak + 1 if reading == "operational" else 0
+            # Any good reading that is not an outage counts towards ending a bypass, a neutral
+            # one included: operators hold a component at degraded_performance for hours after
+            # an outage, and the evidence for bypassing ended with the last outage reading.
+            # Moving towards enforcement needs no attacker-proof evidence; away from it does.
+            operational = self._operational_streak + 1 if reading != "impaired" else 0
             if source == "watcher":
                 self._impaired_streak, self._operational_streak = impaired, operational
                 self._failures = 0
@@ -324,13 +328,16 @@ class StatusWatcher:
                 enforce, reason = False, f"global component {status}"
             elif reading == "operational" and (enforcing or operational >= self.close_after):
                 enforce, reason = True, "global component operational"
+            elif reading != "impaired" and (enforcing or operational >= self.close_after):
+                enforce, reason = True, f"global component {status} (not an outage); enforcing"
             elif enforcing:
+                # An outage reading, but fewer than open_after of them in a row so far.
                 enforce, reason = True, f"global component {status}; enforcing"
             else:
                 enforce = False
                 reason = (
                     f"global component {status}; bypassing until {self.close_after} "
-                    "operational readings"
+                    "readings that are not an outage"
                 )
             # Applied under the lock: readings reach the flag in the order they were judged.
             self.flag.set_automatic(

@@ -97,10 +97,6 @@ def test_a_huge_content_disposition_is_not_parsed_on_the_event_loop(
     assert max(seen) <= 1024, f"parsed a {max(seen)}-character header on the loop"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "review finding: a neutral reading (degraded_performance, under_maintenance, an unknown "
-    "value) while bypassing keeps the bypass; proposed fix: count readings outside bypass_on "
-    "towards close_after, as operational ones"))
 @pytest.mark.parametrize("status", ["degraded_performance", "under_maintenance", "recovering"])
 def test_a_bypass_ends_when_the_page_stops_reporting_an_outage(status: str) -> None:
     """After a major outage, Statuspage operators commonly hold the component at
