@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
@@ -33,6 +34,13 @@ MARK = "failopen_protected"
 
 View = TypeVar("View")
 
+# Plain functions found inside a protected wrapper: ``protect(never_cache(signup))`` protects
+# ``signup`` on every other route too (bare, or wrapped by another decorator before protect
+# ran), since a mark set on a wrapper never reaches the function inside. Only module-level
+# functions: a method (``View.dispatch``, which ``method_decorator`` wraps in a partial) would
+# protect every class-based view.
+_inner_protected: weakref.WeakSet[Any] = weakref.WeakSet()
+
 
 def protect(view: View) -> View:
     """Require an enforcement token for this view, on every route to it.
@@ -45,6 +53,9 @@ def protect(view: View) -> View:
     if not callable(view):
         raise TypeError(f"protect() takes a view, not {type(view).__name__}: {view!r}")
     setattr(view, MARK, True)
+    inner = _unwrapped(view)
+    if inner is not view and inspect.isfunction(inner) and "." not in inner.__qualname__:
+        _inner_protected.add(inner)
     view_class = getattr(view, "view_class", None)
     if view_class is not None:
         setattr(view_class, MARK, True)
@@ -77,7 +88,10 @@ def is_marked(view: Any) -> bool:
     :func:`view_key` gives it)."""
     # The function inside any decorators counts too: ``protect(login)`` also covers a
     # ``csrf_exempt(login)`` made before it (functools.wraps copies attributes only once).
-    if getattr(view, MARK, False) is True or getattr(_unwrapped(view), MARK, False) is True:
+    inner = _unwrapped(view)
+    if getattr(view, MARK, False) is True or getattr(inner, MARK, False) is True:
+        return True
+    if inspect.isfunction(inner) and inner in _inner_protected:
         return True
     view_class = view if isinstance(view, type) else getattr(view, "view_class", None)
     if view_class is None:

@@ -110,11 +110,8 @@ def test_protect_on_a_function_covers_a_wrapper_made_before(use_failopen: Any, u
 
 @pytest.mark.parametrize("url", [
     "/signup/",
-    pytest.param("/api/signup/", marks=pytest.mark.xfail(strict=True, reason=(
-        "review finding (low): a mark on a wrapper does not reach the function inside; "
-        "marking inspect.unwrap(view) would, but method_decorator(protect, name='dispatch') "
-        "then marks View.dispatch itself (every class-based view)"))),
-    pytest.param("/old/signup/", marks=pytest.mark.xfail(strict=True, reason="as above")),
+    "/api/signup/",
+    "/old/signup/",
 ])
 def test_protect_on_a_wrapped_view_protects_the_function_on_every_route(
     use_failopen: Any, url: str
