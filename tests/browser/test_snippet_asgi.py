@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import FINAL, PUBLIC_KEY, Vendor, Visit, enforcing, vendor_env, wait_until
+from _browser_kit import FINAL, PUBLIC_KEY, Vendor, Visit, enforcing, vendor_env, wait_until
 
 pytestmark = pytest.mark.slow
 

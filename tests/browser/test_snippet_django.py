@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterator
 
 import pytest
-from conftest import Vendor, Visit, enforcing, vendor_env, wait_until
+from _browser_kit import Vendor, Visit, enforcing, vendor_env, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import PUBLIC_KEY, Vendor, Visit
+from _browser_kit import PUBLIC_KEY, Vendor, Visit
 
 from failopen.testing import LoopbackServer
 from failopen.testing._server import FakeRequest, Reply
