@@ -37,6 +37,7 @@ class PageServer:
     flag: Reply = field(default_factory=lambda: Reply.json({"enforce": True}))
     tag: str = ""
     page_js: bool = True
+    script: str = PAGE_JS
 
     def handler(self, request: FakeRequest) -> Reply:
         if request.path == "/":
@@ -49,7 +50,7 @@ class PageServer:
             return Reply(body=SNIPPET_PATH.read_bytes(),
                          headers=[("Content-Type", "text/javascript")])
         if request.path == "/page.js":
-            return Reply(body=PAGE_JS.encode(), headers=[("Content-Type", "text/javascript")])
+            return Reply(body=self.script.encode(), headers=[("Content-Type", "text/javascript")])
         if request.path == "/flag":
             return self.flag
         return Reply.json({"posted": request.path})
@@ -67,6 +68,7 @@ def page_server() -> Iterator[PageServer]:
 def site(page_server: PageServer, fakes: Vendor) -> PageServer:
     page_server.flag = Reply.json({"enforce": True})
     page_server.page_js = True
+    page_server.script = PAGE_JS
     page_server.tag = (f'data-failopen-flag-url="/flag" data-failopen-public-key="{PUBLIC_KEY}" '
                        f'data-failopen-vendor-url="{fakes.url}" data-failopen-retries="5"')
     return page_server
@@ -150,3 +152,16 @@ def test_a_submit_during_the_flag_check_is_held_not_sent(
     assert page.state == "checking" and page.posts == []
     page.wait_for_answer()
     assert page.posts[0]["enforcement-token"][0].startswith("fake-vendor-")
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_a_callback_that_throws_does_not_hold_the_form(
+    site: PageServer, fakes: Vendor, visit: Callable[..., Visit], flag: bool
+) -> None:
+    site.flag = Reply.json({"enforce": flag})
+    site.script = ("FailOpen.init({onToken: () => { throw new Error('page bug'); },"
+                   " onBypass: () => { throw new Error('page bug'); }});")
+    page = visit(site.url, "/login")
+    page.submit()
+    page.wait_for_answer()
+    assert page.state == ("completed" if flag else "bypassed") and len(page.posts) == 1

@@ -49,8 +49,8 @@
         if (off) {
           flagAt = Date.now();
           set('bypassed');
-          o.onBypass();
           release();
+          o.onBypass();
         } else if (confirm) fail();
         else {
           loads = errors = 0;
@@ -113,8 +113,8 @@
         name: o.tokenField})).value = token;
     }
     set('completed');
+    release(); // before a callback that may throw
     o.onToken(token);
-    release();
   }
 
   function fail() {
