@@ -44,7 +44,12 @@ PREFIX = "/failopen"
 
 def _tuning(name: str) -> int | None:
     value = os.environ.get(name, "").strip()
-    return int(value) if value else None
+    if not value:
+        return None
+    if not value.isdigit():
+        raise SystemExit(f"{name}: expected a whole number of milliseconds or retries, "
+                         f"got {value!r}")
+    return int(value)
 
 
 SNIPPET_TAG = " ".join(f'{name}="{escape(value)}"' for name, value in snippet_attributes(

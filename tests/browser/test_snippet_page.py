@@ -165,3 +165,19 @@ def test_a_callback_that_throws_does_not_hold_the_form(
     page.submit()
     page.wait_for_answer()
     assert page.state == ("completed" if flag else "bypassed") and len(page.posts) == 1
+
+
+def test_unconfigured_it_leaves_the_forms_alone(
+    site: PageServer, fakes: Vendor, visit: Callable[..., Visit]
+) -> None:
+    # No vendor URL (FAILOPEN_VENDOR_URL unset): blocking every log-in would be worse than
+    # letting the server refuse token-less ones.
+    site.tag = f'data-failopen-flag-url="/flag" data-failopen-public-key="{PUBLIC_KEY}"'
+    page = visit(site.url, "/login")
+    page.wait_for(lambda v: any("no publicKey/vendorUrl" in line for line in v.console),
+                  "the error in the console")
+    assert page.page.get_attribute("#a", "data-failopen-state") is None
+    page.submit()
+    page.wait_for_answer()
+    assert page.flag_requests == [] and page.posts[0]["enforcement-token"] == [""]
+    assert fakes.script.script_requests == 0

@@ -1,4 +1,3 @@
-/*! failopen.js (MIT) */
 (() => {
   const me = document.currentScript, noop = () => {}, doc = document;
   const MESSAGE = 'The security check could not load. Please try again in a minute.';
@@ -29,23 +28,23 @@
   }
 
   function start() {
+    // Unconfigured: forms are left alone; the server decides.
+    if (!o.publicKey || !o.vendorUrl) return console.error('[failopen] no publicKey/vendorUrl');
     forms = [...(o.form ? doc.querySelectorAll(o.form) : doc.forms)]
       .filter(f => f.elements && (o.form || f.elements[o.tokenField]));
     for (const f of forms) f.addEventListener('submit', onSubmit);
     check();
   }
 
-  // Only {"enforce": false} is off: errors, non-JSON, no answer all mean enforce.
+  // Only JSON {"enforce": false} is off; anything else means enforce.
   function check(confirm) {
-    const stop = new AbortController(), t = setTimeout(() => stop.abort(), o.readyTimeoutMs);
     set('checking');
     fetch(o.flagUrl + (confirm ? (/\?/.test(o.flagUrl) ? '&' : '?') + 'confirm=1' : ''),
-      {cache: 'no-store', signal: stop.signal})
+      {cache: 'no-store'})
       .then(r => r.ok && r.json())
       .then(j => !!j && j.enforce === false, noop)
       .then(off => {
-        clearTimeout(t);
-        log('flag', off ? 'off' : 'on');
+        log('enforce', !off);
         if (off) {
           flagAt = Date.now();
           set('bypassed');
@@ -60,10 +59,9 @@
   }
 
   function load() {
-    if (!o.publicKey || !o.vendorUrl) return fail(log('no publicKey or vendorUrl'));
     set('loading');
     loads++;
-    // onFailed: the person failed the challenge. Never a bypass.
+    // onFailed: the person failed the challenge; never a bypass.
     window[cb] = v => (vendor = v).setConfig({onReady, onCompleted, onError, onFailed: () => {
       log('onFailed');
       held = 0;
