@@ -44,6 +44,7 @@ __all__ = [
     "MAX_OVERRIDE_BODY",
     "REFUSAL_LOG_INTERVAL",
     "RefusalLog",
+    "SNIPPET_OPTIONS",
     "SNIPPET_PATH",
     "STORE_NOT_SHARED",
     "Snippet",
@@ -114,8 +115,8 @@ def flag_payload(state: FlagState, *, mode: str = "enforce") -> dict[str, Any]:
     """The flag endpoint's JSON (an override's reason without who placed it).
 
     In shadow mode the server enforces whatever the flag says, so the browser is told to enforce
-    too (a browser skipping the challenge would only collect 403s); ``would_bypass`` shows what
-    enforce mode would do.
+    too (a browser skipping the challenge would only collect 403s); ``shadow.enforce`` (and
+    the older ``would_bypass``, its negation) shows what enforce mode would answer.
     """
     payload = state.to_dict()
     if state.source == "override":
@@ -125,6 +126,7 @@ def flag_payload(state: FlagState, *, mode: str = "enforce") -> dict[str, Any]:
     payload["mode"] = mode
     if mode == "shadow":
         payload["would_bypass"] = not state.enforce
+        payload["shadow"] = {"enforce": state.enforce}
         payload["enforce"] = True
     return payload
 
@@ -504,10 +506,46 @@ def load_snippet(path: Path = SNIPPET_PATH) -> Snippet | None:
     return Snippet(body=body, etag='"' + hashlib.sha256(body).hexdigest()[:32] + '"')
 
 
-def snippet_attributes(config: Config, *, flag_url: str) -> dict[str, str]:
-    """The ``data-*`` attributes of the snippet's script tag: where to ask, what to send."""
-    return {
+#: The snippet's tuning options: keyword of :func:`snippet_attributes` -> attribute.
+SNIPPET_OPTIONS: dict[str, str] = {
+    "form": "data-failopen-form",
+    "ready_timeout_ms": "data-failopen-ready-timeout-ms",
+    "retries": "data-failopen-retries",
+    "retry_delay_ms": "data-failopen-retry-delay-ms",
+}
+
+
+def snippet_attributes(
+    config: Config,
+    *,
+    flag_url: str,
+    form: str | None = None,
+    ready_timeout_ms: int | None = None,
+    retries: int | None = None,
+    retry_delay_ms: int | None = None,
+) -> dict[str, str]:
+    """The ``data-*`` attributes of the snippet's script tag: where to ask, what to send.
+
+    The settings always; the tuning options only when given (the snippet has defaults for them:
+    ``form`` every form holding the token field, 10000 ms, 3 retries, 500 ms). A tuning value
+    that is not a whole number of at least 0 (1 for the time-out), or an empty ``form``, is a
+    ValueError naming the option.
+    """
+    attributes = {
         "data-failopen-flag-url": flag_url,
         "data-failopen-public-key": config.public_key or "",
         "data-failopen-token-field": config.token_field,
+        "data-failopen-vendor-url": config.vendor_url or "",
     }
+    if form is not None:
+        if not isinstance(form, str) or not form.strip():
+            raise ValueError("form: expected a CSS selector like '#login'")
+        attributes[SNIPPET_OPTIONS["form"]] = form
+    for name, value, least in (("ready_timeout_ms", ready_timeout_ms, 1),
+                               ("retries", retries, 0), ("retry_delay_ms", retry_delay_ms, 0)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name}: expected a whole number of at least {least}, got {value!r}")
+        attributes[SNIPPET_OPTIONS[name]] = str(value)
+    return attributes
