@@ -15,6 +15,7 @@ refused (413): unread when it says its length, after ``cap + 1`` bytes when it d
 from __future__ import annotations
 
 from io import BytesIO
+from tempfile import SpooledTemporaryFile
 from typing import Final
 
 from django.http import HttpRequest
@@ -102,6 +103,11 @@ def _bounded_body(request: HttpRequest, limit: int) -> bytes | TooLarge:
     data: bytes = request.read(limit + 1)
     if len(data) > limit:
         return TOO_LARGE  # refused: nobody reads the rest
+    consumed = request._stream
     request._body = data
     request._stream = BytesIO(data)
+    if isinstance(consumed, SpooledTemporaryFile):
+        # Django's ASGI body file, read to its end: Django 4.2 never closes it (5.0 does, and a
+        # second close is harmless), and left to the garbage collector it warns.
+        consumed.close()
     return data
