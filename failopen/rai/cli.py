@@ -70,7 +70,9 @@ Verbs: cohorts, cohort COHORT_ID, cohort-sessions COHORT_ID, sessions.
 JSONL writes each record exactly as received, unknown fields included. CSV has
 one column per spec field, in the spec's order, then extra_fields: a JSON object
 of any fields the spec does not list (empty when none). Arrays and objects are
-JSON in their cell, booleans true/false, null an empty cell.
+JSON in their cell, booleans true/false, null an empty cell. A text cell that
+starts with =, +, -, @, tab or carriage return gets a leading apostrophe (')
+so that spreadsheets show it as text instead of running it as a formula.
 
 --out is written to a hidden temporary file beside it and renamed into place
 only when the export is complete, so an interrupted or failed export leaves no
