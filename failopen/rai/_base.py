@@ -11,6 +11,8 @@ import functools
 import json
 import logging
 import random
+import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -195,6 +197,20 @@ class BaseClient:
         self.prefetch = bool(prefetch)
         self.user_agent = _user_agent()
         self._rng = random.Random()
+        # Shared by every thread using this client: a retry's backoff holds back all requests
+        # (parallel windows slow down together instead of hammering a struggling service).
+        self._resume_at = 0.0
+        self._pause_lock = threading.Lock()
+
+    def pause(self, delay: float) -> float:
+        """Hold back every request of this client for ``delay`` seconds from now; until when."""
+        with self._pause_lock:
+            self._resume_at = max(self._resume_at, time.monotonic() + delay)
+            return self._resume_at
+
+    def paused_for(self) -> float:
+        """Seconds until requests may be sent again (0 when not held back)."""
+        return max(0.0, self._resume_at - time.monotonic())
 
     @property
     def authorize_url(self) -> httpx.URL:
@@ -214,11 +230,11 @@ class BaseClient:
     def retry_delay(self, attempt: int, error: RaiError, what: str) -> float | None:
         """Seconds to wait before attempt ``attempt + 1``, or None to raise ``error`` now.
 
-        Only server errors and transport failures are retried. A Retry-After within
-        ``backoff_max`` is a floor on the wait; a longer one ends the retries at once rather
-        than retrying earlier than asked or blocking for an unbounded time.
+        Only server errors, 429 (too many requests) and transport failures are retried. A
+        Retry-After within ``backoff_max`` is a floor on the wait; a longer one ends the retries at
+        once rather than retrying earlier than asked or blocking for an unbounded time.
         """
-        if not isinstance(error, (ServerError, RaiTransportError)):
+        if not isinstance(error, (ServerError, RaiTransportError)) and error.status_code != 429:
             return None
         if attempt >= self.max_attempts:
             return None
