@@ -65,7 +65,8 @@ Export cohorts and sessions for SIEM and data-lake ingestion.
   failopen rai sessions --from 2024-05-01T00:00:00Z --to 2024-05-08T00:00:00Z \\
       --public-key pk_live_1 --format jsonl --out sessions.jsonl
 
-Verbs: cohorts, cohort COHORT_ID, cohort-sessions COHORT_ID, sessions.
+Verbs: cohorts, cohort COHORT_ID, cohort-sessions COHORT_ID, sessions, and sync
+(incremental and resumable: failopen rai sync --help).
 
 JSONL writes each record exactly as received, unknown fields included. CSV has
 one column per spec field, in the spec's order, then extra_fields: a JSON object
@@ -318,3 +319,7 @@ def register_rai(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
     _window(sessions, min_session_count=False)
     _common(sessions, paged=True)
     sessions.set_defaults(func=_handler(SESSION_COLUMNS, _fetch_sessions))
+
+    from failopen.rai._sync_cli import register_sync
+
+    register_sync(verbs)
