@@ -41,10 +41,17 @@ class JsonLines:
     def __init__(self, out: IO[bytes]) -> None:
         self._out = out
 
-    def write(self, records: Iterable[dict[str, Any]]) -> None:
-        """Write the records as JSON lines, in one write call."""
-        encode = ENCODER.encode
-        lines = [encode(record) for record in records]
+    def write(self, records: Iterable[dict[str, Any]], lines: list[str] | None = None) -> None:
+        """Write the records as JSON lines, in one write call.
+
+        ``lines``, when given, are the records' JSON texts as received (a raw page's
+        ``lines``): written as they are, without encoding the records again.
+        """
+        if lines is None:
+            encode = ENCODER.encode
+            lines = [encode(record) for record in records]
+        else:
+            lines = list(lines)
         if lines:
             lines.append("")
             self._out.write("\n".join(lines).encode())
@@ -91,7 +98,7 @@ class CsvRows:
         csv.writer(buffer).writerows(rows)
         self._out.write(buffer.getvalue().encode())
 
-    def write(self, records: Iterable[dict[str, Any]]) -> None:
+    def write(self, records: Iterable[dict[str, Any]], lines: list[str] | None = None) -> None:
         """Write one row per record; fields outside the columns go to ``extra_fields``."""
         rows = []
         for record in records:

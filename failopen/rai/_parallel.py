@@ -33,7 +33,7 @@ from failopen.rai.exceptions import RaiValidationError
 __all__ = ["Encoded", "parallel_export", "slices"]
 
 Record = dict[str, Any]
-Encode = Callable[[list[Record]], bytes]
+Encode = Callable[[list[Record], "list[str] | None"], bytes]
 _TIME = {"cohorts": "cohort_window_start", "sessions": "session_created"}
 _COPY_CHUNK = 1 << 20
 
@@ -133,16 +133,21 @@ def parallel_export(
                     if stop.is_set():
                         break
                     kept = []
-                    for record in page.items:
+                    for index, record in enumerate(page.items):
                         stamp = record.get(time_field)
                         if i > 0 and _position(stamp, marks[i]) == 0:
                             result.head.add(_identity(kind, record))
                         if i < len(cuts) - 1 and _position(stamp, marks[i + 1]) in (0, 1):
                             result.held.append(record)
                         else:
-                            kept.append(record)
+                            kept.append(index)
                     if kept:
-                        spool.write(encode(kept))
+                        lines = page.lines
+                        if len(kept) == len(page.items):
+                            spool.write(encode(page.items, lines))
+                        else:
+                            spool.write(encode([page.items[k] for k in kept],
+                                               None if lines is None else [lines[k] for k in kept]))
                     result.records += len(page.items)
                     result.pages += 1
             finally:
@@ -163,7 +168,7 @@ def parallel_export(
                 nxt = futures[i + 1].result().head  # the next slice's copies win
                 held = [r for r in held if _identity(kind, r) not in nxt]
                 dropped = len(done.held) - len(held)
-            yield Encoded(encode(held) if held else b"", done.records - dropped, done.pages)
+            yield Encoded(encode(held, None) if held else b"", done.records - dropped, done.pages)
     finally:
         stop.set()
         for future in futures:

@@ -69,16 +69,24 @@ class Spool:
             self.parts[name] = path
         return f
 
-    def add(self, kind: str, records: Iterable[dict[str, Any]]) -> None:
-        """Encode ``records`` of ``kind`` (cohorts or sessions) into the spool of their file."""
-        groups: dict[str, list[dict[str, Any]]] = {}
+    def add(self, kind: str, records: list[dict[str, Any]], lines: list[str] | None = None) -> None:
+        """Encode ``records`` of ``kind`` (cohorts or sessions) into the spool of their file;
+        ``lines``, the records' JSON texts as received, are written as they are (JSONL)."""
+        if self._fmt != "jsonl" or lines is None:
+            lines = None
+        groups: dict[str, list[int]] = {}
         field = DAY_FIELD[kind]
-        for record in records:
+        for index, record in enumerate(records):
             name = f"{kind}-{utc_day(record.get(field))}.{self._fmt}" if self._by_day else "-"
-            groups.setdefault(name, []).append(record)
-            self.records[kind] += 1
+            groups.setdefault(name, []).append(index)
+        self.records[kind] += len(records)
         for name, group in groups.items():
-            self._write(self._file(name), self._encode(kind, group))
+            if lines is not None:
+                text = [lines[i] for i in group] if len(group) < len(records) else lines
+                data = ("\n".join(text) + "\n").encode()
+            else:
+                data = self._encode(kind, [records[i] for i in group])
+            self._write(self._file(name), data)
 
     def _encode(self, kind: str, records: list[dict[str, Any]]) -> bytes:
         if self._fmt == "csv":

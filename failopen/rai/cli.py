@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Generator, Iterable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 from failopen.rai import (
     BadRequest,
@@ -35,7 +35,7 @@ from failopen.rai._output import (
     UsageError,
     sigterm_raises,
 )
-from failopen.rai._parallel import Encoded, parallel_export
+from failopen.rai._parallel import Encode, Encoded, parallel_export
 from failopen.rai.models import Page
 
 __all__ = ["register_rai", "COHORT_COLUMNS", "SESSION_COLUMNS", "DESCRIPTION"]
@@ -128,7 +128,8 @@ def _exit_code(exc: RaiError) -> tuple[int, str]:
     return EXIT_FAILURE, "service_error"
 
 
-Fetch = Callable[[Client, argparse.Namespace], Iterable["list[dict[str, Any]] | Encoded"]]
+Batch: TypeAlias = "list[dict[str, Any]] | Page[Any] | Encoded"
+Fetch = Callable[[Client, argparse.Namespace], Iterable[Batch]]
 
 
 def _export(args: argparse.Namespace, columns: tuple[str, ...], fetch: Fetch) -> int:
@@ -151,6 +152,10 @@ def _export(args: argparse.Namespace, columns: tuple[str, ...], fetch: Fetch) ->
                             out.write(records.data)
                             if records.pages:
                                 progress.add(records.records, records.pages)
+                            continue
+                        if isinstance(records, Page):
+                            writer.write(records.items, records.lines)
+                            progress.add(len(records.items))
                             continue
                         writer.write(records)
                         progress.add(len(records))
@@ -190,10 +195,9 @@ def _close(iterable: object) -> None:
 
 def _records(
     pages: Generator[Page[dict[str, Any]], None, None],
-) -> Iterator[list[dict[str, Any]]]:
+) -> Iterator[Page[dict[str, Any]]]:
     try:
-        for page in pages:
-            yield page.items
+        yield from pages
     finally:
         pages.close()
 
@@ -214,13 +218,13 @@ def _cohort_arg(args: argparse.Namespace) -> str:
     return str(args.cohort)
 
 
-def _encoder(args: argparse.Namespace, columns: tuple[str, ...]) -> Callable[[list[Any]], bytes]:
-    def encode(records: list[dict[str, Any]]) -> bytes:
+def _encoder(args: argparse.Namespace, columns: tuple[str, ...]) -> Encode:
+    def encode(records: list[dict[str, Any]], lines: list[str] | None) -> bytes:
         buffer = io.BytesIO()
         if args.format == "csv":
             CsvRows(buffer, columns, header=False).write(records)
         else:
-            JsonLines(buffer).write(records)
+            JsonLines(buffer).write(records, lines)
         return buffer.getvalue()
 
     return encode
@@ -249,9 +253,7 @@ def _fetch_cohort(client: Client, args: argparse.Namespace) -> Iterable[list[dic
     return [[client.get_cohort(_cohort_arg(args)).raw]]
 
 
-def _fetch_cohort_sessions(
-    client: Client, args: argparse.Namespace
-) -> Iterable[list[dict[str, Any]]]:
+def _fetch_cohort_sessions(client: Client, args: argparse.Namespace) -> Iterable[Any]:
     return _records(
         client.iter_cohort_session_pages(_cohort_arg(args), page_size=args.page_size, raw=True)
     )

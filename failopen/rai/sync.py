@@ -104,7 +104,7 @@ class _Run:
                 cohort_id, page_size=self.options.page_size, raw=True
             )
             for page in pages:
-                spool.add("sessions", page.items)
+                spool.add("sessions", page.items, page.lines)
                 self.progress.add(len(page.items))
             spool.close()
         except BaseException:

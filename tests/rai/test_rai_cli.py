@@ -256,11 +256,11 @@ def test_ctrl_c_mid_export_leaves_no_file(
     writes = []
     real = JsonLines.write
 
-    def interrupted(self: Any, records: Any) -> None:
+    def interrupted(self: Any, records: Any, lines: Any = None) -> None:
         writes.append(1)
         if len(writes) == 2:
             raise KeyboardInterrupt
-        real(self, records)
+        real(self, records, lines)
 
     monkeypatch.setattr(JsonLines, "write", interrupted)
     with pytest.raises(KeyboardInterrupt):

@@ -118,7 +118,7 @@ def test_a_record_at_a_slice_boundary_returned_by_both_slices_is_written_once() 
                  for i, t in enumerate(stamps) if first <= t <= last]  # fmt: skip
         yield Page(items, None, "rai-v1")
 
-    def encode(records: list[dict[str, Any]]) -> bytes:
+    def encode(records: list[dict[str, Any]], lines: list[str] | None) -> bytes:
         return b"".join(json.dumps(r).encode() + b"\n" for r in records)
 
     chunks = list(parallel_export("sessions", start, end, 3, fetch, encode))
