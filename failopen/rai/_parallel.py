@@ -154,10 +154,17 @@ def parallel_export(
                 pages.close()
 
     executor = ThreadPoolExecutor(parallel, thread_name_prefix="failopen.rai.window")
-    futures: list[Future[_Slice]] = [executor.submit(run, i) for i in range(len(cuts))]
+    futures: list[Future[_Slice]] = []
+
+    def submit_up_to(count: int) -> None:
+        # At most 2N slices fetched ahead of the writer: the spools never hold the whole export.
+        while len(futures) < min(count, len(cuts)):
+            futures.append(executor.submit(run, len(futures)))
+
     try:
-        for i, future in enumerate(futures):
-            done = future.result()
+        for i in range(len(cuts)):
+            submit_up_to(i + 1 + 2 * parallel)
+            done = futures[i].result()
             with open(done.spool, "rb") as f:
                 while chunk := f.read(_COPY_CHUNK):
                     yield Encoded(chunk)

@@ -104,6 +104,7 @@ def _sync(args: argparse.Namespace) -> int:
     summary = Summary()
     progress = Progress(sys.stderr)
     code = cli.EXIT_OK
+    started = False
     try:
         with sigterm_raises():
             try:
@@ -121,6 +122,7 @@ def _sync(args: argparse.Namespace) -> int:
             sink.check()
             with locked(args.state):
                 state = SyncState.load(args.state)
+                started = True
                 client = cli._client(args)
                 with client:
                     run_sync(client, state, sink, options, progress, summary)
@@ -143,8 +145,8 @@ def _sync(args: argparse.Namespace) -> int:
         code = cli.EXIT_OUTPUT
     except OSError as exc:
         where = exc.filename or "stdout"
-        cli._report(prog, "output_error", f"{exc.strerror or exc} ({where}); the state was not "
-                    "advanced past the last complete batch", None)  # fmt: skip
+        after = "; the state was not advanced past the last complete batch" if started else ""
+        cli._report(prog, "output_error", f"{exc.strerror or exc} ({where}){after}", None)
         code = cli.EXIT_OUTPUT
     finally:
         progress.finish()

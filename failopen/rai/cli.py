@@ -102,8 +102,11 @@ def _client(args: argparse.Namespace) -> Client:
     if missing:
         raise UsageError(f"set {' and '.join(missing)} (credentials are read only from the "
                           "environment, never from the command line)")  # fmt: skip
+    # With --parallel N the N threads keep N requests in flight; a prefetch thread each would
+    # double that (more than N at once) and leave requests running after a failure.
+    prefetch = getattr(args, "parallel", 1) <= 1
     return Client(base_url, client_id, client_secret, timeout=args.timeout,
-                  max_attempts=args.max_attempts)  # fmt: skip
+                  max_attempts=args.max_attempts, prefetch=prefetch)  # fmt: skip
 
 
 def _report(prog: str, code: str, message: str, request_id: str | None,

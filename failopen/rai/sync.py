@@ -13,10 +13,12 @@ have expired; nothing resumes from a cursor). The state, lock and spools are ``_
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,6 +33,10 @@ from failopen.rai.exceptions import RaiError
 __all__ = ["SyncOptions", "Summary", "MissingSince", "run_sync"]
 
 logger = logging.getLogger("failopen.rai")
+
+
+class _Stopped(Exception):
+    """A fetching thread told to stop because the run is failing."""
 
 
 class MissingSince(Exception):
@@ -93,6 +99,7 @@ class _Run:
                  summary: Summary, progress: Progress) -> None:  # fmt: skip
         self.client, self.state, self.sink, self.options = client, state, sink, options
         self.summary, self.progress = summary, progress
+        self.stop = threading.Event()  # a failure elsewhere: fetching threads stop at a page
 
     # -- one unit of work, on a worker thread --
 
@@ -103,9 +110,12 @@ class _Run:
             pages = self.client.iter_cohort_session_pages(
                 cohort_id, page_size=self.options.page_size, raw=True
             )
-            for page in pages:
-                spool.add("sessions", page.items, page.lines)
-                self.progress.add(len(page.items))
+            with closing(pages):
+                for page in pages:
+                    if self.stop.is_set():
+                        raise _Stopped
+                    spool.add("sessions", page.items, page.lines)
+                    self.progress.add(len(page.items))
             spool.close()
         except BaseException:
             spool.discard()
@@ -149,16 +159,17 @@ class _Run:
             pages = self.client.iter_cohort_pages(
                 first, last, [public_key], page_size=self.options.page_size, raw=True
             )
-            for page in pages:
-                for record in page.items:
-                    cohort_id = record.get("cohort_id")
-                    if not isinstance(cohort_id, str) or not cohort_id:
-                        logger.warning("a listed cohort has no cohort_id; skipped")
-                        continue
-                    if cohort_id in keystate.delivered or cohort_id in seen:
-                        continue
-                    seen.add(cohort_id)
-                    yield record, cohort_id, end
+            with closing(pages):
+                for page in pages:
+                    for record in page.items:
+                        cohort_id = record.get("cohort_id")
+                        if not isinstance(cohort_id, str) or not cohort_id:
+                            logger.warning("a listed cohort has no cohort_id; skipped")
+                            continue
+                        if cohort_id in keystate.delivered or cohort_id in seen:
+                            continue
+                        seen.add(cohort_id)
+                        yield record, cohort_id, end
 
     def key(self, public_key: str) -> None:
         keystate = self.state.key(public_key)
@@ -183,6 +194,7 @@ class _Run:
                 self._next(in_flight, keystate, batch)
             self.commit(keystate, batch)
         except BaseException:
+            self.stop.set()
             for future in in_flight:
                 future.cancel()
             executor.shutdown(wait=True, cancel_futures=True)
