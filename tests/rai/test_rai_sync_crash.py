@@ -106,8 +106,13 @@ def test_two_runs_at_once_one_refuses_and_the_state_is_intact(
     out = tmp_path / "out"
     out.mkdir()
     state = tmp_path / "state.json"
+    emulator.latency = 0.01  # the first run lasts seconds: the second starts well before its end
     first = start(server, state, out)
-    time.sleep(0.3)  # the first one holds the lock by now
+    lock = Path(str(state) + ".lock")
+    deadline = time.monotonic() + 30
+    while not (lock.exists() and lock.read_text()):  # the pid is written once the lock is held
+        assert time.monotonic() < deadline and first.poll() is None
+        time.sleep(0.01)
     second = start(server, state, out)
     assert second.wait(60) == 1
     assert first.wait(60) == 0
