@@ -52,12 +52,17 @@ def slices(start: datetime, end: datetime, parallel: int) -> list[tuple[datetime
     span = (end - start).total_seconds()
     count = max(4 * parallel, math.ceil(span / MAX_WINDOW.total_seconds()))
     step = max(1, math.ceil(span / count))
+    # Inner boundaries fall on whole seconds even when ``start`` has a fraction: a record's
+    # place against a boundary is then read from its text without parsing (_position).
+    base = start.replace(microsecond=0)
     cuts = []
-    first = start
+    first, k = start, 1
     while first < end:
-        last = min(end, first + timedelta(seconds=step))
-        cuts.append((first, last))
-        first = last
+        last = min(end, base + timedelta(seconds=step * k))
+        k += 1
+        if last > first:
+            cuts.append((first, last))
+            first = last
     return cuts
 
 

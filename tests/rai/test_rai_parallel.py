@@ -99,6 +99,10 @@ def test_slices_cover_the_window_in_whole_seconds_of_at_most_30_days() -> None:
     assert all(timedelta(0) < b - a <= timedelta(days=30) for a, b in cuts)
     assert len(cuts) >= 8
     assert len(slices(start, start + timedelta(seconds=3), 4)) == 3  # never below a second
+    odd = start + timedelta(microseconds=250_000)
+    cuts = slices(odd, odd + timedelta(hours=5), 2)
+    assert cuts[0][0] == odd and cuts[-1][1] == odd + timedelta(hours=5)
+    assert all(a[1] == b[0] and a[1].microsecond == 0 for a, b in zip(cuts, cuts[1:], strict=False))
 
 
 def _stamp(moment: datetime) -> str:
