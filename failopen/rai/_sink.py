@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timezone
@@ -22,10 +23,15 @@ from failopen.rai._output import ENCODER, CsvRows
 from failopen.rai._state import fsync_dir
 from failopen.rai.exceptions import RaiValidationError
 
-__all__ = ["Write", "Spool", "DirSink", "StdoutSink", "Sink", "utc_day", "SPOOL_PREFIX"]
+__all__ = [
+    "Write", "Spool", "DirSink", "StdoutSink", "Sink", "utc_day", "SPOOL_PREFIX", "FILE_NAME",
+]  # fmt: skip
 
 Write = Callable[[IO[bytes], bytes], object]
 SPOOL_PREFIX = ".failopen-sync-"
+_DAY = re.compile(r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]")
+#: The only names a sync writes (and the state file may ask to cut back).
+FILE_NAME = re.compile(r"(cohorts|sessions)-(\d{4}-\d{2}-\d{2}|undated)\.(jsonl|csv)")
 _COPY_CHUNK = 1 << 20
 #: The record field whose UTC day names the file a record goes to.
 DAY_FIELD = {"cohorts": "cohort_window_start", "sessions": "session_created"}
@@ -39,7 +45,8 @@ def utc_day(value: Any) -> str:
     """``YYYY-MM-DD`` of an RFC 3339 timestamp in UTC, or ``undated``."""
     if not isinstance(value, str):
         return "undated"
-    if len(value) >= 20 and value[-1] in "Zz" and value[4] == "-" and value[7] == "-":
+    # The day names a file: it comes from the service, so only digits may reach the name.
+    if len(value) >= 20 and value[-1] in "Zz" and _DAY.match(value):
         return value[:10]  # the common case, without parsing
     try:
         return parse_rfc3339(value).astimezone(timezone.utc).strftime("%Y-%m-%d")

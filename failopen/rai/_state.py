@@ -15,6 +15,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from typing import IO, Any
 __all__ = ["VERSION", "StateError", "KeyState", "SyncState", "locked"]
 
 VERSION = 1
+# The day files of _sink.FILE_NAME (not imported: _sink imports this module).
+_FILE_NAME = re.compile(r"(cohorts|sessions)-(\d{4}-\d{2}-\d{2}|undated)\.(jsonl|csv)")
 
 
 class StateError(Exception):
@@ -91,7 +94,7 @@ class SyncState:
             keys[key] = KeyState(through, dict(delivered))
         pending = body.get("pending") or {}
         if not isinstance(pending, dict) or not all(
-            isinstance(k, str) and isinstance(v, int) and v >= 0 and os.sep not in k
+            isinstance(k, str) and isinstance(v, int) and v >= 0 and _FILE_NAME.fullmatch(k)
             for k, v in pending.items()
         ):
             raise ValueError("pending is not an object of file names and sizes")

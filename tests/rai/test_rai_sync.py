@@ -289,3 +289,31 @@ def test_parallel_sync_writes_the_same_files_as_sequential(
         assert sync(*argv).code == 0
         folders.append({p.name: p.read_bytes() for p in folder.iterdir()})
     assert folders[0] == folders[1]  # byte for byte: a stable order whatever the parallelism
+
+
+@pytest.mark.parametrize("stamp", ["../.-/.-./../escapeZ", "2024-05-01/../../x0000Z", None, 5,
+                                   "2024-13-45T00:00:00Z"])  # fmt: skip
+def test_a_hostile_timestamp_never_names_a_file_outside_the_output_directory(
+    stamp: object, tmp_path: Path
+) -> None:
+    from failopen.rai._sink import utc_day
+
+    day = utc_day(stamp)
+    assert day == "undated"
+    sink = DirSink(str(tmp_path), "jsonl", {})
+    spool = sink.spool()
+    spool.add("sessions", [{"session_id": "s", "session_created": stamp}])
+    spool.close()
+    assert list(spool.parts) == ["sessions-undated.jsonl"]
+    spool.discard()
+
+
+def test_a_state_file_cannot_name_files_to_cut_back_outside_the_day_files(
+    sync: Runner, state: Path, out: Path
+) -> None:
+    state.write_text(json.dumps({"version": 1, "running": True, "keys": {},
+                                 "pending": {"../victim": 0}}))  # fmt: skip
+    before = state.read_bytes()
+    result = sync(*sync_args(state, out, since=SINCE, until=END))
+    assert result.code == 1 and "is not a valid sync state" in result.err
+    assert state.read_bytes() == before
