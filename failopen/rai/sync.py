@@ -23,12 +23,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from failopen.rai._arguments import format_rfc3339, parse_rfc3339, split_window
+from failopen.rai._arguments import (
+    check_cohort_id,
+    format_rfc3339,
+    parse_rfc3339,
+    split_window,
+)
 from failopen.rai._client import Client
 from failopen.rai._output import Progress
 from failopen.rai._sink import Sink, Spool
 from failopen.rai._state import KeyState, SyncState
-from failopen.rai.exceptions import RaiError
+from failopen.rai.exceptions import RaiError, RaiValidationError
 
 __all__ = ["SyncOptions", "Summary", "MissingSince", "run_sync"]
 
@@ -163,8 +168,13 @@ class _Run:
                 for page in pages:
                     for record in page.items:
                         cohort_id = record.get("cohort_id")
-                        if not isinstance(cohort_id, str) or not cohort_id:
-                            logger.warning("a listed cohort has no cohort_id; skipped")
+                        try:
+                            if not isinstance(cohort_id, str):
+                                raise RaiValidationError("not a string")
+                            check_cohort_id(cohort_id)
+                        except RaiValidationError:
+                            # Its sessions cannot be asked for; skipped, not a stuck sync.
+                            logger.warning("a listed cohort has no usable cohort_id; skipped")
                             continue
                         if cohort_id in keystate.delivered or cohort_id in seen:
                             continue

@@ -317,3 +317,19 @@ def test_a_state_file_cannot_name_files_to_cut_back_outside_the_day_files(
     result = sync(*sync_args(state, out, since=SINCE, until=END))
     assert result.code == 1 and "is not a valid sync state" in result.err
     assert state.read_bytes() == before
+
+
+def test_a_cohort_without_a_usable_id_is_skipped_not_a_stuck_sync(
+    sync: Runner, monkeypatch: pytest.MonkeyPatch, emulator: RaiEmulator, state: Path, out: Path
+) -> None:
+    original = Client.iter_cohort_pages
+
+    def pages(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        for page in original(self, *args, **kwargs):
+            page.items.extend([{"cohort_id": ".."}, {"cohort_id": 7}, {"no_id": True}])
+            yield page
+
+    monkeypatch.setattr(Client, "iter_cohort_pages", pages)
+    result = sync(*sync_args(state, out, since=SINCE, until=END))
+    assert result.code == 0, result.err
+    assert_exactly_once(out, emulator)
