@@ -198,7 +198,8 @@ class _Run:
         try:
             for record, cohort_id, end in self.listed(public_key, keystate, start):
                 in_flight.append(executor.submit(self.fetch, record, cohort_id, end))
-                if len(in_flight) >= self.options.parallel:
+                # 2N queued for N threads: they keep fetching while this thread appends.
+                if len(in_flight) >= 2 * self.options.parallel:
                     self._next(in_flight, keystate, batch)
             while in_flight:
                 self._next(in_flight, keystate, batch)

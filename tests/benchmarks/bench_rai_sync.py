@@ -46,8 +46,9 @@ args = parser.parse_args(["rai", *sys.argv[1:]])
 began = time.perf_counter()
 code = args.func(args)
 elapsed = time.perf_counter() - began
+usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"code": code, "elapsed": elapsed, "requests": requests[0],
-                  "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  "cpu": usage.ru_utime + usage.ru_stime, "rss_kb": usage.ru_maxrss}))
 """
 
 
@@ -58,6 +59,7 @@ class Result:
     seconds: float
     rss_mb: float
     requests: int
+    cpu: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -85,9 +87,11 @@ def _run(code: str, argv: list[str]) -> dict[str, float]:
 
 def naive(emu: Emulator, folder: str) -> Result:
     out = os.path.join(folder, "naive.jsonl")
-    report = _run(NAIVE, [emu.url, emu.start, emu.end, out, "1000"])
+    code = NAIVE.replace('"rss_kb"', '"cpu": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), '
+                                     '"rss_kb"')
+    report = _run(code, [emu.url, emu.start, emu.end, out, "1000"])
     return Result("naive loop, 1000 a page", _lines(out), report["elapsed"],
-                  report["rss_kb"] / 1024, 0)
+                  report["rss_kb"] / 1024, 0, report["cpu"])
 
 
 def export(emu: Emulator, folder: str, parallel: int) -> Result:
@@ -96,7 +100,7 @@ def export(emu: Emulator, folder: str, parallel: int) -> Result:
                            emu.end, "--public-key", "pk_live_test", "--out", out,
                            "--parallel", str(parallel)])  # fmt: skip
     return Result(f"rai sessions --parallel {parallel}", _lines(out), report["elapsed"],
-                  report["rss_kb"] / 1024, int(report["requests"]))
+                  report["rss_kb"] / 1024, int(report["requests"]), report["cpu"])
 
 
 def sync(emu: Emulator, folder: str, parallel: int, until: str | None = None,
@@ -110,7 +114,7 @@ def sync(emu: Emulator, folder: str, parallel: int, until: str | None = None,
                            "--parallel", str(parallel)])  # fmt: skip
     records = _lines(os.path.join(out, "sessions-*.jsonl")) - before
     return Result(name or f"rai sync --parallel {parallel}", records, report["elapsed"],
-                  report["rss_kb"] / 1024, int(report["requests"]))
+                  report["rss_kb"] / 1024, int(report["requests"]), report["cpu"])
 
 
 def _later(stamp: str) -> str:
@@ -148,15 +152,15 @@ def main() -> None:
         raise SystemExit("the incremental run wrote sessions again")
 
     naive_rate = results[0].rate
-    print("\n| client | sessions | seconds | sessions/s | vs naive loop | requests | "
-          "peak RSS (MB) |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("\n| client | sessions | seconds | client CPU s | sessions/s | vs naive loop | "
+          "requests | peak RSS (MB) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         rate = f"{r.rate:,.0f}" if r.records else "-"
         ratio = f"{r.rate / naive_rate:.1f}x" if r.records else "-"
         requests = str(r.requests) if r.requests else "-"
-        print(f"| {r.name} | {r.records:,} | {r.seconds:.2f} | {rate} | {ratio} | {requests} | "
-              f"{r.rss_mb:.0f} |")
+        print(f"| {r.name} | {r.records:,} | {r.seconds:.2f} | {r.cpu:.1f} | {rate} | {ratio} | "
+              f"{requests} | {r.rss_mb:.0f} |")
 
     sizes = sorted({10_000, 100_000, sessions})
     print("\n| sessions | sync --parallel 4: seconds | peak RSS (MB) | "
