@@ -102,8 +102,14 @@ class Client(BaseClient):
         """The body of a 2xx answer, retrying server and transport failures."""
         what = f"{method} {path}"
         attempt = 0
+        waited_until = 0.0
         while True:
             attempt += 1
+            paused, resume_at = self.paused_for(), self._resume_at
+            if paused > 0 and resume_at > waited_until:
+                # Another thread's request was told to back off: so is this one.
+                self._sleep(paused)
+                waited_until = resume_at
             try:
                 return self._exchange(method, path, params)
             except RaiError as exc:
@@ -113,6 +119,7 @@ class Client(BaseClient):
             delay = self.retry_delay(attempt, error, what)
             if delay is None:
                 raise error from cause
+            waited_until = self.pause(delay)
             self._sleep(delay)
 
     def _raw_pages(self, pager: Pager[Any]) -> Generator[Page[Record], None, None]:

@@ -22,7 +22,7 @@ from typing import IO, Any, TextIO
 
 __all__ = [
     "EXTRA_COLUMN", "ENCODER", "UsageError", "JsonLines", "CsvRows", "AtomicFile",
-    "sigterm_raises", "Progress",
+    "sigterm_raises", "Progress", "safe_text",
 ]  # fmt: skip
 
 EXTRA_COLUMN = "extra_fields"
@@ -41,20 +41,39 @@ class JsonLines:
     def __init__(self, out: IO[bytes]) -> None:
         self._out = out
 
-    def write(self, records: Iterable[dict[str, Any]]) -> None:
-        """Write the records as JSON lines, in one write call."""
-        encode = ENCODER.encode
-        lines = [encode(record) for record in records]
+    def write(self, records: Iterable[dict[str, Any]], lines: list[str] | None = None) -> None:
+        """Write the records as JSON lines, in one write call.
+
+        ``lines``, when given, are the records' JSON texts as received (a raw page's
+        ``lines``): written as they are, without encoding the records again.
+        """
+        if lines is None:
+            encode = ENCODER.encode
+            lines = [encode(record) for record in records]
+        else:
+            lines = list(lines)
         if lines:
             lines.append("")
             self._out.write("\n".join(lines).encode())
+
+
+# A spreadsheet runs a cell starting with one of these as a formula (CSV injection); such text is
+# written with a leading apostrophe, which spreadsheets show as text and do not evaluate. Numbers
+# are left alone ("-0.5" is a number to a spreadsheet, not a formula), and arrays, objects and
+# extra_fields are JSON, starting with "[" or "{".
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def safe_text(text: str) -> str:
+    """``text`` as a CSV cell a spreadsheet will not run as a formula."""
+    return "'" + text if text.startswith(_FORMULA_START) else text
 
 
 def _cell(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
-        return value
+        return safe_text(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     return ENCODER.encode(value)
@@ -63,18 +82,23 @@ def _cell(value: Any) -> str:
 class CsvRows:
     """A header row, then one row per record in a fixed column order."""
 
-    def __init__(self, out: IO[bytes], columns: tuple[str, ...]) -> None:
+    def __init__(self, out: IO[bytes], columns: tuple[str, ...], *, header: bool = True) -> None:
         self._out = out
         self._columns = columns
         self._known = frozenset(columns)
-        self._write_rows([[*columns, EXTRA_COLUMN]])
+        if header:
+            self.write_header()
+
+    def write_header(self) -> None:
+        """Write the header row (once per file: a sync appending to a file skips it)."""
+        self._write_rows([[safe_text(name) for name in (*self._columns, EXTRA_COLUMN)]])
 
     def _write_rows(self, rows: list[list[str]]) -> None:
         buffer = io.StringIO()
         csv.writer(buffer).writerows(rows)
         self._out.write(buffer.getvalue().encode())
 
-    def write(self, records: Iterable[dict[str, Any]]) -> None:
+    def write(self, records: Iterable[dict[str, Any]], lines: list[str] | None = None) -> None:
         """Write one row per record; fields outside the columns go to ``extra_fields``."""
         rows = []
         for record in records:

@@ -77,7 +77,7 @@ class Pager(Generic[T]):
         if self._identity is None:
             return page
         kept = []
-        for record in page.items:
+        for index, record in enumerate(page.items):
             ident = self._identity(record)
             if ident is not None:
                 seen = ident in self._current or ident in self._previous
@@ -85,10 +85,12 @@ class Pager(Generic[T]):
                 self._current.add(ident)
                 if seen:
                     continue
-            kept.append(record)
+            kept.append(index)
         if len(kept) == len(page.items):
             return page
-        return Page(kept, page.next_page_token, page.schema_version)
+        lines = page.lines
+        return Page([page.items[i] for i in kept], page.next_page_token, page.schema_version,
+                    None if lines is None else [lines[i] for i in kept])  # fmt: skip
 
     def after(self, page: Page[Record]) -> Params | None:
         """The parameters of the request after ``page``; None when the listing is complete."""

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
 import sys
 from collections.abc import Callable, Generator, Iterable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 from failopen.rai import (
     BadRequest,
@@ -34,6 +35,7 @@ from failopen.rai._output import (
     UsageError,
     sigterm_raises,
 )
+from failopen.rai._parallel import Encode, Encoded, parallel_export
 from failopen.rai.models import Page
 
 __all__ = ["register_rai", "COHORT_COLUMNS", "SESSION_COLUMNS", "DESCRIPTION"]
@@ -65,12 +67,15 @@ Export cohorts and sessions for SIEM and data-lake ingestion.
   failopen rai sessions --from 2024-05-01T00:00:00Z --to 2024-05-08T00:00:00Z \\
       --public-key pk_live_1 --format jsonl --out sessions.jsonl
 
-Verbs: cohorts, cohort COHORT_ID, cohort-sessions COHORT_ID, sessions.
+Verbs: cohorts, cohort COHORT_ID, cohort-sessions COHORT_ID, sessions, and sync
+(incremental and resumable: failopen rai sync --help).
 
 JSONL writes each record exactly as received, unknown fields included. CSV has
 one column per spec field, in the spec's order, then extra_fields: a JSON object
 of any fields the spec does not list (empty when none). Arrays and objects are
-JSON in their cell, booleans true/false, null an empty cell.
+JSON in their cell, booleans true/false, null an empty cell. A text cell that
+starts with =, +, -, @, tab or carriage return gets a leading apostrophe (')
+so that spreadsheets show it as text instead of running it as a formula.
 
 --out is written to a hidden temporary file beside it and renamed into place
 only when the export is complete, so an interrupted or failed export leaves no
@@ -97,8 +102,11 @@ def _client(args: argparse.Namespace) -> Client:
     if missing:
         raise UsageError(f"set {' and '.join(missing)} (credentials are read only from the "
                           "environment, never from the command line)")  # fmt: skip
+    # With --parallel N the N threads keep N requests in flight; a prefetch thread each would
+    # double that (more than N at once) and leave requests running after a failure.
+    prefetch = getattr(args, "parallel", 1) <= 1
     return Client(base_url, client_id, client_secret, timeout=args.timeout,
-                  max_attempts=args.max_attempts)  # fmt: skip
+                  max_attempts=args.max_attempts, prefetch=prefetch)  # fmt: skip
 
 
 def _report(prog: str, code: str, message: str, request_id: str | None,
@@ -123,7 +131,8 @@ def _exit_code(exc: RaiError) -> tuple[int, str]:
     return EXIT_FAILURE, "service_error"
 
 
-Fetch = Callable[[Client, argparse.Namespace], Iterable[list[dict[str, Any]]]]
+Batch: TypeAlias = "list[dict[str, Any]] | Page[Any] | Encoded"
+Fetch = Callable[[Client, argparse.Namespace], Iterable[Batch]]
 
 
 def _export(args: argparse.Namespace, columns: tuple[str, ...], fetch: Fetch) -> int:
@@ -138,9 +147,19 @@ def _export(args: argparse.Namespace, columns: tuple[str, ...], fetch: Fetch) ->
                     target = AtomicFile(args.out)
                 out = target.file if target is not None else sys.stdout.buffer
                 writer = CsvRows(out, columns) if args.format == "csv" else JsonLines(out)
+                args.spool_dir = None if target is None else os.path.dirname(target.path)
                 batches = fetch(client, args)
                 try:
                     for records in batches:
+                        if isinstance(records, Encoded):  # --parallel: already encoded
+                            out.write(records.data)
+                            if records.pages:
+                                progress.add(records.records, records.pages)
+                            continue
+                        if isinstance(records, Page):
+                            writer.write(records.items, records.lines)
+                            progress.add(len(records.items))
+                            continue
                         writer.write(records)
                         progress.add(len(records))
                 finally:
@@ -179,10 +198,9 @@ def _close(iterable: object) -> None:
 
 def _records(
     pages: Generator[Page[dict[str, Any]], None, None],
-) -> Iterator[list[dict[str, Any]]]:
+) -> Iterator[Page[dict[str, Any]]]:
     try:
-        for page in pages:
-            yield page.items
+        yield from pages
     finally:
         pages.close()
 
@@ -203,8 +221,30 @@ def _cohort_arg(args: argparse.Namespace) -> str:
     return str(args.cohort)
 
 
-def _fetch_cohorts(client: Client, args: argparse.Namespace) -> Iterable[list[dict[str, Any]]]:
+def _encoder(args: argparse.Namespace, columns: tuple[str, ...]) -> Encode:
+    def encode(records: list[dict[str, Any]], lines: list[str] | None) -> bytes:
+        buffer = io.BytesIO()
+        if args.format == "csv":
+            CsvRows(buffer, columns, header=False).write(records)
+        else:
+            JsonLines(buffer).write(records, lines)
+        return buffer.getvalue()
+
+    return encode
+
+
+def _fetch_cohorts(client: Client, args: argparse.Namespace) -> Iterable[Any]:
     start, end, public_keys = _window_args(args)
+    if args.parallel > 1:
+        def fetch(first: datetime, last: datetime) -> Generator[Any, None, None]:
+            return client.iter_cohort_pages(
+                first, last, public_keys, cohort_id=args.cohort_id, anomaly_id=args.anomaly_id,
+                telltale_id=args.telltale_id, min_session_count=args.min_session_count,
+                page_size=args.page_size, raw=True,
+            )  # fmt: skip
+
+        return parallel_export("cohorts", start, end, args.parallel, fetch,
+                               _encoder(args, COHORT_COLUMNS), args.spool_dir)  # fmt: skip
     return _records(client.iter_cohort_pages(
         start, end, public_keys, cohort_id=args.cohort_id, anomaly_id=args.anomaly_id,
         telltale_id=args.telltale_id, min_session_count=args.min_session_count,
@@ -216,16 +256,23 @@ def _fetch_cohort(client: Client, args: argparse.Namespace) -> Iterable[list[dic
     return [[client.get_cohort(_cohort_arg(args)).raw]]
 
 
-def _fetch_cohort_sessions(
-    client: Client, args: argparse.Namespace
-) -> Iterable[list[dict[str, Any]]]:
+def _fetch_cohort_sessions(client: Client, args: argparse.Namespace) -> Iterable[Any]:
     return _records(
         client.iter_cohort_session_pages(_cohort_arg(args), page_size=args.page_size, raw=True)
     )
 
 
-def _fetch_sessions(client: Client, args: argparse.Namespace) -> Iterable[list[dict[str, Any]]]:
+def _fetch_sessions(client: Client, args: argparse.Namespace) -> Iterable[Any]:
     start, end, public_keys = _window_args(args)
+    if args.parallel > 1:
+        def fetch(first: datetime, last: datetime) -> Generator[Any, None, None]:
+            return client.iter_session_pages(
+                first, last, public_keys, cohort_id=args.cohort_id, anomaly_id=args.anomaly_id,
+                telltale_id=args.telltale_id, page_size=args.page_size, raw=True,
+            )  # fmt: skip
+
+        return parallel_export("sessions", start, end, args.parallel, fetch,
+                               _encoder(args, SESSION_COLUMNS), args.spool_dir)  # fmt: skip
     return _records(client.iter_session_pages(
         start, end, public_keys, cohort_id=args.cohort_id, anomaly_id=args.anomaly_id,
         telltale_id=args.telltale_id, page_size=args.page_size, raw=True,
@@ -250,6 +297,12 @@ def _page_size(text: str) -> int:
     if not 1 <= value <= 1000:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer from 1 to 1000")
     return value
+
+
+def _parallel(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 32:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer from 1 to 32")
+    return int(text)
 
 
 def _count(text: str) -> int:
@@ -287,6 +340,9 @@ def _window(parser: argparse.ArgumentParser, *, min_session_count: bool) -> None
     if min_session_count:
         parser.add_argument("--min-session-count", type=_count, metavar="N",
                             help="skip cohorts with fewer sessions")  # fmt: skip
+    parser.add_argument("--parallel", type=_parallel, default=4, metavar="N",
+                        help="disjoint sub-windows fetched at once, 1-32; the output order "
+                        "does not depend on it (default: 4)")  # fmt: skip
 
 
 def register_rai(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -316,3 +372,7 @@ def register_rai(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
     _window(sessions, min_session_count=False)
     _common(sessions, paged=True)
     sessions.set_defaults(func=_handler(SESSION_COLUMNS, _fetch_sessions))
+
+    from failopen.rai._sync_cli import register_sync
+
+    register_sync(verbs)

@@ -193,3 +193,6 @@ class Page(Generic[T]):
     items: list[T]
     next_page_token: str | None = None
     schema_version: str | None = None
+    #: Raw pages only: each record's JSON text exactly as received, one line each (None when
+    #: the answer was not compact JSON). An export writes these instead of encoding again.
+    lines: list[str] | None = field(default=None, repr=False, compare=False)

@@ -195,6 +195,9 @@ class Dataset:
         self._start_ms = start_ms // 1000 * 1000
         self._slot_ms = int(span_days * 86_400) // max(cohorts, 1) * 1000
         self._id_key = _mix(seed ^ 0x5E551075)
+        self._pool = max(3, cohorts // 4)  # fixed at creation: cohorts added later stay the same
+        #: Indexes of cohorts the service does not have yet (not listed, not found).
+        self.hidden: set[int] = set()
         self._lock = threading.Lock()
         self.plans: cachetools.LRUCache[int, CohortPlan] = cachetools.LRUCache(maxsize=4096)
 
@@ -220,7 +223,7 @@ class Dataset:
         count = low + (h >> 32) % (high - low + 1)
         tagged = 0 if count == 0 else max(1, count * (30 + (h2 % 61)) // 100)
         tag_mult = next((p for p in (7919, 104729, 1299709, 15485863) if count % p), 1)
-        pool = max(3, self.cohort_count // 4)
+        pool = self._pool
         first = h2 >> 8 & 0xFFFF
         anomalies = [70001 + first % pool]
         if h2 >> 24 & 1:
@@ -283,7 +286,7 @@ class Dataset:
         if m is None:
             return None
         index = _unpermute48(int(m.group(1), 16)) ^ (self.seed & _M48)
-        return index if index < self.cohort_count else None
+        return index if index < self.cohort_count and index not in self.hidden else None
 
     @property
     def total_sessions(self) -> int:
@@ -328,6 +331,8 @@ class Dataset:
             indexes = range(first, self.cohort_count)
         for c in indexes:
             if c < 0 or (query.keys is not None and c % len(self.public_keys) not in query.keys):
+                continue
+            if c in self.hidden:
                 continue
             plan = self.plan(c)
             if plan.start_ms >= query.to_ms or (

@@ -64,7 +64,9 @@ class RaiEmulator:
     check what a client did. Fault injection: ``fail_every`` (every Nth data request answers 500
     ``internal``), ``latency`` (seconds before each answer), ``slow_pages`` (seconds a list page's
     body stalls after its first bytes), :meth:`inject_error`, :meth:`expire_tokens`,
-    :meth:`expire_page_tokens`, ``forbidden_endpoints`` and ``page_token_ttl``.
+    :meth:`expire_page_tokens`, ``forbidden_endpoints`` and ``page_token_ttl``. New data:
+    :meth:`add_cohorts` (later cohorts appear), :meth:`hide_cohorts` and :meth:`reveal_cohorts`
+    (a cohort created late inside an old window).
     """
 
     def __init__(
@@ -188,6 +190,29 @@ class RaiEmulator:
             raise ValueError(f"unknown endpoint {endpoint!r}; use one of {ENDPOINTS}")
         with self._lock:
             self._injected.extend([(code, endpoint)] * times)
+
+    def add_cohorts(self, count: int) -> list[str]:
+        """Create ``count`` new cohorts after the existing ones (new attacks found); their ids."""
+        if count < 0:
+            raise ValueError("count must be >= 0")
+        with self._lock:
+            first = self._data.cohort_count
+            self._data.cohort_count += count
+            self.cohort_count = self._data.cohort_count
+        return [self._data.plan(c).record["cohort_id"] for c in range(first, first + count)]
+
+    def hide_cohorts(self, indexes: Collection[int]) -> None:
+        """Act as if cohorts ``indexes`` were not created yet: not listed, not found."""
+        with self._lock:
+            self._data.hidden.update(indexes)
+
+    def reveal_cohorts(self, indexes: Collection[int] | None = None) -> None:
+        """Create hidden cohorts now (all when ``indexes`` is None), inside their old windows."""
+        with self._lock:
+            if indexes is None:
+                self._data.hidden.clear()
+            else:
+                self._data.hidden.difference_update(indexes)
 
     # -- serving ---------------------------------------------------------------------------
 

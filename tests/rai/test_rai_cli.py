@@ -107,7 +107,7 @@ def test_sessions_export_writes_every_record_as_received(
 
 
 def test_cohorts_export(rai: Callable[..., Run], emulator: RaiEmulator) -> None:
-    result = rai("cohorts", *window(emulator), "--page-size", "5")
+    result = rai("cohorts", *window(emulator), "--page-size", "5", "--parallel", "1")
     assert result.code == 0
     assert result.jsonl() == [emulator.cohort_record(i) for i in emulator.cohort_ids()]
     assert sum(r.path.endswith("/cohorts") for r in emulator.history) == 3
@@ -228,7 +228,7 @@ def test_a_failure_mid_export_leaves_no_file_and_no_litter(
     emulator.fail_every = 4  # pages 1-3 are written, the 4th request fails
     out = tmp_path / "sessions.csv"
     result = rai("sessions", *window(emulator), "--page-size", "50", "--max-attempts", "1",
-                 "--format", "csv", "--out", str(out))  # fmt: skip
+                 "--format", "csv", "--out", str(out), "--parallel", "1")  # fmt: skip
     assert result.code == 5
     assert "internal (HTTP 500)" in result.err and "request_id: req_" in result.err
     assert leftovers(tmp_path) == []
@@ -241,7 +241,8 @@ def test_a_failed_export_keeps_the_previous_file(
     out.write_text("yesterday's complete export\n")
     out.chmod(0o640)
     emulator.inject_error("internal", times=2, endpoint="list_sessions")
-    result = rai("sessions", *window(emulator), "--max-attempts", "2", "--out", str(out))
+    result = rai("sessions", *window(emulator), "--max-attempts", "2", "--out", str(out),
+                 "--parallel", "1")  # fmt: skip
     assert result.code == 5 and out.read_text() == "yesterday's complete export\n"
     assert leftovers(tmp_path) == ["sessions.jsonl"]
     assert rai("sessions", *window(emulator), "--out", str(out)).code == 0
@@ -255,15 +256,16 @@ def test_ctrl_c_mid_export_leaves_no_file(
     writes = []
     real = JsonLines.write
 
-    def interrupted(self: Any, records: Any) -> None:
+    def interrupted(self: Any, records: Any, lines: Any = None) -> None:
         writes.append(1)
         if len(writes) == 2:
             raise KeyboardInterrupt
-        real(self, records)
+        real(self, records, lines)
 
     monkeypatch.setattr(JsonLines, "write", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        rai("sessions", *window(emulator), "--page-size", "100", "--out", str(tmp_path / "s"))
+        rai("sessions", *window(emulator), "--page-size", "100", "--out", str(tmp_path / "s"),
+            "--parallel", "1")  # fmt: skip
     assert leftovers(tmp_path) == []
 
 
@@ -327,7 +329,8 @@ def test_not_found_exits_4(rai: Callable[..., Run], emulator: RaiEmulator) -> No
 
 def test_server_errors_retry_then_exit_5(rai: Callable[..., Run], emulator: RaiEmulator) -> None:
     emulator.fail_every = 2  # each failed request succeeds on its retry
-    assert rai("sessions", *window(emulator), "--page-size", "100").code == 0
+    # Sequential: with parallel windows a retry may meet another thread's failing turn.
+    assert rai("sessions", *window(emulator), "--page-size", "100", "--parallel", "1").code == 0
     emulator.fail_every = 1
     result = rai("sessions", *window(emulator), "--max-attempts", "3")
     assert result.code == 5 and "internal (HTTP 500)" in result.err
@@ -460,7 +463,7 @@ def test_progress_on_a_terminal_ends_with_the_totals(
 ) -> None:
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    assert rai("sessions", *window(emulator), "--page-size", "100").code == 0
+    assert rai("sessions", *window(emulator), "--page-size", "100", "--parallel", "1").code == 0
     shown = terminal.getvalue()
     assert shown.startswith("\r") and shown.endswith("\n")
     assert shown.splitlines()[-1].lstrip("\r").startswith("573 records, 6 pages, ")

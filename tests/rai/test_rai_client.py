@@ -292,7 +292,6 @@ def test_html_error_page_still_gives_a_clear_error() -> None:
         (httpx.Response(404), NotFound, "404: Not Found, without an error envelope (no content"),
         (httpx.Response(400, json={"detail": "nope"}), BadRequest, '{"detail":"nope"}'),
         (httpx.Response(403, json={"error": "denied"}), Forbidden, "403"),
-        (httpx.Response(429, text="slow down"), RaiError, "429: Too Many Requests,"),
         (httpx.Response(302, headers={"location": "https://elsewhere.test/"}), RaiError, "302"),
     ],
 )
@@ -304,7 +303,31 @@ def test_non_envelope_errors(response: httpx.Response, cls: type[RaiError], text
     assert type(info.value) is cls
     assert text in str(info.value)
     assert info.value.status_code == response.status_code and info.value.code is None
-    assert len(fake.requests) == 1 and sleeps == []  # 4xx and 3xx are never retried
+    assert len(fake.requests) == 1 and sleeps == []  # 4xx (but 429) and 3xx are never retried
+
+
+def test_a_429_is_retried_after_its_retry_after() -> None:
+    answers = iter([httpx.Response(429, text="slow down", headers={"Retry-After": "2"})])
+    fake = FakeRai(lambda r: next(answers, None) or httpx.Response(200, json={"cohort_id": "c"}))
+    client, sleeps = make_client(fake)
+    assert client.get_cohort("c").cohort_id == "c"
+    assert len(fake.requests) == 2 and sleeps[0] >= 2
+
+
+def test_a_429_that_persists_ends_as_rai_error_after_the_attempts() -> None:
+    fake = FakeRai(lambda r: httpx.Response(429, text="slow down"))
+    client, sleeps = make_client(fake)
+    with pytest.raises(RaiError, match="429: Too Many Requests,"):
+        client.get_cohort("c")
+    assert len(fake.requests) == client.max_attempts
+
+
+def test_one_threads_backoff_holds_back_the_others() -> None:
+    fake = FakeRai(lambda r: httpx.Response(200, json={"cohort_id": "c"}))
+    client, sleeps = make_client(fake)
+    client.pause(5.0)  # as a retrying request on another thread does
+    client.get_cohort("c")
+    assert len(sleeps) == 1 and 4.0 < sleeps[0] <= 5.0
 
 
 @pytest.mark.parametrize(

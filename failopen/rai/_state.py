@@ -1,0 +1,168 @@
+"""The state file of ``failopen rai sync``: where each public key's last run ended, the cohort ids
+already delivered inside the lookback, and the output files a batch was about to append to.
+
+The file is JSON, replaced atomically (temporary file, fsync, rename, fsync of the directory), so
+a crash at any point leaves either the old state or the new one, never half of either. A lock
+file beside it (``<state>.lock``, held with ``flock``) makes a second run on the same state refuse
+to start; the kernel drops the lock when its holder dies, even by ``kill -9``, so no stale lock
+needs cleaning up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+__all__ = ["VERSION", "StateError", "KeyState", "SyncState", "locked"]
+
+VERSION = 1
+# The day files of _sink.FILE_NAME (not imported: _sink imports this module).
+_FILE_NAME = re.compile(r"(cohorts|sessions)-(\d{4}-\d{2}-\d{2}|undated)\.(jsonl|csv)")
+
+
+class StateError(Exception):
+    """The state file cannot be used (corrupt, another version, locked); nothing was changed."""
+
+
+@dataclass
+class KeyState:
+    """One public key: listed through ``through``; ``delivered`` maps cohort id to the end of the
+    window it was listed in, so an id is forgotten once no later run can list that window again."""
+
+    through: str | None = None
+    delivered: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"through": self.through, "delivered": self.delivered}
+
+
+@dataclass
+class SyncState:
+    """The whole state file."""
+
+    path: str
+    keys: dict[str, KeyState] = field(default_factory=dict)
+    #: Output file name -> its size before the batch being appended; a run that finds this set
+    #: was killed mid-append, and cuts those files back to these sizes before going on.
+    pending: dict[str, int] = field(default_factory=dict)
+    #: True from the start of a run until it completes: the next run reports "resumed".
+    running: bool = False
+    exists: bool = False
+
+    @classmethod
+    def load(cls, path: str) -> SyncState:
+        """The state at ``path``; an empty state when there is no file; StateError when unusable."""
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return cls(path)
+        except OSError as exc:
+            raise StateError(f"cannot read the state file {path}: {exc.strerror or exc}") from None
+        try:
+            return cls._parse(path, json.loads(data))
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:
+            raise StateError(
+                f"the state file {path} is not a valid sync state ({exc}); it was left as it is: "
+                "restore it from a backup, or move it away and start again with --since"
+            ) from None
+
+    @classmethod
+    def _parse(cls, path: str, body: Any) -> SyncState:
+        if not isinstance(body, dict):
+            raise ValueError("not a JSON object")
+        if body.get("version") != VERSION:
+            raise ValueError(f"version {body.get('version')!r}, this failopen reads {VERSION}")
+        keys: dict[str, KeyState] = {}
+        for key, entry in body["keys"].items():
+            through = entry["through"]
+            if through is not None and not isinstance(through, str):
+                raise ValueError(f"keys.{key}.through is not a string")
+            delivered = entry["delivered"]
+            if not isinstance(delivered, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in delivered.items()
+            ):
+                raise ValueError(f"keys.{key}.delivered is not an object of strings")
+            keys[key] = KeyState(through, dict(delivered))
+        pending = body.get("pending") or {}
+        if not isinstance(pending, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and v >= 0 and _FILE_NAME.fullmatch(k)
+            for k, v in pending.items()
+        ):
+            raise ValueError("pending is not an object of file names and sizes")
+        return cls(path, keys, dict(pending), bool(body.get("running")), exists=True)
+
+    def key(self, public_key: str) -> KeyState:
+        """The state of one key, created empty when new."""
+        return self.keys.setdefault(public_key, KeyState())
+
+    def save(self) -> None:
+        """Replace the state file atomically and durably."""
+        body = {
+            "version": VERSION,
+            "running": self.running,
+            "pending": self.pending,
+            "keys": {key: self.keys[key].to_json() for key in sorted(self.keys)},
+        }
+        folder = os.path.dirname(os.path.abspath(self.path))
+        fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", dir=folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(body, f, separators=(",", ":"), sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(temp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+        fsync_dir(folder)
+        self.exists = True
+
+
+def fsync_dir(folder: str) -> None:
+    """Make a rename or a new file in ``folder`` durable (a no-op where directories can't sync)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def locked(state_path: str) -> Iterator[IO[str]]:
+    """Hold ``<state_path>.lock`` for the block; StateError at once when another run holds it."""
+    lock_path = state_path + ".lock"
+    try:
+        handle = open(lock_path, "a+", encoding="utf-8")  # noqa: SIM115 (held across the yield)
+    except OSError as exc:
+        raise StateError(f"cannot open the lock file {lock_path}: {exc.strerror or exc}") from None
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise StateError(
+                    f"another failopen rai sync is running with the state file {state_path} "
+                    f"(it holds {lock_path}); this run did nothing"
+                ) from None
+            raise
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")  # for the curious operator; the flock is the lock
+        handle.flush()
+        yield handle
+    finally:
+        handle.close()

@@ -1,0 +1,197 @@
+"""The ``failopen rai sync`` command line: flags, exit codes and the ``--json`` run summary."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import sys
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from failopen.rai._arguments import check_public_keys, to_instant
+from failopen.rai._output import Progress, UsageError, sigterm_raises
+from failopen.rai._sink import DirSink, Sink, StdoutSink
+from failopen.rai._state import StateError, SyncState, locked
+from failopen.rai.exceptions import RaiError, RaiValidationError
+from failopen.rai.sync import MissingSince, Summary, SyncOptions, run_sync
+
+__all__ = ["register_sync", "SYNC_DESCRIPTION", "DEFAULT_LOOKBACK"]
+
+DEFAULT_LOOKBACK = "24h"
+_DURATION = re.compile(r"(\d+)([smhd])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+SYNC_DESCRIPTION = """\
+Fetch each new cohort and its sessions exactly once, run after run.
+
+  failopen rai sync --public-key pk_live_1 --state sync-state.json \\
+      --out-dir /data/rai --since 2024-05-01T00:00:00Z
+
+Each run lists the cohorts of each key from where the last run ended, less
+--lookback (a cohort created late inside an old window is still caught), up to
+--until (default: now), skips the cohorts already delivered, and writes the new
+ones and their sessions. --since is needed the first time for each key, and is
+ignored once the state file knows the key.
+
+Output: one file per UTC day and kind in --out-dir, cohorts-YYYY-MM-DD.jsonl
+(by cohort_window_start) and sessions-YYYY-MM-DD.jsonl (by session_created),
+records exactly as received. Records are appended in batches of whole cohorts:
+written to a temporary file first, appended, fsynced, and only then recorded in
+the state file; a run killed mid-append has the partial batch cut off by the
+next run. --out-dir - writes JSON lines to stdout (at least once: after a crash
+the last batch may be written again) and the --json summary to stderr.
+
+--state (JSON, replaced atomically) holds, per key, where the last run ended and
+the cohort ids delivered inside the lookback. A run killed at any point resumes
+without gaps or duplicates, refetching unfinished cohorts from their first page.
+A second run on the same state file refuses to start (<state>.lock).
+
+Exit codes: 0 done, 1 the output, state or lock file could not be used, 2 bad
+arguments (or a 400), 3 unauthorized or forbidden, 4 not found, 5 server or
+network failure after the retries. On failure the state keeps every cohort
+written before it; the next run goes on from there.
+"""
+
+
+def _lookback(text: str) -> timedelta:
+    if text.strip() == "0":
+        return timedelta(0)
+    match = _DURATION.fullmatch(text.strip().lower())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90m, 2h or 1d")
+    return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+
+
+def _parallel(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 32:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer from 1 to 32")
+    return int(text)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
+
+
+def _instant(text: str | None, name: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return to_instant(text, name=name)
+    except RaiValidationError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _sink(args: argparse.Namespace) -> Sink:
+    from failopen.rai.cli import COHORT_COLUMNS, SESSION_COLUMNS
+
+    if args.out_dir == "-":
+        if args.format != "jsonl":
+            raise UsageError("--out-dir - writes JSON lines; drop --format csv")
+        return StdoutSink(sys.stdout.buffer)
+    columns = {"cohorts": COHORT_COLUMNS, "sessions": SESSION_COLUMNS}
+    return DirSink(args.out_dir, args.format, columns)
+
+
+def _sync(args: argparse.Namespace) -> int:
+    from failopen.rai import cli
+
+    prog = "failopen rai sync"
+    summary = Summary()
+    progress = Progress(sys.stderr)
+    code = cli.EXIT_OK
+    started = False
+    try:
+        with sigterm_raises():
+            try:
+                keys = check_public_keys(args.public_keys, name="--public-key")
+            except RaiValidationError as exc:
+                raise UsageError(str(exc)) from None
+            since = _instant(args.since, "--since")
+            until = _instant(args.until, "--until") or datetime.now(timezone.utc).replace(
+                microsecond=0
+            )
+            options = SyncOptions(keys, since, args.lookback, until, parallel=args.parallel,
+                                  page_size=args.page_size,
+                                  batch_records=args.batch_records)  # fmt: skip
+            sink = _sink(args)
+            sink.check()
+            with locked(args.state):
+                state = SyncState.load(args.state)
+                started = True
+                client = cli._client(args)
+                with client:
+                    run_sync(client, state, sink, options, progress, summary)
+    except UsageError as exc:
+        cli._report(prog, "invalid_argument", str(exc), None)
+        code = cli.EXIT_USAGE
+    except MissingSince as exc:
+        cli._report(prog, "invalid_argument", f"the state file has no {exc.args[0]!r} yet: "
+                    "give --since for its first run", None)  # fmt: skip
+        code = cli.EXIT_USAGE
+    except StateError as exc:
+        cli._report(prog, "state_error", str(exc), None)
+        code = cli.EXIT_OUTPUT
+    except RaiError as exc:
+        code, fallback = cli._exit_code(exc)
+        cli._report(prog, exc.code or fallback, exc.message, exc.request_id, exc.status_code)
+    except BrokenPipeError:
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = cli.EXIT_OUTPUT
+    except OSError as exc:
+        where = exc.filename or "stdout"
+        after = "; the state was not advanced past the last complete batch" if started else ""
+        cli._report(prog, "output_error", f"{exc.strerror or exc} ({where}){after}", None)
+        code = cli.EXIT_OUTPUT
+    finally:
+        progress.finish()
+    if args.json:
+        report: dict[str, Any] = summary.to_json(code)
+        stream = sys.stderr if args.out_dir == "-" else sys.stdout
+        print(json.dumps(report, separators=(",", ":")), file=stream, flush=True)
+    return code
+
+
+def register_sync(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``failopen rai sync``."""
+    from failopen.rai import cli
+
+    sync = verbs.add_parser(
+        "sync", help="incremental, resumable sync of new cohorts and sessions to files",
+        description=SYNC_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    sync.add_argument("--public-key", dest="public_keys", action="append", required=True,
+                      metavar="KEY", help="public key; repeat for several")  # fmt: skip
+    sync.add_argument("--state", required=True, metavar="FILE",
+                      help="the state file (created by the first run)")  # fmt: skip
+    sync.add_argument("--out-dir", required=True, metavar="DIR",
+                      help="directory of the day files, or - for JSON lines on stdout")
+    sync.add_argument("--format", choices=("jsonl", "csv"), default="jsonl",
+                      help="jsonl: records exactly as received; csv: spec columns + "
+                      "extra_fields (default: jsonl)")  # fmt: skip
+    sync.add_argument("--since", metavar="RFC3339",
+                      help="where the first run of a key starts (required the first time)")
+    sync.add_argument("--lookback", type=_lookback, default=_lookback(DEFAULT_LOOKBACK),
+                      metavar="DURATION", help="how far back each run lists cohorts again, "
+                      f"e.g. 2h or 1d (default: {DEFAULT_LOOKBACK})")  # fmt: skip
+    sync.add_argument("--until", metavar="RFC3339", help="end of this run (default: now)")
+    sync.add_argument("--parallel", type=_parallel, default=4, metavar="N",
+                      help="cohorts fetched at once, 1-32 (default: 4)")  # fmt: skip
+    sync.add_argument("--batch-records", type=_positive, default=20_000, metavar="N",
+                      help="append and record progress every N records at least (default: "
+                      "20000; smaller redoes less after a crash, costs more fsyncs)")
+    sync.add_argument("--json", action="store_true",
+                      help="print a one-line JSON summary of the run")  # fmt: skip
+    sync.add_argument("--base-url", help=f"service base URL (default: ${cli.ENV_BASE_URL})")
+    sync.add_argument("--page-size", type=cli._page_size, default=cli.DEFAULT_PAGE_SIZE,
+                      help=f"records per request, 1-1000 (default: {cli.DEFAULT_PAGE_SIZE})")
+    sync.add_argument("--timeout", type=float, default=30.0,
+                      help="seconds per attempt (default: 30)")  # fmt: skip
+    sync.add_argument("--max-attempts", type=int, default=4,
+                      help="attempts per request on server or network errors (default: 4)")
+    sync.set_defaults(func=_sync)

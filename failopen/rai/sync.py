@@ -1,0 +1,274 @@
+"""``failopen rai sync``: each new cohort and its sessions exactly once, run after run.
+
+A run lists, per public key, the cohorts of ``[through - lookback, until)`` (``--since`` the first
+time), skips the cohort ids already delivered, and fetches the sessions of each new cohort (up to
+``--parallel`` cohorts at once). Whole cohorts are the unit of work: they are spooled to temporary
+files, appended to the day files in listing order in batches, and only then recorded as delivered
+in the state file. A run killed at any point is resumed by the next one: an append cut short is
+cut back, and the cohorts not recorded are fetched again from their first page (page tokens may
+have expired; nothing resumes from a cursor). The state, lock and spools are ``_state.py`` and
+``_sink.py``; the command line is ``_sync_cli.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from failopen.rai._arguments import (
+    check_cohort_id,
+    format_rfc3339,
+    parse_rfc3339,
+    split_window,
+)
+from failopen.rai._client import Client
+from failopen.rai._output import Progress
+from failopen.rai._sink import Sink, Spool
+from failopen.rai._state import KeyState, SyncState
+from failopen.rai.exceptions import RaiError, RaiValidationError
+
+__all__ = ["SyncOptions", "Summary", "MissingSince", "run_sync"]
+
+logger = logging.getLogger("failopen.rai")
+
+
+class _Stopped(Exception):
+    """A fetching thread told to stop because the run is failing."""
+
+
+class MissingSince(Exception):
+    """A key has no state yet and no ``--since`` was given (exit 2)."""
+
+
+@dataclass
+class SyncOptions:
+    """What one run does."""
+
+    public_keys: list[str]
+    since: datetime | None
+    lookback: timedelta
+    until: datetime
+    parallel: int = 4
+    page_size: int = 1000
+    #: A batch is appended once it holds this many records (or the key is done): fewer fsyncs,
+    #: at the price of refetching up to this many records after a crash.
+    batch_records: int = 20_000
+
+
+@dataclass
+class Summary:
+    """The run report (``--json``)."""
+
+    cohorts: int = 0
+    sessions: int = 0
+    files: set[str] = field(default_factory=set)
+    seconds: float = 0.0
+    resumed: bool = False
+
+    def to_json(self, exit_code: int) -> dict[str, Any]:
+        return {
+            "cohorts": self.cohorts, "sessions": self.sessions, "files": sorted(self.files),
+            "seconds": round(self.seconds, 3), "resumed": self.resumed, "exit_code": exit_code,
+        }  # fmt: skip
+
+
+@dataclass
+class _Done:
+    """A fetched cohort waiting for its batch."""
+
+    cohort_id: str
+    window_end: str
+    spool: Spool
+
+
+class _Batch:
+    def __init__(self) -> None:
+        self.done: list[_Done] = []
+        self.records = 0
+
+    def add(self, item: _Done) -> None:
+        self.done.append(item)
+        self.records += sum(item.spool.records.values())
+
+
+class _Run:
+    def __init__(self, client: Client, state: SyncState, sink: Sink, options: SyncOptions,
+                 summary: Summary, progress: Progress) -> None:  # fmt: skip
+        self.client, self.state, self.sink, self.options = client, state, sink, options
+        self.summary, self.progress = summary, progress
+        self.stop = threading.Event()  # a failure elsewhere: fetching threads stop at a page
+
+    # -- one unit of work, on a worker thread --
+
+    def fetch(self, record: dict[str, Any], cohort_id: str, window_end: str) -> _Done:
+        spool = self.sink.spool()
+        try:
+            spool.add("cohorts", [record])
+            pages = self.client.iter_cohort_session_pages(
+                cohort_id, page_size=self.options.page_size, raw=True
+            )
+            with closing(pages):
+                for page in pages:
+                    if self.stop.is_set():
+                        raise _Stopped
+                    spool.add("sessions", page.items, page.lines)
+                    self.progress.add(len(page.items))
+            spool.close()
+        except BaseException:
+            spool.discard()
+            raise
+        return _Done(cohort_id, window_end, spool)
+
+    # -- committing, on the main thread --
+
+    def commit(self, keystate: KeyState, batch: _Batch) -> None:
+        if not batch.done:
+            return
+        spools = [item.spool for item in batch.done]
+        try:
+            names = sorted({name for spool in spools for name in spool.parts})
+            # Written ahead: a crash during the append is cut back by the next run.
+            self.state.pending = self.sink.sizes(names)
+            if self.state.pending:
+                self.state.save()
+            written = self.sink.append(spools, self.state.pending)
+            for item in batch.done:
+                keystate.delivered[item.cohort_id] = item.window_end
+            self.state.pending = {}
+            self.state.save()
+        finally:
+            for spool in spools:
+                spool.discard()
+        self.summary.files.update(written)
+        for spool in spools:
+            self.summary.cohorts += spool.records["cohorts"]
+            self.summary.sessions += spool.records["sessions"]
+        batch.done, batch.records = [], 0
+
+    # -- one public key --
+
+    def listed(self, public_key: str, keystate: KeyState,
+               start: datetime) -> Iterator[tuple[dict[str, Any], str, str]]:  # fmt: skip
+        """New cohorts of the key, in listing order: (record, cohort_id, end of its window)."""
+        seen: set[str] = set()
+        for first, last in split_window(start, self.options.until):
+            end = format_rfc3339(last)
+            pages = self.client.iter_cohort_pages(
+                first, last, [public_key], page_size=self.options.page_size, raw=True
+            )
+            with closing(pages):
+                for page in pages:
+                    for record in page.items:
+                        cohort_id = record.get("cohort_id")
+                        try:
+                            if not isinstance(cohort_id, str):
+                                raise RaiValidationError("not a string")
+                            check_cohort_id(cohort_id)
+                        except RaiValidationError:
+                            # Its sessions cannot be asked for; skipped, not a stuck sync.
+                            logger.warning("a listed cohort has no usable cohort_id; skipped")
+                            continue
+                        if cohort_id in keystate.delivered or cohort_id in seen:
+                            continue
+                        seen.add(cohort_id)
+                        yield record, cohort_id, end
+
+    def key(self, public_key: str) -> None:
+        keystate = self.state.key(public_key)
+        if keystate.through is not None:
+            start = parse_rfc3339(keystate.through, name="state through") - self.options.lookback
+        elif self.options.since is not None:
+            start = self.options.since
+        else:
+            raise MissingSince(public_key)
+        until = self.options.until
+        if start >= until:
+            return
+        batch = _Batch()
+        in_flight: deque[Future[_Done]] = deque()
+        executor = ThreadPoolExecutor(self.options.parallel, thread_name_prefix="failopen.sync")
+        try:
+            for record, cohort_id, end in self.listed(public_key, keystate, start):
+                in_flight.append(executor.submit(self.fetch, record, cohort_id, end))
+                # 2N queued for N threads: they keep fetching while this thread appends.
+                if len(in_flight) >= 2 * self.options.parallel:
+                    self._next(in_flight, keystate, batch)
+            while in_flight:
+                self._next(in_flight, keystate, batch)
+            self.commit(keystate, batch)
+        except BaseException:
+            self.stop.set()
+            for future in in_flight:
+                future.cancel()
+            executor.shutdown(wait=True, cancel_futures=True)
+            self._discard(in_flight, batch)
+            raise
+        executor.shutdown(wait=True)
+        keystate.through = format_rfc3339(until)
+        horizon = until - self.options.lookback
+        keystate.delivered = {
+            cohort: end for cohort, end in keystate.delivered.items()
+            if parse_rfc3339(end, name="state delivered") > horizon
+        }  # fmt: skip
+        self.state.save()
+
+    def _next(self, in_flight: deque[Future[_Done]], keystate: KeyState, batch: _Batch) -> None:
+        future = in_flight[0]
+        try:
+            done = future.result()
+        except RaiError:
+            # Keep what is complete: the cohorts fetched before this one are committed first.
+            in_flight.popleft()
+            self.commit(keystate, batch)
+            raise
+        in_flight.popleft()
+        batch.add(done)
+        if batch.records >= self.options.batch_records:
+            self.commit(keystate, batch)
+
+    @staticmethod
+    def _discard(in_flight: deque[Future[_Done]], batch: _Batch) -> None:
+        for item in batch.done:
+            item.spool.discard()
+        for future in in_flight:
+            if future.done() and not future.cancelled() and future.exception() is None:
+                future.result().spool.discard()
+
+
+def run_sync(client: Client, state: SyncState, sink: Sink, options: SyncOptions,
+             progress: Progress, summary: Summary | None = None,
+             clock: Callable[[], float] = time.monotonic) -> Summary:  # fmt: skip
+    """One sync run under the state's lock (the caller holds it); the summary of what was done.
+
+    Raises RaiError, OSError (output or state), MissingSince; the state then records every
+    cohort committed before the failure and nothing after it.
+    """
+    summary = summary if summary is not None else Summary()
+    started = clock()
+    for public_key in options.public_keys:
+        if public_key not in state.keys and options.since is None:
+            raise MissingSince(public_key)
+    summary.resumed = state.running or bool(state.pending)
+    if state.pending:
+        sink.rollback(state.pending)  # the previous run died mid-append
+        state.pending = {}
+    sink.remove_stale_spools()
+    state.running = True
+    state.save()
+    run = _Run(client, state, sink, options, summary, progress)
+    try:
+        for public_key in options.public_keys:
+            run.key(public_key)
+        state.running = False
+        state.save()
+    finally:
+        summary.seconds = clock() - started
+    return summary

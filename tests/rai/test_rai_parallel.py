@@ -1,0 +1,145 @@
+"""``--parallel N`` on ``failopen rai cohorts|sessions``: same output as one window at a time."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import io
+import json
+import sys
+from collections.abc import Callable, Generator, Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _sync_helpers import KEY, SECRET, Run
+
+from failopen.rai import Client
+from failopen.rai import cli as rai_cli
+from failopen.rai._parallel import parallel_export, slices
+from failopen.rai.cli import register_rai
+from failopen.rai.models import Page
+from failopen.testing.rai_emulator import RaiEmulator
+
+
+@pytest.fixture
+def emulator() -> RaiEmulator:
+    # 50 days: the 30-day split and the slices both apply.
+    return RaiEmulator(client_secret=SECRET, cohorts=20, span_days=50, unknown_fields=True)
+
+
+@pytest.fixture
+def rai(
+    monkeypatch: pytest.MonkeyPatch, emulator: RaiEmulator,
+    capsysbinary: pytest.CaptureFixture[bytes],
+) -> Iterator[Callable[..., Run]]:  # fmt: skip
+    with emulator.serve() as server:
+        monkeypatch.setenv("FAILOPEN_RAI_BASE_URL", server.url)
+        monkeypatch.setenv("FAILOPEN_RAI_CLIENT_ID", "test-client")
+        monkeypatch.setenv("FAILOPEN_RAI_CLIENT_SECRET", SECRET)
+        monkeypatch.setattr(rai_cli, "Client", functools.partial(Client, sleep=lambda _: None))
+        parser = argparse.ArgumentParser(prog="failopen")
+        register_rai(parser.add_subparsers())
+
+        def run(*argv: str) -> Run:
+            args = parser.parse_args(["rai", *argv])
+            code = args.func(args)
+            captured = capsysbinary.readouterr()
+            return Run(code, captured.out, captured.err.decode())
+
+        yield run
+
+
+def window(emulator: RaiEmulator) -> list[str]:
+    start, end = emulator.data_window
+    return ["--from", start, "--to", end, "--public-key", KEY]
+
+
+@pytest.mark.parametrize("verb", ["sessions", "cohorts"])
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_parallel_output_is_byte_for_byte_the_sequential_output(
+    rai: Callable[..., Run], emulator: RaiEmulator, verb: str, fmt: str
+) -> None:
+    outputs = {}
+    for n in ("1", "4", "7"):
+        result = rai(verb, *window(emulator), "--format", fmt, "--page-size", "40",
+                     "--parallel", n)  # fmt: skip
+        assert result.code == 0, result.err
+        outputs[n] = result.out
+    assert outputs["1"] == outputs["4"] == outputs["7"]
+    if fmt == "jsonl" and verb == "sessions":
+        records = [json.loads(line) for line in outputs["4"].splitlines()]
+        assert records == list(emulator.iter_session_records())
+
+
+def test_parallel_windows_really_overlap(rai: Callable[..., Run], emulator: RaiEmulator) -> None:
+    assert rai("sessions", *window(emulator), "--parallel", "4").code == 0
+    windows = {tuple(r.query["from"]) for r in emulator.history if r.path.endswith("/sessions")}
+    assert len(windows) >= 16  # at least four slices per worker
+
+
+def test_a_failure_mid_parallel_export_leaves_no_file_and_no_spool(
+    rai: Callable[..., Run], emulator: RaiEmulator, tmp_path: Path
+) -> None:
+    emulator.fail_every = 5
+    out = tmp_path / "s.jsonl"
+    result = rai("sessions", *window(emulator), "--page-size", "20", "--max-attempts", "1",
+                 "--out", str(out), "--parallel", "4")  # fmt: skip
+    assert result.code == 5 and "internal (HTTP 500)" in result.err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_slices_cover_the_window_in_whole_seconds_of_at_most_30_days() -> None:
+    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    end = start + timedelta(days=200, seconds=7)
+    cuts = slices(start, end, 2)
+    assert cuts[0][0] == start and cuts[-1][1] == end
+    assert all(a[1] == b[0] for a, b in zip(cuts, cuts[1:], strict=False))
+    assert all(timedelta(0) < b - a <= timedelta(days=30) for a, b in cuts)
+    assert len(cuts) >= 8
+    assert len(slices(start, start + timedelta(seconds=3), 4)) == 3  # never below a second
+    odd = start + timedelta(microseconds=250_000)
+    cuts = slices(odd, odd + timedelta(hours=5), 2)
+    assert cuts[0][0] == odd and cuts[-1][1] == odd + timedelta(hours=5)
+    assert all(a[1] == b[0] and a[1].microsecond == 0 for a, b in zip(cuts, cuts[1:], strict=False))
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + ".000Z"
+
+
+def test_a_record_at_a_slice_boundary_returned_by_both_slices_is_written_once() -> None:
+    # A service whose windows include both ends: the record stamped exactly at each boundary
+    # comes back from the slice before it and the slice after it.
+    start = datetime(2024, 5, 1, tzinfo=timezone.utc)
+    end = start + timedelta(hours=8)
+    cuts = slices(start, end, 1)
+    stamps = [start + timedelta(minutes=30 * i) for i in range(16)]
+
+    def fetch(first: datetime, last: datetime) -> Generator[Page[dict[str, Any]], None, None]:
+        items = [{"session_id": f"s{i}", "cohort_id": "c", "session_created": _stamp(t)}
+                 for i, t in enumerate(stamps) if first <= t <= last]  # fmt: skip
+        yield Page(items, None, "rai-v1")
+
+    def encode(records: list[dict[str, Any]], lines: list[str] | None) -> bytes:
+        return b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+    chunks = list(parallel_export("sessions", start, end, 3, fetch, encode))
+    records = [json.loads(line) for line in b"".join(c.data for c in chunks).splitlines()]
+    assert [r["session_id"] for r in records] == [f"s{i}" for i in range(16)]
+    assert sum(c.records for c in chunks) == 16
+    assert len(cuts) == 4
+
+
+def test_progress_counts_each_record_once(rai: Callable[..., Run], emulator: RaiEmulator,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert rai("sessions", *window(emulator), "--parallel", "3").code == 0
+    last = terminal.getvalue().splitlines()[-1].lstrip("\r")
+    assert last.startswith(f"{emulator.total_sessions:,} records, ")

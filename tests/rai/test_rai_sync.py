@@ -1,0 +1,335 @@
+"""``failopen rai sync`` in-process against the emulator: incremental, exactly once, resumable."""
+
+from __future__ import annotations
+
+import errno
+import functools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+from _sync_helpers import (
+    SECRET,
+    Run,
+    Runner,
+    assert_exactly_once,
+    csv_rows,
+    expected,
+    ids,
+    lines,
+    parser,
+    sync_args,
+)
+
+from failopen.rai import Client
+from failopen.rai import _sync_cli as sync_cli
+from failopen.rai import cli as rai_cli
+from failopen.rai._sink import DirSink
+from failopen.rai._state import SyncState, locked
+from failopen.testing._rai_requests import ApiError
+from failopen.testing._server import FakeRequest, LoopbackServer
+from failopen.testing.rai_emulator import RaiEmulator
+
+SINCE = "2024-05-01T00:00:00Z"
+END = "2024-05-21T00:00:00Z"
+
+
+@pytest.fixture
+def emulator() -> RaiEmulator:
+    return RaiEmulator(client_secret=SECRET)
+
+
+@pytest.fixture
+def server(emulator: RaiEmulator) -> Iterator[LoopbackServer]:
+    with emulator.serve() as served:
+        yield served
+
+
+@pytest.fixture
+def sync(
+    monkeypatch: pytest.MonkeyPatch, server: LoopbackServer,
+    capsysbinary: pytest.CaptureFixture[bytes],
+) -> Runner:  # fmt: skip
+    monkeypatch.setenv("FAILOPEN_RAI_BASE_URL", server.url)
+    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_ID", "test-client")
+    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_SECRET", SECRET)
+    monkeypatch.setattr(rai_cli, "Client", functools.partial(Client, sleep=lambda _: None))
+    cli = parser()
+
+    def run(*argv: str) -> Run:
+        args = cli.parse_args(list(argv))
+        code = args.func(args)
+        captured = capsysbinary.readouterr()
+        return Run(code, captured.out, captured.err.decode())
+
+    return run
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    return tmp_path / "state.json"
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    folder = tmp_path / "out"
+    folder.mkdir()
+    return folder
+
+
+def test_first_run_writes_every_record_once_in_day_files(
+    sync: Runner, emulator: RaiEmulator, state: Path, out: Path
+) -> None:
+    result = sync(*sync_args(state, out, "--json", since=SINCE, until=END))
+    assert result.code == 0, result.err
+    assert_exactly_once(out, emulator)
+    summary = result.summary()
+    assert summary["cohorts"] == 12 and summary["sessions"] == emulator.total_sessions
+    assert summary["resumed"] is False and summary["exit_code"] == 0
+    assert summary["files"] == sorted(p.name for p in out.iterdir())
+    for record in lines(out, "sessions"):
+        assert f"sessions-{record['session_created'][:10]}.jsonl" in summary["files"]
+    body = json.loads(state.read_text())
+    assert body["keys"]["pk_live_test"]["through"] == END
+    assert body["running"] is False and body["pending"] == {}
+
+
+def test_a_run_that_finds_nothing_new_only_lists_cohorts(
+    sync: Runner, emulator: RaiEmulator, state: Path, out: Path
+) -> None:
+    assert sync(*sync_args(state, out, since=SINCE, until=END)).code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    emulator.data_requests = 0
+    result = sync(*sync_args(state, out, "--json", until="2024-05-21T01:00:00Z"))
+    assert result.code == 0
+    assert result.summary()["cohorts"] == 0 and result.summary()["sessions"] == 0
+    assert emulator.data_requests == 1  # one page of cohorts inside the lookback, no sessions
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_an_incremental_run_writes_only_the_new_cohorts(
+    sync: Runner, emulator: RaiEmulator, state: Path, out: Path
+) -> None:
+    assert sync(*sync_args(state, out, since=SINCE, until=END)).code == 0
+    new = emulator.add_cohorts(3)
+    result = sync(*sync_args(state, out, "--json", until="2024-06-01T00:00:00Z"))
+    assert result.code == 0
+    assert result.summary()["cohorts"] == 3
+    assert_exactly_once(out, emulator)
+    assert set(ids(lines(out, "cohorts"), "cohort_id")) >= set(new)
+
+
+@pytest.mark.parametrize(("lookback", "caught"), [("2d", True), ("1h", False)])
+def test_a_cohort_created_late_inside_an_old_window_is_caught_by_the_lookback(
+    sync: Runner, emulator: RaiEmulator, state: Path, out: Path, lookback: str, caught: bool
+) -> None:
+    emulator.hide_cohorts([10])  # window starts 2024-05-17T16:57, not created yet
+    first = sync(*sync_args(state, out, "--lookback", lookback, since=SINCE,
+                            until="2024-05-19T00:00:00Z"))  # fmt: skip
+    assert first.code == 0
+    late = emulator.cohort_ids()[10]
+    assert late not in ids(lines(out, "cohorts"), "cohort_id")
+    emulator.reveal_cohorts()
+    again = sync(*sync_args(state, out, "--lookback", lookback, until="2024-05-19T01:00:00Z"))
+    assert again.code == 0
+    delivered = ids(lines(out, "cohorts"), "cohort_id")
+    assert (late in delivered) is caught
+    assert max(delivered.values()) == 1  # the lookback lists old cohorts again, writes none twice
+    if caught:
+        sessions = ids(lines(out, "sessions"), "cohort_id")
+        assert sessions[late] == emulator.cohort_record(late)["session_count"]
+
+
+def test_the_first_run_needs_since(sync: Runner, state: Path, out: Path) -> None:
+    result = sync(*sync_args(state, out))
+    assert result.code == 2 and "--since" in result.err
+    assert not state.exists()
+
+
+def test_a_corrupt_state_file_is_a_clear_error_and_left_alone(
+    sync: Runner, state: Path, out: Path
+) -> None:
+    state.write_text('{"version": 1, "keys": {"pk_live_test": {"through": 5')
+    before = state.read_bytes()
+    result = sync(*sync_args(state, out, since=SINCE, until=END))
+    assert result.code == 1
+    assert "is not a valid sync state" in result.err and str(state) in result.err
+    assert state.read_bytes() == before and list(out.iterdir()) == []
+
+
+def test_a_second_run_on_the_same_state_refuses(
+    sync: Runner, emulator: RaiEmulator, state: Path, out: Path
+) -> None:
+    with locked(str(state)):
+        result = sync(*sync_args(state, out, since=SINCE, until=END))
+    assert result.code == 1 and "another failopen rai sync is running" in result.err
+    assert not state.exists() and list(out.iterdir()) == [] and emulator.requests == 0
+
+
+@pytest.mark.parametrize(("code", "exit_code"), [("internal", 5), ("unauthorized", 3)])
+def test_errors_mid_run_keep_the_cohorts_done_and_the_next_run_goes_on(
+    sync: Runner, monkeypatch: pytest.MonkeyPatch, emulator: RaiEmulator, state: Path, out: Path,
+    code: str, exit_code: int,
+) -> None:
+    # From the 6th session listing on, every attempt fails: cohorts 0-4 are complete.
+    calls = []
+    authenticate = emulator._authenticate
+
+    def failing(request: FakeRequest) -> None:
+        if request.path.endswith("/sessions"):
+            calls.append(request.path)
+            if len(calls) >= 6:
+                raise ApiError(code, "injected")
+        authenticate(request)
+
+    monkeypatch.setattr(emulator, "_authenticate", failing)
+    argv = sync_args(state, out, "--parallel", "1", "--batch-records", "1", "--json",
+                     since=SINCE, until=END)  # fmt: skip
+    failed = sync(*argv)
+    assert failed.code == exit_code, failed.err
+    assert SECRET not in failed.err
+    assert failed.summary()["cohorts"] == 5 and failed.summary()["exit_code"] == exit_code
+    body = json.loads(state.read_text())
+    assert len(body["keys"]["pk_live_test"]["delivered"]) == 5
+    assert body["keys"]["pk_live_test"]["through"] is None  # not advanced past the failure
+    monkeypatch.setattr(emulator, "_authenticate", authenticate)
+    emulator.expire_page_tokens()  # the resumed run never reuses a cursor
+    resumed = sync(*argv)
+    assert resumed.code == 0 and resumed.summary()["resumed"] is True
+    assert resumed.summary()["cohorts"] == 7
+    assert emulator.error_counts["invalid_page_token"] == 0
+    assert_exactly_once(out, emulator)
+
+
+def test_disk_full_is_a_clear_error_and_the_state_is_not_advanced(
+    sync: Runner, monkeypatch: pytest.MonkeyPatch, emulator: RaiEmulator, state: Path, out: Path
+) -> None:
+    budget = {"bytes": 300_000}  # the filesystem seam: ENOSPC once this much has been written
+
+    def write(f: IO[bytes], data: bytes) -> object:
+        if budget["bytes"] < len(data):
+            f.write(data[: budget["bytes"] // 2])  # a short write, as a full disk does
+            f.flush()
+            raise OSError(errno.ENOSPC, "No space left on device", getattr(f, "name", None))
+        budget["bytes"] -= len(data)
+        return f.write(data)
+
+    monkeypatch.setattr(sync_cli, "DirSink", functools.partial(DirSink, write=write))
+    argv = sync_args(state, out, "--parallel", "2", "--batch-records", "100",
+                     since=SINCE, until=END)  # fmt: skip
+    failed = sync(*argv)
+    assert failed.code == 1 and "No space left on device" in failed.err
+    assert "state was not advanced" in failed.err
+    delivered = json.loads(state.read_text())["keys"]["pk_live_test"]["delivered"]
+    written = ids(lines(out, "cohorts"), "cohort_id")  # no half line (checked in lines())
+    assert set(written) == set(delivered)  # the files hold exactly what the state says
+    assert 0 < len(delivered) < 12
+    assert not list(out.glob(".failopen-sync-*"))  # no spool left behind
+    budget["bytes"] = 10**9  # space freed
+    assert sync(*argv).code == 0
+    assert_exactly_once(out, emulator)
+
+
+def test_a_crash_mid_append_is_cut_back_by_the_next_run(
+    sync: Runner, emulator: RaiEmulator, state: Path, out: Path
+) -> None:
+    assert sync(*sync_args(state, out, since=SINCE, until=END)).code == 0
+    emulator.add_cohorts(2)
+    # As left by a run killed mid-append: sizes recorded, half a batch on disk.
+    day = "sessions-2024-05-21.jsonl"
+    saved = SyncState.load(str(state))
+    saved.pending = {day: 0}
+    saved.running = True
+    saved.save()
+    (out / day).write_bytes(b'{"session_id":"ses_half","cohort_id":"x"}\n{"sessi')
+    (out / ".failopen-sync-stale.part").write_bytes(b"junk")
+    result = sync(*sync_args(state, out, "--json", until="2024-06-01T00:00:00Z"))
+    assert result.code == 0 and result.summary()["resumed"] is True
+    assert_exactly_once(out, emulator)
+    assert not (out / ".failopen-sync-stale.part").exists()
+
+
+def test_stdout_gets_json_lines_and_the_summary_goes_to_stderr(
+    sync: Runner, emulator: RaiEmulator, state: Path
+) -> None:
+    result = sync(*sync_args(state, "-", "--json", since=SINCE, until=END))
+    assert result.code == 0
+    records = [json.loads(line) for line in result.out.decode().splitlines()]
+    cohorts, sessions = expected(emulator)
+    assert [r for r in records if "session_id" not in r] == cohorts  # listing order
+    assert sorted(r["session_id"] for r in records if "session_id" in r) == sorted(
+        s["session_id"] for s in sessions
+    )
+    assert json.loads(result.err.strip().splitlines()[-1])["cohorts"] == 12
+
+
+def test_csv_day_files_have_one_header_across_runs(
+    sync: Runner, emulator: RaiEmulator, state: Path, out: Path
+) -> None:
+    assert sync(*sync_args(state, out, "--format", "csv", since=SINCE,
+                           until="2024-05-10T12:00:00Z")).code == 0  # fmt: skip
+    assert sync(*sync_args(state, out, "--format", "csv", until=END)).code == 0
+    rows = csv_rows(out, "sessions")
+    headers = [row for row in rows if row[0] == "session_id"]
+    assert len(headers) == len(list(out.glob("sessions-*.csv")))
+    assert len(rows) - len(headers) == emulator.total_sessions
+
+
+def test_parallel_sync_writes_the_same_files_as_sequential(
+    sync: Runner, emulator: RaiEmulator, tmp_path: Path
+) -> None:
+    folders = []
+    for n in ("1", "4"):
+        folder = tmp_path / f"p{n}"
+        folder.mkdir()
+        argv = sync_args(tmp_path / f"s{n}.json", folder, "--parallel", n, "--page-size", "7",
+                         since=SINCE, until=END)  # fmt: skip
+        assert sync(*argv).code == 0
+        folders.append({p.name: p.read_bytes() for p in folder.iterdir()})
+    assert folders[0] == folders[1]  # byte for byte: a stable order whatever the parallelism
+
+
+@pytest.mark.parametrize("stamp", ["../.-/.-./../escapeZ", "2024-05-01/../../x0000Z", None, 5,
+                                   "2024-13-45T00:00:00Z"])  # fmt: skip
+def test_a_hostile_timestamp_never_names_a_file_outside_the_output_directory(
+    stamp: object, tmp_path: Path
+) -> None:
+    from failopen.rai._sink import utc_day
+
+    day = utc_day(stamp)
+    assert day == "undated"
+    sink = DirSink(str(tmp_path), "jsonl", {})
+    spool = sink.spool()
+    spool.add("sessions", [{"session_id": "s", "session_created": stamp}])
+    spool.close()
+    assert list(spool.parts) == ["sessions-undated.jsonl"]
+    spool.discard()
+
+
+def test_a_state_file_cannot_name_files_to_cut_back_outside_the_day_files(
+    sync: Runner, state: Path, out: Path
+) -> None:
+    state.write_text(json.dumps({"version": 1, "running": True, "keys": {},
+                                 "pending": {"../victim": 0}}))  # fmt: skip
+    before = state.read_bytes()
+    result = sync(*sync_args(state, out, since=SINCE, until=END))
+    assert result.code == 1 and "is not a valid sync state" in result.err
+    assert state.read_bytes() == before
+
+
+def test_a_cohort_without_a_usable_id_is_skipped_not_a_stuck_sync(
+    sync: Runner, monkeypatch: pytest.MonkeyPatch, emulator: RaiEmulator, state: Path, out: Path
+) -> None:
+    original = Client.iter_cohort_pages
+
+    def pages(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        for page in original(self, *args, **kwargs):
+            page.items.extend([{"cohort_id": ".."}, {"cohort_id": 7}, {"no_id": True}])
+            yield page
+
+    monkeypatch.setattr(Client, "iter_cohort_pages", pages)
+    result = sync(*sync_args(state, out, since=SINCE, until=END))
+    assert result.code == 0, result.err
+    assert_exactly_once(out, emulator)
