@@ -211,14 +211,15 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
 
 def _override_store(args: argparse.Namespace) -> OverrideStore:
-    url = args.store if args.store is not None else _config(args).store
+    config = _config(args)
+    url = args.store if args.store is not None else config.store
     if url.startswith("memory:"):
         raise ConfigError(
             "FAILOPEN_STORE: the memory: store lives inside each server process, so a command "
-            "cannot reach it; configure a shared store (file:///path) in the app and pass it "
-            "here with --store or FAILOPEN_STORE"
+            "cannot reach it; configure a shared store (redis://host:port/db or file:///path) in "
+            "the app and pass it here with --store or FAILOPEN_STORE"
         )
-    return open_store(url)
+    return open_store(url, prefix=config.redis_prefix)
 
 
 def _stored_override(store: OverrideStore) -> EnforcementFlag:

@@ -102,6 +102,9 @@ class Config:
     retry_after: int = 5
     store: str = "memory:"
     store_refresh: float = 1.0
+    # Fleet mode (a redis:// store): key prefix, and the poller's lease (renewed at a third).
+    redis_prefix: str = "failopen:"
+    fleet_lease: float = 10.0
 
     # What the adapters serve besides the guard.
     max_body_bytes: int = 1_048_576
@@ -170,6 +173,12 @@ class Config:
                 f"stale limit ({self.stale_after_seconds:g}s, FAILOPEN_STALE_AFTER, default 3 x "
                 "FAILOPEN_POLL_INTERVAL): a bypass would end before its reading is even marked "
                 f"stale; set it to at least {self.stale_after_seconds:g} or poll more often"
+            )
+        if self.fleet_lease < 3 * self.store_refresh:
+            raise ConfigError(
+                f"FAILOPEN_FLEET_LEASE: {self.fleet_lease:g}s is shorter than 3 x "
+                f"FAILOPEN_STORE_REFRESH ({self.store_refresh:g}s): the leader renews its lease at "
+                "a third of it, between two refreshes; raise it or refresh more often"
             )
         unknown = self.bypass_on - KNOWN_IMPAIRED
         if any(v.startswith("indicator:") for v in unknown) and not self.indicator_fallback:
@@ -357,7 +366,7 @@ def _unknown_key(key: Any, names: set[str]) -> str:
 # --- coercion and validation -------------------------------------------------------------------
 
 _FLOATS = {"poll_interval", "poll_jitter", "status_timeout", "stale_after", "backoff_max",
-           "max_stale_bypass", "verify_timeout", "confirm_ttl", "store_refresh"}
+           "max_stale_bypass", "verify_timeout", "confirm_ttl", "store_refresh", "fleet_lease"}
 # Numbers whose None means "derived from the poll interval".
 _DERIVED = {"stale_after", "backoff_max", "max_stale_bypass"}
 _INTS = {"status_max_bytes", "open_after", "close_after", "retry_after", "max_body_bytes"}
@@ -416,6 +425,7 @@ def _check_field(name: str, value: Any) -> None:
         "mode": lambda v: _choice(name, v, ("enforce", "shadow")),
         "audit": lambda v: _choice(name, v, ("each", "summary")),
         "store": lambda v: _store(name, v),
+        "redis_prefix": lambda v: _prefix(name, v),
         "protected_paths": lambda v: _paths(name, v),
         "protected_views": lambda v: _views(name, v),
         "token_field": lambda v: _nonempty(name, v),
@@ -475,7 +485,16 @@ def _views(name: str, value: Any) -> None:
         )
 
 
+def _prefix(name: str, value: Any) -> None:
+    if not isinstance(value, str) or not value or len(value) > 100 or not value.isprintable() \
+            or " " in value:
+        raise ConfigError(
+            f"{env_name(name)}: expected up to 100 printable characters without spaces, such as "
+            f"'failopen:' or 'mysite:failopen:', got {value!r}"
+        )
+
+
 def _store(name: str, value: Any) -> None:
-    # At construction, so a store this version cannot open (redis:// among them, for now) stops
+    # At construction, so a store this version cannot open (a typo, redis-py missing) stops
     # start-up, instead of failing every protected request; the message never shows a password.
     check_store_url(value)
