@@ -145,6 +145,7 @@ class Fleet:
         self._why_local: str | None = None
         self._pending: FleetReading | None = None
         self._seq = 0
+        self._seen_epoch = False
 
     def _reset_identity(self) -> None:
         self._pid = os.getpid()
@@ -185,13 +186,18 @@ class Fleet:
         store, now, mono = self.store, self._clock.time(), self._clock.monotonic()
         epoch, override_raw, reading_raw, leader_raw = store.snapshot()
         if epoch is None:
+            # No marker: a new store, or one that lost its keys. The first process to notice
+            # puts the marker back with the override it knew; the state is then read again.
             override = self.watcher.flag.override
             first = store.restore(override)
-            raise StoreError(
-                "the Redis store lost its keys (FLUSHALL, or a new server)"
-                + ("; put back the override this process last knew" if first and override
-                   else "")
-            )
+            if self._seen_epoch:
+                raise StoreError(
+                    "the Redis store lost its keys (FLUSHALL, or a new server)"
+                    + ("; put back the override this process last knew" if first and override
+                       else "")
+                )
+            epoch, override_raw, reading_raw, leader_raw = store.snapshot()
+        self._seen_epoch = True
         parse_override(override_raw)  # garbage is a fallback, the same as no answer
         reading = parse_reading(reading_raw, now=now)
         if leader_raw is not None and not _is_token(leader_raw):
@@ -243,7 +249,7 @@ class Fleet:
         if self.leader:
             self.leader = False  # the lease lapses by itself; nobody renews it from here
             self.leader_since = None
-        if self.store_state != "local" or self._why_local != why:
+        if self.store_state != "local":  # once per change of state, not per attempt
             logger.error(
                 "fleet store unusable: %s; this process polls the status page itself and keeps "
                 "the override it last saw until that override's expiry", why)
