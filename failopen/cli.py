@@ -258,9 +258,9 @@ def _cmd_override(args: argparse.Namespace) -> int:
         reason = args.reason or f"failopen override {args.verb} from the command line"
         try:
             if args.verb == "off":
-                flag.force_off(reason, ttl=args.ttl)
+                flag.force_off(reason, ttl=args.ttl, set_by="cli")
             elif args.verb == "on":
-                flag.force_on(reason, ttl=args.ttl)
+                flag.force_on(reason, ttl=args.ttl, set_by="cli")
             else:
                 flag.automatic(reason)
         except ValueError as exc:  # a --ttl beyond the limits; the message names them
