@@ -177,6 +177,10 @@ def _cmd_watch(args: argparse.Namespace) -> int:
                 "source": state.source, "reason": state.reason, "stale": state.stale,
                 "error": result.error, "reading": result.reading,
                 "at": rfc3339(time.time()),
+                # Fleet mode: does this process poll for the fleet, and is it following Redis
+                # ("redis") or fallen back to its own polling ("local")?
+                **({} if runtime.fleet is None else {
+                    "leader": runtime.fleet.leader, "store": runtime.fleet.store_state}),
             })
         else:
             seen = result.report.global_status if result.report is not None else "unreadable"
@@ -320,6 +324,10 @@ def build_parser() -> argparse.ArgumentParser:
     override.add_argument("--store", help="store URL (default: FAILOPEN_STORE)")
     override.add_argument("--json", action="store_true")
     override.set_defaults(func=_cmd_override)
+
+    from failopen.fleet_cli import register_fleet
+
+    register_fleet(verbs)
 
     demo = verbs.add_parser("demo", help="play an outage against the embedded fakes")
     demo.add_argument("--step", type=float, default=0.6, help="seconds per scene")
