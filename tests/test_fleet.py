@@ -271,3 +271,55 @@ def test_one_confirmation_per_fleet(
     # The one confirmation reaches every process through the store.
     assert wait_for(lambda: all(not r.state.enforce for r in runtimes))
     assert all(r.state.source == "confirmed" for r in runtimes)
+
+
+def test_requests_never_touch_redis(
+    fleet: Callable[..., list[FailOpen]], redis_server: RedisServer
+) -> None:
+    runtimes = fleet(2)
+    for runtime in runtimes:
+        runtime.start()
+    runtimes[0].flag.force_off("outage", ttl=60)
+    assert wait_for(lambda: all(not r.state.enforce for r in runtimes))
+    callers: list[str] = []
+    for runtime in runtimes:
+        store: Any = runtime.store
+        inner = store.call
+
+        def call(*args: Any, inner: Any = inner, **kwargs: Any) -> Any:
+            callers.append(threading.current_thread().name)
+            return inner(*args, **kwargs)
+
+        store.call = call
+    for _ in range(200):
+        for runtime in runtimes:
+            assert runtime.decide(FakeVerifyAPI.BAD).bypassed
+            assert runtime.bypass(path="/login") is not None
+    assert wait_for(lambda: len(callers) > 4)  # the background thread goes on syncing
+    assert set(callers) == {"failopen.status-watcher"}
+
+
+def test_a_frozen_redis_is_a_fallback_too(
+    fleet: Callable[..., list[FailOpen]], redis_server: RedisServer
+) -> None:
+    """SIGSTOP: connections open, no answers (slow Redis). Syncs time out; requests go on."""
+    import signal
+
+    runtimes = fleet(2)
+    for runtime in runtimes:
+        runtime.start()
+    assert wait_for(lambda: len(leaders(runtimes)) == 1)
+    assert redis_server.process is not None
+    redis_server.process.send_signal(signal.SIGSTOP)
+    try:
+        assert wait_for(lambda: all(r.fleet is not None and r.fleet.store_state == "local"
+                                    for r in runtimes))
+        for runtime in runtimes:
+            assert runtime.decide(None).outcome == "missing_token"
+        counts = [fetches(r) for r in runtimes]
+        assert wait_for(lambda: all(fetches(r) > c for r, c in zip(runtimes, counts, strict=True)))
+    finally:
+        redis_server.process.send_signal(signal.SIGCONT)
+    assert wait_for(lambda: all(r.fleet is not None and r.fleet.store_state == "redis"
+                                for r in runtimes))
+    assert wait_for(lambda: len(leaders(runtimes)) == 1)

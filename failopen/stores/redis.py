@@ -35,6 +35,9 @@ REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 _INSTALL = 'pip install "failopen[redis]"'
 #: Seconds a command may take before the store counts as down (never on a request's path).
 DEFAULT_TIMEOUT = 0.5
+#: The one call a request may make (the fleet-wide confirmation lock, once per confirm_ttl at
+#: most): a slow Redis costs it this much at worst, then the process confirms on its own.
+CONFIRM_TIMEOUT = 0.1
 _MAX_VALUE = 64 * 1024  # a value larger than this is garbage, not an override or a reading
 
 # Renew only one's own lease, release only one's own: compare-and-set in one step.
@@ -144,6 +147,10 @@ class RedisStore:
             # redis-py's message may quote the URL: replaced with the masked one.
             raise ConfigError(f"FAILOPEN_STORE: {self.shown} is not a Redis URL redis-py can "
                               "open; expected redis://[:password@]host:port/db") from None
+        self._quick: Any = redis.Redis.from_url(
+            url, socket_timeout=min(timeout, CONFIRM_TIMEOUT),
+            socket_connect_timeout=min(timeout, CONFIRM_TIMEOUT), health_check_interval=0,
+            retry_on_timeout=False)
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         self.key_override = prefix + "override"
         self.key_reading = prefix + "reading"
@@ -154,7 +161,7 @@ class RedisStore:
         self._renew = self.client.register_script(_RENEW)
         self._release = self.client.register_script(_RELEASE)
         self._restore = self.client.register_script(_RESTORE)
-        self._confirm = self.client.register_script(_CONFIRM)
+        self._confirm = self._quick.register_script(_CONFIRM)
         # The override value last read by a sync and the one last loaded: ``changed`` compares
         # the two without a round trip. ``_synced`` False: nobody syncs, ``changed`` asks Redis.
         self._synced = False
@@ -280,6 +287,7 @@ class RedisStore:
         """Release the connections."""
         with contextlib.suppress(*self._errors):
             self.client.close()
+            self._quick.close()
 
 
 def _glob_escape(text: str) -> str:
