@@ -50,7 +50,7 @@ logger = logging.getLogger("failopen.fleet")
 
 #: Seconds a process's heartbeat key lives: ``failopen fleet`` lists those seen in the last minute.
 HEARTBEAT_TTL = 60.0
-_HEARTBEAT_EVERY = 10.0
+_HEARTBEAT_EVERY = 10.0  # or a third of the lease, if shorter
 _FUTURE_SKEW = 60.0  # a reading dated further ahead than this is garbage, not a fresh reading
 _MAX_REGIONS = 200
 _MAX_TEXT = 200
@@ -207,8 +207,9 @@ class Fleet:
         if mono >= self._heartbeat_due:
             store.heartbeat(self.id, json.dumps({
                 "id": self.id, "pid": os.getpid(), "leader": self.leader, "seen": now,
+                "polls": self.watcher.polls,
             }, sort_keys=True), int(HEARTBEAT_TTL * 1000))
-            self._heartbeat_due = mono + _HEARTBEAT_EVERY
+            self._heartbeat_due = mono + min(_HEARTBEAT_EVERY, self.lease / 3)
         pending, self._pending = self._pending, None
         if pending is not None:
             store.publish(pending.to_json(), self._reading_ttl_ms())

@@ -66,7 +66,7 @@ def fleet_report(store: RedisStore, *, now: float | None = None) -> dict[str, An
         seen = _json_or_none(raw)
         if isinstance(seen, dict) and isinstance(seen.get("seen"), (int, float)):
             processes.append({"id": seen.get("id"), "pid": seen.get("pid"),
-                              "leader": seen.get("leader") is True,
+                              "leader": seen.get("leader") is True, "polls": seen.get("polls"),
                               "last_seen_seconds": round(now - seen["seen"], 3)})
     report["processes"] = sorted(processes, key=lambda p: str(p["id"]))
     return report

@@ -135,6 +135,8 @@ class StatusWatcher:
         self._last_good: float | None = None
         self._last_error: str | None = None
         self._last_regions: tuple[str, ...] = ()
+        #: Status page requests this process's watcher has made (``failopen fleet`` shows it).
+        self.polls = 0
         # Thread state.
         self._thread_lock = threading.Lock()
         self._stop = threading.Event()
@@ -300,6 +302,7 @@ class StatusWatcher:
         if self.source is None:
             return PollResult("failed", None, "no status page configured", self.poll_interval)
         at = self._clock.time()
+        self.polls += 1
         try:
             report = self.source.fetch()
         except StatusError as exc:
