@@ -214,6 +214,7 @@ class StatusWatcher:
         next_poll = self._clock.monotonic() if self.source is not None else float("inf")
         polled = True
         while not stop.is_set():
+            turn = self._clock.monotonic()
             fleet = self.fleet
             if fleet is not None:
                 fleet.sync()
@@ -228,7 +229,10 @@ class StatusWatcher:
                 # does not push the next one back (the bound on ending a bypass relies on it).
                 next_poll = started + result.next_delay
             self.tick()
-            wait = min(max(next_poll - self._clock.monotonic(), 0.0), self.store_refresh)
+            # The refresh period counts from the turn's start: a store read (a Redis round trip)
+            # does not stretch "at least once per store_refresh".
+            now = self._clock.monotonic()
+            wait = max(min(next_poll, turn + self.store_refresh) - now, 0.0)
             if self._clock.wait(stop, wait):
                 break
 
