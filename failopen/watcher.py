@@ -230,9 +230,12 @@ class StatusWatcher:
                 next_poll = started + result.next_delay
             self.tick()
             # The refresh period counts from the turn's start: a store read (a Redis round trip)
-            # does not stretch "at least once per store_refresh".
+            # does not stretch "at least once per store_refresh". A fleet member turns twice per
+            # period, so an override reaches every process within one period even when a busy
+            # machine runs a turn late.
+            period = self.store_refresh if fleet is None else self.store_refresh / 2
             now = self._clock.monotonic()
-            wait = max(min(next_poll, turn + self.store_refresh) - now, 0.0)
+            wait = max(min(next_poll, turn + period) - now, 0.0)
             if self._clock.wait(stop, wait):
                 break
 

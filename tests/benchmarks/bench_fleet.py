@@ -11,8 +11,8 @@ Needs ``redis-server`` on PATH (started here on a free loopback port, nothing sa
    the wall clock when its flag changed with the time the override was written). Goal: p100 <= 1 s.
 3. The guard's per-request cost (``decide`` with no token, flag on; ``bypass`` with the flag off)
    with the Redis store vs the memory store, in one process with both watchers running, measured
-   in interleaved pairs (the ratio is the median of the pairs' ratios). Goal: ratio <= 1.02 (the
-   request path is the same: it reads the flag, never Redis).
+   in 15 interleaved pairs (best of 15 each, and the median of the pairs' ratios). Goal: ratio
+   <= 1.02 (the request path is the same: it reads the flag, never Redis).
 """
 
 from __future__ import annotations
@@ -156,6 +156,9 @@ def request_cost(url: str) -> list[tuple[str, float, float, float]]:
 
     for name in ("failopen", "failopen.audit", "failopen.flag", "failopen.guard"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
+    import redis
+
+    redis.Redis.from_url(url).flushdb()  # no reading left by the members: both start alike
     base = Config(verify_url="http://127.0.0.1:9/verify", private_key="k",
                   protected_paths=("/login",))
     memory = FailOpen(base)
@@ -179,8 +182,9 @@ def request_cost(url: str) -> list[tuple[str, float, float, float]]:
                 samples[0].append(pair[0])
                 samples[1].append(pair[1])
                 ratios.append(pair[1] / pair[0])
-            rows.append((label, statistics.median(samples[0]), statistics.median(samples[1]),
-                         statistics.median(ratios)))
+            # Best of 15 (as timeit advises: the minimum is the cost, the rest is the machine's
+            # other work), and the median of the pairs' ratios beside it.
+            rows.append((label, min(samples[0]), min(samples[1]), statistics.median(ratios)))
         fleet.flag.automatic("bench over")  # the override lives in Redis: leave none behind
     finally:
         memory.stop()
@@ -221,8 +225,8 @@ def main() -> None:
     print(f"| override reaches all {PROCESSES} processes, {TRIALS} trials | — | "
           f"p50 {statistics.median(worst):.3f} s, p100 {max(worst):.3f} s | p100 <= 1 s |")
     for label, mem, red, ratio in cost:
-        print(f"| {label}, ns per call (median of 15 interleaved pairs) | {mem:.0f} | {red:.0f} "
-              f"(ratio {ratio:.3f}) | ratio <= 1.02 |")
+        print(f"| {label}, ns per call (best of 15 interleaved pairs) | {mem:.0f} | {red:.0f} "
+              f"(ratio {red / mem:.3f}; median of pair ratios {ratio:.3f}) | ratio <= 1.02 |")
 
 
 if __name__ == "__main__":
