@@ -1,8 +1,10 @@
 """FailOpen: the flag, the store, the watcher, the verifier and the guard, assembled from a Config.
 
 Adapters hold one FailOpen per process. Building it makes no network call and starts no thread
-(a ``file://`` store is read once); the watcher starts on first use (``ensure_started``), which
-keeps management commands, import-time code and pre-fork masters free of background threads.
+(a ``file://`` or ``redis://`` store is read once: one GET, 0.5 s at most); the watcher starts on
+first use (``ensure_started``), which keeps management commands, import-time code and pre-fork
+masters free of background threads. With a ``redis://`` store the process is a fleet member
+(:mod:`failopen.fleet`) once its watcher runs; ``stop`` leaves the fleet (releasing the lease).
 """
 
 from __future__ import annotations
