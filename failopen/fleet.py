@@ -54,6 +54,7 @@ _HEARTBEAT_EVERY = 10.0  # or a third of the lease, if shorter
 _FUTURE_SKEW = 60.0  # a reading dated further ahead than this is garbage, not a fresh reading
 _MAX_REGIONS = 200
 _MAX_TEXT = 200
+_MAX_READING = 128 * 1024
 
 Kind = Literal["watcher", "confirmed"]
 
@@ -90,6 +91,8 @@ def parse_reading(raw: Any, *, now: float) -> FleetReading | None:
     """The published reading (None: none yet); StoreError for anything failopen did not write."""
     if raw is None:
         return None
+    if len(raw) > _MAX_READING:
+        raise StoreError("the published status reading is larger than failopen writes")
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError, TypeError, UnicodeDecodeError):
@@ -228,9 +231,12 @@ class Fleet:
         if self.leader and (not ours or (mono >= self._renew_due
                                          and not store.renew(self._token, lease_ms))):
             self._set_leader(False, now, "its lease was lost")
-        if not self.leader and leader_raw is None and store.acquire(self._token, lease_ms):
-            self._renew_due = mono + self.lease / 3
-            self._set_leader(True, now, "the lease was free")
+        if not self.leader and leader_raw is None:
+            # The token says since when this process leads (``failopen fleet`` shows it).
+            self._token = json.dumps({"id": self.id, "since": now}, sort_keys=True)
+            if store.acquire(self._token, lease_ms):
+                self._renew_due = mono + self.lease / 3
+                self._set_leader(True, now, "the lease was free")
         elif self.leader and mono >= self._renew_due:
             self._renew_due = mono + self.lease / 3
 

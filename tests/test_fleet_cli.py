@@ -106,3 +106,24 @@ def test_watch_json_without_a_fleet_has_no_fleet_keys(
     assert code == 0
     line: dict[str, Any] = json.loads(out)
     assert "leader" not in line and "store" not in line
+
+
+def test_fleet_says_since_when_the_leader_leads(
+    capsys: pytest.CaptureFixture[str], redis_server: RedisServer, failopen_config: Config
+) -> None:
+    import time
+
+    config = failopen_config.replace(store=redis_server.url, poll_interval=0.2,
+                                     store_refresh=0.05, fleet_lease=1.0)
+    runtime = FailOpen(config)
+    time.sleep(0.3)  # the member exists for a while before it leads
+    try:
+        runtime.start()
+        assert wait_for(lambda: bool(runtime.fleet and runtime.fleet.leader))
+        assert runtime.fleet is not None and runtime.fleet.leader_since is not None
+        code, out, _ = run(capsys, "fleet", "--store", redis_server.url, "--json")
+        from failopen.flag import rfc3339
+
+        assert json.loads(out)["leader"]["since"] == rfc3339(runtime.fleet.leader_since)
+    finally:
+        runtime.stop()
