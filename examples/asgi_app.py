@@ -5,18 +5,26 @@ Configuration comes from ``FAILOPEN_*`` variables (``FAILOPEN_PROTECTED_PATHS`` 
 
     failopen emulate status &     # http://127.0.0.1:8401
     failopen emulate verify &     # http://127.0.0.1:8402
+    failopen emulate vendor &     # http://127.0.0.1:8404, the vendor's api.js
     FAILOPEN_STATUS_URL=http://127.0.0.1:8401 \\
     FAILOPEN_VERIFY_URL=http://127.0.0.1:8402/api/v4/verify/ \\
+    FAILOPEN_VENDOR_URL=http://127.0.0.1:8404 \\
     FAILOPEN_PRIVATE_KEY=test-private-key FAILOPEN_PUBLIC_KEY=test-public-key \\
         uvicorn examples.asgi_app:app
 
-``GET /`` is the log-in page with the browser snippet; ``POST /login`` is protected and answers
-``{"ok": true, "decision": {...}, "bypassed": bool}`` when admitted; ``GET /health`` is not.
+``GET /`` is the log-in page with the browser snippet, served with
+``Content-Security-Policy: script-src 'self' <vendor>``; the form is a normal browser POST to
+``/login``, which is protected and answers ``{"ok": true, "decision": {...}, "bypassed": bool}``
+when admitted; ``GET /health`` is not protected. ``SNIPPET_READY_TIMEOUT_MS``,
+``SNIPPET_RETRIES`` and ``SNIPPET_RETRY_DELAY_MS`` (the example's own variables, not failopen
+settings) tune the snippet; the browser tests use them to fail fast.
 """
 
 from __future__ import annotations
 
+import os
 from html import escape
+from urllib.parse import urlsplit
 
 from failopen.integrations.asgi import FailOpenMiddleware
 from starlette.applications import Starlette
@@ -34,19 +42,46 @@ if not config.protected_paths:
 PREFIX = "/failopen"
 
 
+def _tuning(name: str) -> int | None:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    if not value.isdigit():
+        raise SystemExit(f"{name}: expected a whole number of milliseconds or retries, "
+                         f"got {value!r}")
+    return int(value)
+
+
+SNIPPET_TAG = " ".join(f'{name}="{escape(value)}"' for name, value in snippet_attributes(
+    config, flag_url=f"{PREFIX}/flag", ready_timeout_ms=_tuning("SNIPPET_READY_TIMEOUT_MS"),
+    retries=_tuning("SNIPPET_RETRIES"), retry_delay_ms=_tuning("SNIPPET_RETRY_DELAY_MS"),
+).items())
+# The snippet needs no inline script and no eval: scripts from this site and the vendor only.
+VENDOR_ORIGIN = "{0.scheme}://{0.netloc}".format(urlsplit(config.vendor_url or ""))
+CSP = f"script-src 'self' {VENDOR_ORIGIN}" if config.vendor_url else "script-src 'self'"
+# The page styles on the state the snippet sets on the form (an inline style is no script).
+STYLE = (
+    "form{max-width:20em;padding:1em;border:2px solid #999}"
+    "form[data-failopen-state=completed]{border-color:#2a2}"
+    "form[data-failopen-state=bypassed]{border-color:#e90}"
+    "form[data-failopen-state=failed]{border-color:#c22}"
+    "form::before{content:'security check: ' attr(data-failopen-state);display:block}"
+    "[data-failopen-message]{color:#c22}"
+)
+
+
 async def login_page(request: Request) -> HTMLResponse:
     """The log-in form, with the snippet that asks the flag endpoint whether to enforce."""
-    attributes = snippet_attributes(config, flag_url=f"{PREFIX}/flag")
-    tag_attributes = " ".join(f'{name}="{escape(value)}"' for name, value in attributes.items())
     field = escape(config.token_field)
     return HTMLResponse(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Log in</title>"
-        f'<script src="{PREFIX}/failopen.js" {tag_attributes} defer></script></head><body>'
-        '<form method="post" action="/login">'
+        f'<style>{STYLE}</style><script src="{PREFIX}/failopen.js" {SNIPPET_TAG} defer></script>'
+        '</head><body><form method="post" action="/login">'
         '<input name="username" autocomplete="username">'
         '<input name="password" type="password" autocomplete="current-password">'
         f'<input type="hidden" name="{field}">'
-        "<button>Log in</button></form></body></html>"
+        "<button>Log in</button></form></body></html>",
+        headers={"Content-Security-Policy": CSP},
     )
 
 

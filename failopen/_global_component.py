@@ -118,6 +118,14 @@ def choose_global(
                 "process first read the page, is no longer on it; this reading does not count",
                 candidates,
             )
+        if by_id[pinned_id].group:
+            # The same rule as a configured one: a group reports its members' worst status.
+            raise _refuse(
+                f"the global component {pinned_id[:64]} ({pinned_name[:80]}), chosen when this "
+                "process first read the page, is now a group component or its group flag is "
+                "unreadable (a regional outage would read as global); this reading does not "
+                "count", candidates,
+            )
         return Choice(pinned_id, "pinned")
     if configured is not None:
         return _configured(candidates, by_id, configured)

@@ -32,6 +32,8 @@ AuditMode = Literal["each", "summary"]
 _MAX_KEYS = 1000
 _OTHER = "<other>"
 _TOP = 5
+# ... nor may a long one: a path or client is counted by its first characters only.
+_MAX_KEY = 256
 
 
 class BypassAudit:
@@ -94,6 +96,8 @@ class BypassAudit:
 
 
 def _bump(counts: dict[str, int], key: str) -> None:
+    if len(key) > _MAX_KEY:
+        key = key[:_MAX_KEY] + "..."
     if key not in counts and len(counts) >= _MAX_KEYS:
         key = _OTHER
     counts[key] = counts.get(key, 0) + 1

@@ -108,6 +108,8 @@ class Config:
 
     # What the adapters serve besides the guard.
     max_body_bytes: int = 1_048_576
+    # Where the browser snippet loads the vendor's client script from (``/v2/<key>/api.js``).
+    vendor_url: str | None = None
     admin_token: str | None = field(default=None, repr=False)
     override_endpoint: bool = False
 
@@ -136,6 +138,8 @@ class Config:
             object.__setattr__(
                 self, "verify_url", check_url(self.verify_url, setting=env_name("verify_url"))
             )
+        if self.vendor_url is not None:
+            object.__setattr__(self, "vendor_url", _vendor_url(self.vendor_url))
         token = self.admin_token
         if token is not None and (not isinstance(token, str)
                                   or len(token.strip()) < _MIN_ADMIN_TOKEN):
@@ -492,6 +496,18 @@ def _prefix(name: str, value: Any) -> None:
             f"{env_name(name)}: expected up to 100 printable characters without spaces, such as "
             f"'failopen:' or 'mysite:failopen:', got {value!r}"
         )
+
+
+def _vendor_url(value: str) -> str:
+    """The base the snippet appends ``/v2/<key>/api.js`` to, without its trailing slash."""
+    # The browser loads a script from it: the same rules as the server's own vendor calls.
+    url = check_url(value, setting=env_name("vendor_url"))
+    if "?" in url or "#" in url:
+        raise ConfigError(
+            "FAILOPEN_VENDOR_URL: expected a base URL without query or fragment, like "
+            "https://client.vendor.example (the snippet appends /v2/<public key>/api.js)"
+        )
+    return url.rstrip("/")
 
 
 def _store(name: str, value: Any) -> None:

@@ -212,6 +212,7 @@ class StatusWatcher:
         stop = self._stop
         # Without a status page the thread still keeps overrides from the store current.
         next_poll = self._clock.monotonic() if self.source is not None else float("inf")
+        last_poll = next_poll
         polled = True
         while not stop.is_set():
             turn = self._clock.monotonic()
@@ -227,8 +228,12 @@ class StatusWatcher:
                 result = self.poll_once() if polls else self.follow_once()
                 # Counted from the start of the poll: a poll that took the whole status timeout
                 # does not push the next one back (the bound on ending a bypass relies on it).
-                next_poll = started + result.next_delay
+                last_poll, next_poll = started, started + result.next_delay
             self.tick()
+            if not self.flag.automatic_state.enforce:
+                # A bypass that began between polls (a request's confirmation) while the page
+                # failed: the backoff chosen while enforcing must not delay the polls that end it.
+                next_poll = min(next_poll, last_poll + self.poll_interval)
             # The refresh period counts from the turn's start: a store read (a Redis round trip)
             # does not stretch "at least once per store_refresh". A fleet member turns twice per
             # period, so an override reaches every process within one period even when a busy
@@ -364,7 +369,11 @@ class StatusWatcher:
                                       self._next_delay(None))
                 self._applied_started = started
             impaired = self._impaired_streak + 1 if reading == "impaired" else 0
-            operational = self._operational_streak + 1 if reading == "operational" else 0
+            # Any good reading that is not an outage counts towards ending a bypass, a neutral
+            # one included: operators hold a component at degraded_performance for hours after
+            # an outage, and the evidence for bypassing ended with the last outage reading.
+            # Moving towards enforcement needs no attacker-proof evidence; away from it does.
+            operational = self._operational_streak + 1 if reading != "impaired" else 0
             if source == "watcher":
                 self._impaired_streak, self._operational_streak = impaired, operational
                 self._failures = 0
@@ -375,13 +384,16 @@ class StatusWatcher:
                 enforce, reason = False, f"global component {status}"
             elif reading == "operational" and (enforcing or operational >= self.close_after):
                 enforce, reason = True, "global component operational"
+            elif reading != "impaired" and (enforcing or operational >= self.close_after):
+                enforce, reason = True, f"global component {status} (not an outage); enforcing"
             elif enforcing:
+                # An outage reading, but fewer than open_after of them in a row so far.
                 enforce, reason = True, f"global component {status}; enforcing"
             else:
                 enforce = False
                 reason = (
                     f"global component {status}; bypassing until {self.close_after} "
-                    "operational readings"
+                    "readings that are not an outage"
                 )
             # Applied under the lock: readings reach the flag in the order they were judged.
             self.flag.set_automatic(

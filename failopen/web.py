@@ -44,6 +44,7 @@ __all__ = [
     "MAX_OVERRIDE_BODY",
     "REFUSAL_LOG_INTERVAL",
     "RefusalLog",
+    "SNIPPET_OPTIONS",
     "SNIPPET_PATH",
     "STORE_NOT_SHARED",
     "Snippet",
@@ -90,11 +91,16 @@ _MAX_FORM_FIELDS = 1000
 # Commas and opening brackets in a JSON body: bounds what json.loads can cost (~2 ms at most).
 _MAX_JSON_VALUES = 5000
 _MAX_PART_HEADERS = 32
+# The token's own Content-Disposition is ``form-data; name="<field>"``, the name at most 12
+# characters per character of the field (RFC 2231, 4 bytes as %XX): a longer one is some other
+# part (a file's long name), and is not read, which keeps the cost per part bounded by the field.
+_DISPOSITION_SLACK = 64
 _MAX_PARAMS = 32
-# The " (by <actor>)" that handle_override appends to an override's reason.
-_ACTOR = re.compile(r" \(by [^()]*\)\Z")
-# A quoted-string after "=", with backslash escapes: linear, no nested repetition.
-_QUOTED = re.compile(r'[ \t]*"((?:[^"\\]|\\.)*)"')
+_BLANKS = re.compile(r"[ \t]*")
+# A quoted-string with backslash escapes, from its opening quote (unrolled: no nested choice).
+_ESCAPED = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"')
+# What handle_override appends to an override's reason: " (by <actor>)".
+_ACTOR_START = " (by "
 
 
 # --- the client flag endpoint ---------------------------------------------------------------------
@@ -109,19 +115,27 @@ def flag_payload(state: FlagState, *, mode: str = "enforce") -> dict[str, Any]:
     """The flag endpoint's JSON (an override's reason without who placed it).
 
     In shadow mode the server enforces whatever the flag says, so the browser is told to enforce
-    too (a browser skipping the challenge would only collect 403s); ``would_bypass`` shows what
-    enforce mode would do.
+    too (a browser skipping the challenge would only collect 403s); ``shadow.enforce`` (and
+    the older ``would_bypass``, its negation) shows what enforce mode would answer.
     """
     payload = state.to_dict()
     if state.source == "override":
         # The endpoint answers anyone: who placed the override (a staff user name, with Django)
         # is for the audit log and ``failopen override show``, not for the public.
-        payload["reason"] = _ACTOR.sub("", state.reason)
+        payload["reason"] = _without_actor(state.reason)
     payload["mode"] = mode
     if mode == "shadow":
         payload["would_bypass"] = not state.enforce
+        payload["shadow"] = {"enforce": state.enforce}
         payload["enforce"] = True
     return payload
+
+
+def _without_actor(reason: str) -> str:
+    """The reason without " (by <actor>)". From the first " (by ": a user name may hold
+    parentheses (and " (by " itself); cutting an operator's own words short is the safe way."""
+    start = reason.find(_ACTOR_START)
+    return reason[:start] if start != -1 and reason.endswith(")") else reason
 
 
 # --- rejections ---------------------------------------------------------------------------------
@@ -269,11 +283,33 @@ def _names_field(head: bytes, field: str) -> bool:
         name, _, header = line.decode("latin-1").partition(":")
         if name.strip().lower() != "content-disposition":
             continue
+        if len(header) > _DISPOSITION_SLACK + 12 * len(field):
+            return False  # not the token's part (see _DISPOSITION_SLACK), and not read
         # The first Content-Disposition decides; the name is checked first, as the cheaper test
         # rules out almost every part. A file upload is never the token, whatever its name.
         return (_header_param(header, "name") == field
                 and _header_param(header, "filename") is None)
     return False
+
+
+def _quoted_string(value: str, start: int) -> tuple[str, int] | None:
+    """The quoted-string at ``start`` (after blanks) with its escapes still in, and the index
+    after its closing quote; None when there is none or it is unterminated.
+
+    The common string (no backslash before the next quote) is found with ``str.find``, at memchr
+    speed; only one with escapes goes through the regex. A regex alone backtracked through a long
+    unterminated string: ~0.15 s per MiB of a multipart body, on the event loop.
+    """
+    opening = _BLANKS.match(value, start).end()  # type: ignore[union-attr]  # always matches
+    if not value.startswith('"', opening):
+        return None
+    close = value.find('"', opening + 1)
+    if close == -1:
+        return None
+    if value.find("\\", opening + 1, close) == -1:
+        return value[opening + 1:close], close + 1
+    escaped = _ESCAPED.match(value, opening)
+    return (escaped.group(1), escaped.end()) if escaped is not None else None
 
 
 def _header_param(value: str, param: str) -> str | None:
@@ -295,10 +331,10 @@ def _header_param(value: str, param: str) -> str | None:
             at = semi
             continue
         name = value[at + 1:equals].strip().lower()
-        quoted = _QUOTED.match(value, equals + 1)
+        quoted = _quoted_string(value, equals + 1)
         if quoted is not None:
-            found = quoted.group(1).replace("\\\\", "\\").replace('\\"', '"')
-            at = value.find(";", quoted.end())
+            found = quoted[0].replace("\\\\", "\\").replace('\\"', '"')
+            at = value.find(";", quoted[1])
         elif value[equals + 1:stop].lstrip().startswith('"'):
             break  # an unterminated quote: nothing after it can be read reliably
         else:
@@ -472,10 +508,46 @@ def load_snippet(path: Path = SNIPPET_PATH) -> Snippet | None:
     return Snippet(body=body, etag='"' + hashlib.sha256(body).hexdigest()[:32] + '"')
 
 
-def snippet_attributes(config: Config, *, flag_url: str) -> dict[str, str]:
-    """The ``data-*`` attributes of the snippet's script tag: where to ask, what to send."""
-    return {
+#: The snippet's tuning options: keyword of :func:`snippet_attributes` -> attribute.
+SNIPPET_OPTIONS: dict[str, str] = {
+    "form": "data-failopen-form",
+    "ready_timeout_ms": "data-failopen-ready-timeout-ms",
+    "retries": "data-failopen-retries",
+    "retry_delay_ms": "data-failopen-retry-delay-ms",
+}
+
+
+def snippet_attributes(
+    config: Config,
+    *,
+    flag_url: str,
+    form: str | None = None,
+    ready_timeout_ms: int | None = None,
+    retries: int | None = None,
+    retry_delay_ms: int | None = None,
+) -> dict[str, str]:
+    """The ``data-*`` attributes of the snippet's script tag: where to ask, what to send.
+
+    The settings always; the tuning options only when given (the snippet has defaults for them:
+    ``form`` every form holding the token field, 10000 ms, 3 retries, 500 ms). A tuning value
+    that is not a whole number of at least 0 (1 for the time-out), or an empty ``form``, is a
+    ValueError naming the option.
+    """
+    attributes = {
         "data-failopen-flag-url": flag_url,
         "data-failopen-public-key": config.public_key or "",
         "data-failopen-token-field": config.token_field,
+        "data-failopen-vendor-url": config.vendor_url or "",
     }
+    if form is not None:
+        if not isinstance(form, str) or not form.strip():
+            raise ValueError("form: expected a CSS selector like '#login'")
+        attributes[SNIPPET_OPTIONS["form"]] = form
+    for name, value, least in (("ready_timeout_ms", ready_timeout_ms, 1),
+                               ("retries", retries, 0), ("retry_delay_ms", retry_delay_ms, 0)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name}: expected a whole number of at least {least}, got {value!r}")
+        attributes[SNIPPET_OPTIONS[name]] = str(value)
+    return attributes

@@ -31,6 +31,7 @@ translates ASGI messages.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -88,7 +89,8 @@ def _django_handler_in(app: object) -> str | None:
     """The class name of a Django ASGI handler that ``app`` is or wraps, else None.
 
     Follows ``.app`` and its kin through middleware, routers (Starlette's Mount) and protocol
-    routers (Channels), without importing Django: a Django handler is an instance of
+    routers (Channels), and plain functions to what they call (closures, module globals),
+    without importing Django: a Django handler is an instance of
     ``django.core.handlers.base.BaseHandler`` (ASGIHandler, WSGIHandler) or a subclass.
     """
     seen: set[int] = set()
@@ -102,6 +104,9 @@ def _django_handler_in(app: object) -> str | None:
             # ASGIHandler, or WSGIHandler behind a WSGI-to-ASGI adapter: both resolve views.
             if cls.__module__ == "django.core.handlers.base" and cls.__name__ == "BaseHandler":
                 return f"{type(item).__module__}.{type(item).__qualname__}"
+        # A lazy object (Django's settings) may raise on any attribute: not ours to judge.
+        with contextlib.suppress(Exception):
+            todo.extend(_referenced(item))
         for name in _INNER_APPS:
             try:
                 inner = getattr(item, name, None)
@@ -114,6 +119,30 @@ def _django_handler_in(app: object) -> str | None:
             elif inner is not None and not isinstance(inner, (str, bytes, int, float)):
                 todo.append(inner)
     return None
+
+
+def _referenced(item: object) -> list[object]:
+    """What a plain function or bound method hands requests to: the object of a bound method,
+    the variables it closes over, and the module globals it names (``async def application(...):
+    await django_app(...)`` in a project's asgi.py)."""
+    found: list[object] = []
+    owner = getattr(item, "__self__", None)
+    if owner is not None and not isinstance(owner, type):
+        found.append(owner)
+    function = getattr(item, "__func__", item)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return found
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            found.append(cell.cell_contents)
+        except ValueError:  # a cell not yet filled
+            continue
+    namespace = getattr(function, "__globals__", None)
+    if isinstance(namespace, dict):
+        found.extend(namespace[name] for name in code.co_names
+                     if name in namespace and not isinstance(namespace[name], type))
+    return found
 
 
 def _report_misconfiguration(runtime: FailOpen, override_route: bool, prefix: str) -> None:

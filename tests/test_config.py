@@ -59,6 +59,7 @@ ENV_TABLE: dict[str, tuple[str, object]] = {
     "redis_prefix": ("mysite:failopen:", "mysite:failopen:"),
     "fleet_lease": ("6", 6.0),
     "max_body_bytes": ("4096", 4096),
+    "vendor_url": ("https://client.vendor.example/", "https://client.vendor.example"),
     "admin_token": ("adm-" + "x" * 28, "adm-" + "x" * 28),
     "override_endpoint": ("true", True),
 }
@@ -218,6 +219,18 @@ def test_only_localhost_itself_may_use_plain_http() -> None:
     with pytest.raises(ConfigError, match="https"):
         Config(status_url="http://evil.localhost/")
     assert Config(status_url="http://[::1]:8000").status_url == "http://[::1]:8000"
+
+
+def test_the_vendor_url_is_a_base_the_snippet_can_extend() -> None:
+    assert Config(vendor_url="http://127.0.0.1:8404/").vendor_url == "http://127.0.0.1:8404"
+    assert Config(vendor_url="https://cdn.example/x/").vendor_url == "https://cdn.example/x"
+    # The browser would load the challenge script over plain http from anyone on the path.
+    with pytest.raises(ConfigError, match="FAILOPEN_VENDOR_URL.*https"):
+        Config(vendor_url="http://client.vendor.example")
+    with pytest.raises(ConfigError, match="FAILOPEN_VENDOR_URL.*query"):
+        Config(vendor_url="https://client.vendor.example/?v=2")
+    with pytest.raises(ConfigError, match="FAILOPEN_VENDOR_URL"):
+        Config.from_env({"FAILOPEN_VENDOR_URL": "client.vendor.example"})
 
 
 def test_collections_given_in_code_are_normalised() -> None:

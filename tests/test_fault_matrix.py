@@ -157,8 +157,13 @@ def assert_no_bypass(decision: Decision) -> None:
 # --- the status page: every fault, from enforcing and from bypassing ----------------------------
 
 
-@pytest.mark.parametrize("fault", STATUS_FAULTS)
-@pytest.mark.parametrize("start", ["enforcing", "bypassing"])
+# An unknown status is a reading that is no outage: from bypassing it counts towards ending the
+# bypass (test_an_unknown_status_during_a_bypass_counts_towards_ending_it), so it is no fault there.
+FAULT_STARTS = [(start, fault) for start in ("enforcing", "bypassing") for fault in STATUS_FAULTS
+                if not (start == "bypassing" and fault in NEUTRAL_FAULTS)]
+
+
+@pytest.mark.parametrize(("start", "fault"), FAULT_STARTS)
 def test_a_status_page_fault_is_never_evidence(
     build: Callable[..., FailOpen], page: FakeStatusPage, start: str, fault: str
 ) -> None:
@@ -210,7 +215,7 @@ def test_a_status_page_fault_is_never_evidence(
     assert runtime.state.stale is False
 
 
-@pytest.mark.parametrize("fault", STATUS_FAULTS)
+@pytest.mark.parametrize("fault", sorted(set(STATUS_FAULTS) - NEUTRAL_FAULTS))
 def test_the_watcher_thread_survives_every_fault_and_recovers(
     build: Callable[..., FailOpen], page: FakeStatusPage, fault: str
 ) -> None:
@@ -446,27 +451,31 @@ def test_a_global_status_outside_bypass_on_never_bypasses(
     assert runtime.state.global_status == status
 
 
-def test_an_unknown_status_during_a_bypass_neither_ends_nor_extends_it_by_itself(
+def test_an_unknown_status_during_a_bypass_counts_towards_ending_it(
     build: Callable[..., FailOpen], page: FakeStatusPage
 ) -> None:
+    # The evidence for bypassing ended with the last outage reading: a status that is no outage
+    # (unknown, degraded, under maintenance) moves towards enforcement like operational does.
     runtime = build()
     page.set_global(OUTAGE)
     runtime.poll_now()
     assert runtime.state.enforce is False
     page.set_global(UNKNOWN_STATUS)
     runtime.poll_now()
-    assert runtime.state.enforce is False, "not evidence that the outage ended"
+    assert runtime.state.enforce is False, "one reading is not close_after"
     page.set_global(OPERATIONAL)
     runtime.poll_now()
-    assert runtime.state.enforce is False
+    assert runtime.state.enforce is True, "the unknown status broke the streak"
+    page.set_global(UNKNOWN_STATUS)
     runtime.poll_now()
-    assert runtime.state.enforce is True
+    runtime.poll_now()
+    assert runtime.state.enforce is True, "an unknown status never opens a bypass"
 
 
 # --- the indicator fallback ---------------------------------------------------------------------
 
 
-COMPONENTS_FAULTS = ["503", "missing_global", "reset"]
+COMPONENTS_FAULTS = ["503", "malformed", "reset"]
 
 
 @pytest.mark.parametrize("fault", COMPONENTS_FAULTS)
@@ -519,7 +528,7 @@ def test_the_indicator_fallback_confirms_only_a_listed_indicator(
         build, api, indicator_fallback=True, bypass_on=bypass_on, confirm_ttl=0.05
     )
     api.set_fault("503")
-    page.set_fault("missing_global", endpoint="components")
+    page.set_fault("503", endpoint="components")
     page.set_global("partial_outage")  # indicator "major": not listed
     assert runtime.decide(FakeVerifyAPI.GOOD, path="/login").outcome == "cannot_verify"
     confirmer = runtime.confirmer
@@ -528,6 +537,22 @@ def test_the_indicator_fallback_confirms_only_a_listed_indicator(
     assert runtime.decide(FakeVerifyAPI.GOOD, path="/login").outcome == (
         "bypassed_confirmed_outage"
     )
+
+
+def test_a_missing_global_component_never_falls_back_to_the_indicator(
+    build: Callable[..., FailOpen], page: FakeStatusPage, api: FakeVerifyAPI
+) -> None:
+    # Which component is global is then unknown, and the page-wide indicator also counts
+    # regional incidents: an ambiguous page never bypasses, opt-in fallback or not (issue 9, C7).
+    bypass_on = frozenset({OUTAGE, "indicator:critical"})
+    runtime = started(build, api, indicator_fallback=True, bypass_on=bypass_on)
+    page.set_fault("missing_global", endpoint="components")
+    page.set_global(OUTAGE)  # indicator "critical": listed
+    result = runtime.poll_now()
+    assert result is not None and result.reading == "failed", result
+    api.set_fault("503")
+    assert_no_bypass(runtime.decide(FakeVerifyAPI.GOOD, path="/login"))
+    assert runtime.state.enforce is True
 
 
 @pytest.mark.parametrize("fault", ["503", "malformed", "timeout"])

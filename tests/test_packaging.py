@@ -41,6 +41,9 @@ def test_wheel_has_no_top_level_integrations(tmp_path: Path) -> None:
     assert "failopen/integrations/__init__.py" in names
     assert "failopen/py.typed" in names
     assert "failopen/testing/pytest_plugin.py" in names
+    # The snippet: for the adapters (core) and for Django's AppDirectoriesFinder (the app).
+    assert "failopen/static/failopen/failopen.js" in names
+    assert "failopen/integrations/django/static/failopen/failopen.js" in names
     sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "failopen").rglob("*.py")}
     packaged = {n for n in names if n.endswith(".py")}
     missing = {s for s in sources if s not in packaged and "__pycache__" not in s}

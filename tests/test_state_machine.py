@@ -6,10 +6,11 @@ what the state must be. After every step it checks the security rules:
 
 * an unexpired override always wins, and an expired one has lapsed;
 * the flag is off only under an unexpired ``force_off``, or, with no override, after ``open_after``
-  consecutive readings of the global component in ``bypass_on`` with no ``close_after`` operational
-  streak since. Readings come from the watcher's polls and from the guard's confirmations; a
-  confirmation counts as one reading on top of the watcher's streak but does not extend it (so
-  request traffic cannot make readings arrive faster than the polls);
+  consecutive readings of the global component in ``bypass_on`` with no streak of
+  ``close_after`` readings that are not an outage (operational, degraded, unknown) since.
+  Readings come from the watcher's polls and from the guard's confirmations; a confirmation
+  counts as one reading on top of the watcher's streak but does not extend it (so request
+  traffic cannot make readings arrive faster than the polls);
 * a request is bypassed only then; a rate-limited, invalid, missing or malformed token is never
   admitted while enforcing, and shadow mode never bypasses;
 * a failed poll is no reading at all; a status nobody defined is a reading that moves nothing;
@@ -193,12 +194,13 @@ class FailOpenMachine(RuleBasedStateMachine):
         if reading == "failed":
             return reading  # no reading at all: streaks, value and staleness stay as they were
         impaired = self.impaired + 1 if reading == "impaired" else 0
-        operational = self.operational + 1 if reading == "operational" else 0
+        # Any good reading that is not an outage counts towards ending a bypass.
+        operational = self.operational + 1 if reading != "impaired" else 0
         if source == "watcher":
             self.impaired, self.operational = impaired, operational
         if reading == "impaired" and impaired >= self.open_after:
             self.auto_enforce = False
-        elif reading == "operational" and operational >= self.close_after:
+        elif reading != "impaired" and operational >= self.close_after:
             self.auto_enforce = True
         self.readings.append((reading, source))
         self.auto_source, self.auto_global = source, status
@@ -210,20 +212,20 @@ class FailOpenMachine(RuleBasedStateMachine):
         """The rule restated over the whole history of good readings, apart from the counters:
         the last time a reading completed ``open_after`` impaired readings in a row (counting the
         watcher's run before it) came after the last time one completed ``close_after``
-        operational ones."""
+        readings that are not an outage."""
         opened = closed = -1
         run_impaired = run_operational = 0  # the watcher's runs so far
         for index, (reading, source) in enumerate(self.readings):
             with_this = (
                 run_impaired + 1 if reading == "impaired" else 0,
-                run_operational + 1 if reading == "operational" else 0,
+                run_operational + 1 if reading != "impaired" else 0,
             )
             if reading == "ended":  # the stale limit: the old streak is no evidence any more
                 closed, run_impaired, run_operational = index, 0, 0
                 continue
             if reading == "impaired" and with_this[0] >= self.open_after:
                 opened = index
-            if reading == "operational" and with_this[1] >= self.close_after:
+            if reading != "impaired" and with_this[1] >= self.close_after:
                 closed = index
             if source == "watcher":
                 run_impaired, run_operational = with_this
@@ -454,19 +456,19 @@ def test_failed_polls_between_an_outage_and_its_recovery_count_for_nothing() -> 
         run.teardown()
 
 
-def test_a_status_nobody_defined_breaks_an_operational_streak() -> None:
-    run = machine(close_after=2)
+def test_a_status_nobody_defined_counts_towards_ending_a_bypass() -> None:
+    # It is no outage reading: the evidence for bypassing ended with the last one.
+    run = machine(close_after=3)
     try:
         play(
             run,
             ("set_global", "major_outage", 1),
             ("set_global", "operational", 1),
             ("set_fault", "unknown_status", 1),
-            ("set_fault", None, 1),
         )
-        assert run.flag.state.enforce is False, "the streak went on across an unknown status"
-        play(run, ("poll", 1))
-        assert run.flag.state.enforce is True
+        assert run.flag.state.enforce is False, "ended before close_after readings"
+        play(run, ("set_fault", None, 1))
+        assert run.flag.state.enforce is True, "an unknown status broke the streak"
     finally:
         run.teardown()
 

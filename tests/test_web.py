@@ -23,6 +23,7 @@ from failopen.verify import MAX_TOKEN_LENGTH
 from failopen.web import (
     FLAG_HEADERS,
     MAX_OVERRIDE_BODY,
+    SNIPPET_OPTIONS,
     RefusalLog,
     admin_token_matches,
     bearer_token,
@@ -76,8 +77,11 @@ def test_shadow_mode_tells_the_browser_to_enforce_and_shows_what_would_happen() 
     off = FlagState(enforce=False, source="watcher", reason="outage", since=0.0)
     payload = flag_payload(off, mode="shadow")
     assert payload["enforce"] is True and payload["would_bypass"] is True
+    assert payload["shadow"] == {"enforce": False}
     on = FlagState(enforce=True, source="watcher", reason="ok", since=0.0)
     assert flag_payload(on, mode="shadow")["would_bypass"] is False
+    assert flag_payload(on, mode="shadow")["shadow"] == {"enforce": True}
+    assert "shadow" not in flag_payload(off)
 
 
 @pytest.mark.parametrize(("value", "expected"), [
@@ -407,14 +411,31 @@ def test_load_snippet_gives_a_strong_etag_that_follows_the_content(tmp_path: Pat
 
 def test_snippet_attributes_carry_no_secret() -> None:
     config = Config(verify_url="https://v.example.com/", private_key="pk-secret-value",
-                    public_key="PUB-1", admin_token=ADMIN)
+                    public_key="PUB-1", admin_token=ADMIN, vendor_url="https://client.v.example/")
     attributes = snippet_attributes(config, flag_url="/failopen/flag")
     assert attributes == {
         "data-failopen-flag-url": "/failopen/flag",
         "data-failopen-public-key": "PUB-1",
         "data-failopen-token-field": FIELD,
+        "data-failopen-vendor-url": "https://client.v.example",
     }
     assert "pk-secret-value" not in str(attributes) and ADMIN not in str(attributes)
+
+
+def test_snippet_attributes_render_the_tuning_options_given() -> None:
+    attributes = snippet_attributes(Config(), flag_url="/f", form="#login", ready_timeout_ms=800,
+                                    retries=0, retry_delay_ms=50)
+    assert attributes["data-failopen-vendor-url"] == ""  # not configured: the snippet says so
+    assert {k: v for k, v in attributes.items() if k in SNIPPET_OPTIONS.values()} == {
+        "data-failopen-form": "#login", "data-failopen-ready-timeout-ms": "800",
+        "data-failopen-retries": "0", "data-failopen-retry-delay-ms": "50",
+    }
+    with pytest.raises(ValueError, match="ready_timeout_ms"):
+        snippet_attributes(Config(), flag_url="/f", ready_timeout_ms=0)
+    with pytest.raises(ValueError, match="retries"):
+        snippet_attributes(Config(), flag_url="/f", retries=True)
+    with pytest.raises(ValueError, match="form"):
+        snippet_attributes(Config(), flag_url="/f", form=" ")
 
 
 # --- a body built to be slow to read -------------------------------------------------------------

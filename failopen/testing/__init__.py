@@ -3,14 +3,15 @@
 * :class:`FakeStatusPage` — the public status page (interface B), with every fault.
 * :class:`FakeVerifyAPI` — the verify call, with good (each verified once, as the vendor's),
   bad and denied tokens, sessions that time out, and faults.
+* :class:`FakeVendorScript` — the vendor's client script (``api.js``) for browser tests.
 * :class:`RaiEmulator` — the session-intelligence API (interface A).
 * :class:`FakeClock` — time that moves only when told to.
 * :class:`LoopbackServer`, :class:`Reply`, :func:`as_transport` — serve any fake on 127.0.0.1,
   or hand it to httpx in-process; :func:`free_port` for a real server your test starts.
 
-pytest fixtures (``fake_status_page``, ``fake_verify_api``, ``fake_clock``, ``failopen_config``,
-``rai_emulator``) are registered automatically when failopen is installed; see
-:mod:`failopen.testing.pytest_plugin`.
+pytest fixtures (``fake_status_page``, ``fake_verify_api``, ``fake_vendor_script``,
+``fake_clock``, ``failopen_config``, ``rai_emulator``) are registered automatically when failopen
+is installed; see :mod:`failopen.testing.pytest_plugin`.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from failopen.testing._server import FakeRequest, LoopbackServer, Reply, as_tran
 from failopen.testing.clock import FakeClock
 from failopen.testing.rai_emulator import RaiEmulator
 from failopen.testing.status_page import FakeStatusPage
+from failopen.testing.vendor_script import FakeVendorScript
 from failopen.testing.verify_api import FakeVerifyAPI
 
 __all__ = [
     "FakeClock",
     "FakeRequest",
     "FakeStatusPage",
+    "FakeVendorScript",
     "FakeVerifyAPI",
     "LoopbackServer",
     "RaiEmulator",

@@ -1,4 +1,4 @@
-"""``failopen emulate status|verify|rai``: serve a fake on loopback for a development server."""
+"""``failopen emulate status|verify|vendor|rai``: serve a fake on loopback for a dev server."""
 
 from __future__ import annotations
 
@@ -102,8 +102,31 @@ def _verify(args: argparse.Namespace) -> int:
     ))  # fmt: skip
 
 
+def _vendor_mode(text: str) -> str:
+    from failopen.testing.vendor_script import FakeVendorScript
+
+    try:
+        FakeVendorScript().set_mode(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _vendor(args: argparse.Namespace) -> int:
+    from failopen.testing.vendor_script import FakeVendorScript
+
+    # No verify API in this process: the tokens are the fake verify API's GOOD token, which
+    # ``failopen emulate verify`` accepts.
+    vendor = FakeVendorScript()
+    vendor.set_mode(args.mode)
+    return _serve_until_signalled("vendor", args.port, lambda: vendor.serve(args.port),
+                                  lambda url: (f"fake vendor script: {url}/v2/<public key>/api.js\n"
+                                               f"  mode: {args.mode}\n"
+                                               f"  FAILOPEN_VENDOR_URL={url}"))
+
+
 def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``status`` and ``verify`` under ``failopen emulate``."""
+    """Add ``status``, ``verify`` and ``vendor`` under ``failopen emulate``."""
     from failopen.testing.status_page import FakeStatusPage
     from failopen.testing.verify_api import FakeVerifyAPI
 
@@ -127,6 +150,14 @@ def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.Argume
                              "default test-private-key)")
     verify.add_argument("--fault", choices=sorted(FakeVerifyAPI.FAULTS))
     verify.set_defaults(func=_verify)
+
+    vendor = emulators.add_parser("vendor", help="the vendor's client script (api.js) for browsers")
+    vendor.add_argument("--port", type=_port, default=8404,
+                        help="0 picks a free port (default 8404)")
+    vendor.add_argument("--mode", type=_vendor_mode, default="ok",
+                        help="ok, http404, silent, error_then_ok:N, error, failed or slow:MS "
+                             "(default ok)")
+    vendor.set_defaults(func=_vendor)
 
 
 def _sessions_range(text: str) -> int | tuple[int, int]:
@@ -197,4 +228,4 @@ def register_emulate_rai(emulate_subparsers: argparse._SubParsersAction[Any]) ->
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit("use: failopen emulate status|verify|rai")
+    sys.exit("use: failopen emulate status|verify|vendor|rai")

@@ -3,6 +3,9 @@
 * ``fake_status_page`` — a FakeStatusPage served on loopback; its base URL is
   ``fake_status_page.url``; set what it reports with ``set_global`` / ``set_fault``.
 * ``fake_verify_api`` — a FakeVerifyAPI served on loopback; ``fake_verify_api.verify_url``.
+* ``fake_vendor_script`` — a FakeVendorScript (the vendor's ``api.js``) served on loopback, its
+  tokens accepted by ``fake_verify_api``; ``fake_vendor_script.url`` is the ``vendor_url``;
+  switch it with ``set_mode("http404")`` and the like.
 * ``fake_clock`` — a FakeClock to pass as ``clock=`` wherever failopen takes one.
 * ``failopen_config`` — a Config pointing at both fakes, protecting ``/login``.
 * ``rai_emulator`` — a RaiEmulator of the session-intelligence API served on loopback;
@@ -23,9 +26,11 @@ if TYPE_CHECKING:
     from failopen.testing.clock import FakeClock
     from failopen.testing.rai_emulator import RaiEmulator
     from failopen.testing.status_page import FakeStatusPage
+    from failopen.testing.vendor_script import FakeVendorScript
     from failopen.testing.verify_api import FakeVerifyAPI
 
-__all__ = ["fake_clock", "fake_status_page", "fake_verify_api", "failopen_config", "rai_emulator"]
+__all__ = ["fake_clock", "fake_status_page", "fake_vendor_script", "fake_verify_api",
+           "failopen_config", "rai_emulator"]
 
 
 @pytest.fixture
@@ -54,6 +59,16 @@ def fake_verify_api() -> Iterator[FakeVerifyAPI]:
     api = FakeVerifyAPI()
     with api.serve():
         yield api
+
+
+@pytest.fixture
+def fake_vendor_script(fake_verify_api: FakeVerifyAPI) -> Iterator[FakeVendorScript]:
+    """The vendor's client script on 127.0.0.1 (``fake_vendor_script.url``), mode ``ok``."""
+    from failopen.testing.vendor_script import FakeVendorScript
+
+    vendor = FakeVendorScript(verify_api=fake_verify_api)
+    with vendor.serve():
+        yield vendor
 
 
 @pytest.fixture

@@ -1,13 +1,9 @@
-"""A staticfiles finder for the browser snippet, which ships in the core package.
+"""A staticfiles finder for the browser snippet, for sites that do not use AppDirectoriesFinder.
 
-``{% static 'failopen/failopen.js' %}`` needs Django to find ``failopen/static/failopen/``; the
-app's own ``static/`` folder would need a second copy. Add to the settings::
-
-    STATICFILES_FINDERS = [
-        "django.contrib.staticfiles.finders.FileSystemFinder",
-        "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-        "failopen.integrations.django.finders.SnippetFinder",
-    ]
+The Django app ships the snippet in its own ``static/failopen/failopen.js`` (a copy of the core
+package's, kept identical by a test), so Django's default finders find it: no setting needed.
+Sites that added this finder before keep working; while AppDirectoriesFinder is configured and
+the app installed, it stays silent, so ``collectstatic`` does not report the file twice.
 """
 
 # Django ships no type information: its names are Any here.
@@ -16,6 +12,11 @@ app's own ``static/`` folder would need a second copy. Add to the settings::
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
+from django.apps import apps
+from django.conf import settings
 from django.contrib.staticfiles.finders import BaseStorageFinder
 from django.core.files.storage import FileSystemStorage
 
@@ -23,8 +24,27 @@ from failopen.web import SNIPPET_PATH
 
 __all__ = ["SnippetFinder"]
 
+_APP_FINDER = "django.contrib.staticfiles.finders.AppDirectoriesFinder"
+
+
+def _app_finder_has_it() -> bool:
+    return _APP_FINDER in settings.STATICFILES_FINDERS and apps.is_installed(
+        "failopen.integrations.django")
+
 
 class SnippetFinder(BaseStorageFinder):
-    """Finds ``failopen/failopen.js`` (and only failopen's static files) in the core package."""
+    """Finds ``failopen/failopen.js`` in the core package, unless the app's copy is found."""
 
     storage = FileSystemStorage(location=str(SNIPPET_PATH.parent.parent))
+
+    def find(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        """The snippet's path, or nothing when AppDirectoriesFinder already finds it."""
+        if _app_finder_has_it():
+            return []
+        return super().find(path, *args, **kwargs)
+
+    def list(self, ignore_patterns: Any) -> Iterator[tuple[str, Any]]:
+        """The snippet for collectstatic, or nothing when AppDirectoriesFinder lists it."""
+        if _app_finder_has_it():
+            return iter(())
+        return super().list(ignore_patterns)  # type: ignore[no-any-return]

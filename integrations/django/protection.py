@@ -15,8 +15,10 @@ A class's mark is inherited by its subclasses: protection only ever spreads, nev
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
@@ -32,17 +34,28 @@ MARK = "failopen_protected"
 
 View = TypeVar("View")
 
+# Plain functions found inside a protected wrapper: ``protect(never_cache(signup))`` protects
+# ``signup`` on every other route too (bare, or wrapped by another decorator before protect
+# ran), since a mark set on a wrapper never reaches the function inside. Only module-level
+# functions: a method (``View.dispatch``, which ``method_decorator`` wraps in a partial) would
+# protect every class-based view.
+_inner_protected: weakref.WeakSet[Any] = weakref.WeakSet()
+
 
 def protect(view: View) -> View:
     """Require an enforcement token for this view, on every route to it.
 
     Works on a function view (sync or async), a class-based view class, the result of
     ``as_view()`` (which protects its class), and as ``method_decorator(protect,
-    name="dispatch")``. The protected methods (FAILOPEN_PROTECTED_METHODS) still apply.
+    name="dispatch")`` (or on one handler: ``@protect def post``, ``method_decorator(protect,
+    name="post")``, which protects the whole view). The protected methods still apply.
     """
     if not callable(view):
         raise TypeError(f"protect() takes a view, not {type(view).__name__}: {view!r}")
     setattr(view, MARK, True)
+    inner = _unwrapped(view)
+    if inner is not view and inspect.isfunction(inner) and "." not in inner.__qualname__:
+        _inner_protected.add(inner)
     view_class = getattr(view, "view_class", None)
     if view_class is not None:
         setattr(view_class, MARK, True)
@@ -54,18 +67,44 @@ def view_key(view: Any) -> Any:
     return getattr(view, "view_class", None) or view
 
 
+def _unwrapped(view: Any) -> Any:
+    """``view`` with decorators peeled off (``functools.wraps`` leaves ``__wrapped__``)."""
+    try:
+        return inspect.unwrap(view)
+    except Exception:  # a __wrapped__ cycle, or a proxy whose attributes raise: go by the object
+        return view
+
+
+def _identity(view: Any) -> Any:
+    """:func:`view_key` without decorators: ``never_cache(login)`` on one route and bare
+    ``login`` on another are one view, so naming one route's view protects the other
+    (protection only spreads)."""
+    return _unwrapped(view_key(view))
+
+
 def is_marked(view: Any) -> bool:
-    """True when ``protect`` was applied to the view, its class, or a ``dispatch`` of its class
-    or a base class (``view`` may be the class itself, as :func:`view_key` gives it)."""
-    if getattr(view, MARK, False) is True:
+    """True when ``protect`` was applied to the view, its class, or a ``dispatch`` or handler
+    (``post``, ...) of its class or a base class (``view`` may be the class itself, as
+    :func:`view_key` gives it)."""
+    # The function inside any decorators counts too: ``protect(login)`` also covers a
+    # ``csrf_exempt(login)`` made before it (functools.wraps copies attributes only once).
+    inner = _unwrapped(view)
+    if getattr(view, MARK, False) is True or getattr(inner, MARK, False) is True:
+        return True
+    if inspect.isfunction(inner) and inner in _inner_protected:
         return True
     view_class = view if isinstance(view, type) else getattr(view, "view_class", None)
     if view_class is None:
         return False
-    # A subclass that overrides dispatch stays protected: protection only ever spreads.
-    return getattr(view_class, MARK, False) is True or any(
-        getattr(klass.__dict__.get("dispatch"), MARK, False) is True
-        for klass in getattr(view_class, "__mro__", ()))
+    # A subclass that overrides dispatch stays protected: protection only ever spreads. So does
+    # a mark on a handler (``@protect`` on ``post``, or ``method_decorator(protect,
+    # name="post")``, Django's documented way to decorate one handler): ignoring it left a view
+    # that reads as protected open to every request.
+    if getattr(view_class, MARK, False) is True:
+        return True
+    handlers = ("dispatch", *getattr(view_class, "http_method_names", ()))
+    return any(getattr(klass.__dict__.get(name), MARK, False) is True
+               for klass in getattr(view_class, "__mro__", ()) for name in handlers)
 
 
 class ProtectedViews:
@@ -88,7 +127,7 @@ class ProtectedViews:
 
     def covers(self, view: Any, urlconf: Any = None) -> bool:
         """True when ``view`` is one PROTECTED_VIEWS names (in the request's URLconf)."""
-        return bool(self.names) and view_key(view) in self.keys(urlconf)
+        return bool(self.names) and _identity(view) in self.keys(urlconf)
 
     def keys(self, urlconf: Any = None) -> frozenset[Any]:
         """The named views of one URLconf (None: ROOT_URLCONF)."""
@@ -104,7 +143,7 @@ class ProtectedViews:
 
     def guards(self, key: Any, urlconf: Any = None) -> bool:
         """True when the view with this :func:`view_key` is marked or named."""
-        return is_marked(key) or (bool(self.names) and key in self.keys(urlconf))
+        return is_marked(key) or (bool(self.names) and _identity(key) in self.keys(urlconf))
 
     def unmatched(self, urlconf: Any = None) -> list[str]:
         """The listed names that no route of the URLconf carries (a typo protects nothing)."""
@@ -131,4 +170,4 @@ def _walk(resolver: Any, spaces: tuple[str, ...],
         if child.name:
             names.add(":".join((*spaces, child.name)))
             names.add(":".join((*apps, child.name)))
-        yield view_key(child.callback), frozenset(names)
+        yield _identity(child.callback), frozenset(names)

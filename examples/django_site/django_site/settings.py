@@ -1,9 +1,11 @@
 """Settings of the example site. failopen is configured from the ``FAILOPEN_*`` variables.
 
-    failopen emulate status &   # the test kit's fakes, on ports 8401 and 8402
+    failopen emulate status &   # the test kit's fakes, on ports 8401, 8402 and 8404
     failopen emulate verify &
+    failopen emulate vendor &   # the vendor's api.js, for the browser snippet
     export FAILOPEN_STATUS_URL=http://127.0.0.1:8401
     export FAILOPEN_VERIFY_URL=http://127.0.0.1:8402/api/v4/verify/
+    export FAILOPEN_VENDOR_URL=http://127.0.0.1:8404
     export FAILOPEN_PRIVATE_KEY=test-private-key FAILOPEN_PUBLIC_KEY=example-public-key
     python examples/django_site/manage.py runserver
 
@@ -50,13 +52,8 @@ TEMPLATES = [
 ]
 DATABASES: dict[str, dict[str, str]] = {}
 
+# The browser snippet is in the failopen app's static/ folder: Django's default finders find it.
 STATIC_URL = "static/"
-# The browser snippet ships inside the failopen package; this finder serves it.
-STATICFILES_FINDERS = [
-    "django.contrib.staticfiles.finders.FileSystemFinder",
-    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    "failopen.integrations.django.finders.SnippetFinder",
-]
 
 # The log-in view is protected with @protect (views.py); the rest comes from the FAILOPEN_*
 # environment variables. Keys here are Config field names in upper case (STATUS_URL, ...): a key

@@ -27,11 +27,14 @@ register = template.Library()
 
 
 @register.simple_tag(takes_context=True)
-def failopen_script(context: Any) -> str:
+def failopen_script(context: Any, **options: Any) -> str:
     """``<script src=".../failopen/failopen.js" defer data-failopen-...>``, with the CSP nonce.
 
-    The nonce comes from ``request.csp_nonce`` (django-csp) when the template has a request,
-    else from the context's ``csp_nonce`` (Django 6's CSP context processor).
+    The settings give the flag URL, public key, token field and vendor URL; the snippet's tuning
+    options come as keywords: ``{% failopen_script form="#login" ready_timeout_ms=5000
+    retries=3 retry_delay_ms=500 %}``. The nonce comes from ``request.csp_nonce`` (django-csp)
+    when the template has a request, else from the context's ``csp_nonce`` (Django 6's CSP
+    context processor).
     """
     try:
         config = conf.config()
@@ -48,7 +51,12 @@ def failopen_script(context: Any) -> str:
         # challenge: the safe side.
         logger.exception("failopen_script: cannot build the script tag; it is left out")
         return ""
-    attributes: dict[str, str] = snippet_attributes(config, flag_url=flag_url)
+    try:
+        attributes: dict[str, str] = snippet_attributes(config, flag_url=flag_url, **options)
+    except (TypeError, ValueError) as exc:
+        # A template typo: the snippet's own defaults are better than no snippet at all.
+        logger.error("failopen_script: %s; the snippet's defaults apply", exc)
+        attributes = snippet_attributes(config, flag_url=flag_url)
     # django-csp sets it on the request; Django 6's own CSP puts it in the template context.
     nonce = getattr(context.get("request"), "csp_nonce", None) or context.get("csp_nonce")
     if nonce:

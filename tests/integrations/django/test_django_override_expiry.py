@@ -3,15 +3,14 @@
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 from django.test import override_settings
+from test_django_command import run
 
 from failopen.flag import rfc3339
 from failopen.stores import open_store
@@ -59,16 +58,6 @@ def test_view_refuses_forcing_off_beyond_seven_days(
     assert "at most 7 days (604800 s)" in response.json()["error"]["message"]
     assert runtime.state.enforce is True and runtime.flag.override is None
     assert override(client, {"enforce": True}).json()["override"]["expires_at"] is None
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        call_command("failopen", *argv, stdout=out, stderr=err)
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    return code, out.getvalue(), err.getvalue()
 
 
 def test_command_forcing_off_lapses_and_is_capped(

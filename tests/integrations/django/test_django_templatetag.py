@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import io
+import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
+from django.contrib.staticfiles import finders
+from django.core.management import call_command
 from django.template import Context, Template
-from django.test import RequestFactory
+from django.test import RequestFactory, override_settings
 
 from failopen.web import SNIPPET_PATH
 
@@ -14,7 +19,7 @@ TEMPLATE = Template("{% load failopen %}{% failopen_script %}")
 EXPECTED = (
     '<script src="/static/failopen/failopen.js" defer '
     'data-failopen-flag-url="/failopen/flag" data-failopen-public-key="test-public-key" '
-    'data-failopen-token-field="enforcement-token"{nonce}></script>'
+    'data-failopen-token-field="enforcement-token" data-failopen-vendor-url=""{nonce}></script>'
 )
 
 
@@ -64,3 +69,70 @@ def test_snippet_finder_looks_where_the_snippet_ships() -> None:
     finder = SnippetFinder()
     assert Path(finder.storage.location) / "failopen" / "failopen.js" == SNIPPET_PATH
     assert finder.find("other/file.js") == []
+
+
+def test_every_attribute_of_the_snippet_can_be_rendered(use_failopen: Any) -> None:
+    use_failopen(VENDOR_URL="https://client.vendor.example/")
+    html = Template(
+        "{% load failopen %}{% failopen_script form='#login' ready_timeout_ms=5000 retries=2 "
+        "retry_delay_ms=250 %}").render(Context({}))
+    for attribute in ('data-failopen-flag-url="/failopen/flag"',
+                      'data-failopen-public-key="test-public-key"',
+                      'data-failopen-token-field="enforcement-token"',
+                      'data-failopen-vendor-url="https://client.vendor.example"',
+                      'data-failopen-form="#login"', 'data-failopen-ready-timeout-ms="5000"',
+                      'data-failopen-retries="2"', 'data-failopen-retry-delay-ms="250"'):
+        assert attribute in html, attribute
+
+
+def test_a_bad_tuning_option_falls_back_to_the_snippets_defaults(
+    use_failopen: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    use_failopen()
+    with caplog.at_level(logging.ERROR, logger="failopen.django"):
+        html = Template("{% load failopen %}{% failopen_script retries='many' colour=1 %}"
+                        ).render(Context({}))
+    assert html == EXPECTED.format(nonce="")
+    assert "failopen_script" in caplog.text
+
+
+APP_COPY = Path(__file__).resolve().parents[3] / "integrations" / "django" / "static" / \
+    "failopen" / "failopen.js"
+
+
+def test_the_django_apps_copy_of_the_snippet_is_the_snippet() -> None:
+    # Edit failopen/static/failopen/failopen.js, then copy it here: this test says when not.
+    assert APP_COPY.read_bytes() == SNIPPET_PATH.read_bytes()
+
+
+@override_settings(STATICFILES_FINDERS=[
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+])
+def test_djangos_default_finders_find_the_snippet_without_extra_settings(tmp_path: Path) -> None:
+    finders.get_finder.cache_clear()
+    try:
+        found = finders.find("failopen/failopen.js")
+        assert found and Path(found).read_bytes() == SNIPPET_PATH.read_bytes()
+        with override_settings(STATIC_ROOT=str(tmp_path)):
+            out = io.StringIO()
+            call_command("collectstatic", interactive=False, stdout=out)
+        assert (tmp_path / "failopen" / "failopen.js").read_bytes() == SNIPPET_PATH.read_bytes()
+    finally:
+        finders.get_finder.cache_clear()
+
+
+@override_settings(STATICFILES_FINDERS=[
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "failopen.integrations.django.finders.SnippetFinder",
+])
+def test_a_site_that_kept_the_snippet_finder_collects_the_file_once(tmp_path: Path) -> None:
+    finders.get_finder.cache_clear()
+    try:
+        with override_settings(STATIC_ROOT=str(tmp_path)):
+            out = io.StringIO()
+            call_command("collectstatic", interactive=False, stdout=out)
+        assert "Found another file" not in out.getvalue()
+        assert (tmp_path / "failopen" / "failopen.js").read_bytes() == SNIPPET_PATH.read_bytes()
+    finally:
+        finders.get_finder.cache_clear()

@@ -1,0 +1,152 @@
+(() => {
+  const me = document.currentScript, noop = () => {}, doc = document;
+  const MESSAGE = 'The security check could not load. Please try again in a minute.';
+  const D = {flagUrl: '/failopen/flag', publicKey: '', tokenField: 'enforcement-token',
+    vendorUrl: '', form: '', readyTimeoutMs: 1e4, retries: 3, retryDelayMs: 500,
+    onToken: noop, onBypass: noop, onFailure: noop};
+  const log = (...a) => console.debug('[failopen]', ...a);
+  const add = (f, name) => f.appendChild(doc.createElement(name));
+  const cb = 'failopenVendor' + Math.random().toString(36).slice(2);
+  let o, forms, vendor, tag, timer, held, started, flagAt, loads, errors;
+  const F = window.FailOpen = {state: 'checking', init};
+
+  function set(state) {
+    log(F.state = state);
+    for (const f of forms) f.setAttribute('data-failopen-state', state);
+  }
+
+  function init(options) {
+    if (started) return;
+    started = o = Object.assign({}, D);
+    for (const k in D) {
+      const v = me.getAttribute('data-failopen-' + k.replace(/[A-Z]/g, '-$&').toLowerCase());
+      if (v && D[k] != noop) o[k] = v;
+    }
+    Object.assign(o, options);
+    for (const k in D) if (D[k] > 0) o[k] = +o[k] >= 0 ? +o[k] : D[k];
+    doc.readyState == 'loading' ? addEventListener('DOMContentLoaded', start) : start();
+  }
+
+  function start() {
+    // Unconfigured: forms are left alone; the server decides.
+    if (!o.publicKey || !o.vendorUrl) return console.error('[failopen] no publicKey/vendorUrl');
+    forms = [...(o.form ? doc.querySelectorAll(o.form) : doc.forms)]
+      .filter(f => f.elements && (o.form || f.elements[o.tokenField]));
+    for (const f of forms) f.addEventListener('submit', onSubmit);
+    check();
+  }
+
+  // Only JSON {"enforce": false} is off; anything else means enforce.
+  function check(confirm) {
+    set('checking');
+    fetch(o.flagUrl + (confirm ? (/\?/.test(o.flagUrl) ? '&' : '?') + 'confirm=1' : ''),
+      {cache: 'no-store'})
+      .then(r => r.ok && r.json())
+      .then(j => !!j && j.enforce === false, noop)
+      .then(off => {
+        log('enforce', !off);
+        if (off) {
+          flagAt = Date.now();
+          set('bypassed');
+          release();
+          o.onBypass();
+        } else if (confirm) fail();
+        else {
+          loads = errors = 0;
+          load();
+        }
+      });
+  }
+
+  function load() {
+    set('loading');
+    loads++;
+    // onFailed: the person failed the challenge; never a bypass.
+    window[cb] = v => (vendor = v).setConfig({onReady, onCompleted, onError, onFailed: () => {
+      log('onFailed');
+      held = 0;
+    }});
+    tag = doc.createElement('script');
+    tag.src = o.vendorUrl.replace(/\/+$/, '') + '/v2/' + encodeURIComponent(o.publicKey) + '/api.js';
+    tag.setAttribute('data-callback', cb);
+    tag.onerror = () => watchdog('load error');
+    timer = setTimeout(watchdog, o.readyTimeoutMs, 'no onReady');
+    doc.head.appendChild(tag);
+  }
+
+  // No script or no onReady: once more, then ask the server.
+  function watchdog(why) {
+    log(why);
+    clearTimeout(timer);
+    tag.onerror = null;
+    tag.remove();
+    loads < 2 ? load() : check(1);
+  }
+
+  function onReady() {
+    if (F.state != 'loading') return;
+    clearTimeout(timer);
+    set('ready');
+    if (held) run();
+  }
+
+  function run() {
+    log('run');
+    vendor.run();
+  }
+
+  function onError() {
+    if (errors++ < o.retries) {
+      log('retry', errors);
+      vendor.reset();
+      setTimeout(run, o.retryDelayMs);
+    } else check(1);
+  }
+
+  function onCompleted(r) {
+    const token = r && r.token;
+    if (!token) return;
+    for (const f of forms) {
+      (f.elements[o.tokenField] || Object.assign(add(f, 'input'), {type: 'hidden',
+        name: o.tokenField})).value = token;
+    }
+    set('completed');
+    release(); // before a callback that may throw
+    o.onToken(token);
+  }
+
+  function fail() {
+    set('failed');
+    held = 0;
+    for (const f of forms) {
+      const note = f.querySelector('[data-failopen-message]') || add(f, 'p');
+      note.setAttribute('data-failopen-message', '');
+      note.setAttribute('role', 'alert');
+      note.textContent = MESSAGE;
+    }
+    o.onFailure(MESSAGE);
+  }
+
+  function release() {
+    const [f, s] = held || [];
+    held = 0;
+    if (f) f.requestSubmit ? f.requestSubmit(s) : f.submit();
+  }
+
+  function onSubmit(e) {
+    const state = F.state;
+    if (state == 'completed' || state == 'bypassed' && Date.now() - flagAt < 3e4) return;
+    e.preventDefault();
+    if (state == 'failed') return fail();
+    const busy = held;
+    held = [e.currentTarget, e.submitter];
+    if (busy) return;
+    if (state == 'ready') run();
+    if (state == 'bypassed') check(); // over 30 s old: ask again
+  }
+
+  // After deferred scripts, which may call FailOpen.init().
+  const auto = () => started || init();
+  doc.readyState == 'loading' || me.defer ? addEventListener('DOMContentLoaded', auto)
+    : setTimeout(auto);
+})();

@@ -1,0 +1,183 @@
+"""failopen.js's page API in Chromium: ``FailOpen.init`` and its callbacks, the one global, the
+forms it takes over, and a token that never reaches the console. A loopback page server whose
+flag answer each test sets, and the shared fake vendor script."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from _browser_kit import PUBLIC_KEY, Vendor, Visit
+
+from failopen.testing import LoopbackServer
+from failopen.testing._server import FakeRequest, Reply
+from failopen.web import SNIPPET_PATH
+
+pytestmark = pytest.mark.slow
+
+FORMS = (
+    '<form id="a" method="post" action="/login"><input type="hidden" name="enforcement-token">'
+    '<button>Log in</button></form>'
+    '<form id="b" method="post" action="/search"><button>Search</button></form>'
+)
+# A deferred page script: what a site writes to add callbacks under a CSP without inline script.
+PAGE_JS = (
+    "window.calls = [];"
+    "FailOpen.init({retries: 0, onToken: t => calls.push(['token', t]),"
+    " onBypass: () => calls.push(['bypass']), onFailure: m => calls.push(['failure', m])});"
+)
+
+
+@dataclass
+class PageServer:
+    url: str = ""
+    flag: Reply = field(default_factory=lambda: Reply.json({"enforce": True}))
+    tag: str = ""
+    page_js: bool = True
+    script: str = PAGE_JS
+
+    def handler(self, request: FakeRequest) -> Reply:
+        if request.path == "/":
+            script = "" if not self.tag else (
+                f'<script src="/failopen.js" defer {self.tag}></script>'
+                + ('<script src="/page.js" defer></script>' if self.page_js else ""))
+            return Reply(body=f"<!doctype html><html><head>{script}</head><body>{FORMS}"
+                              "</body></html>".encode(), headers=[("Content-Type", "text/html")])
+        if request.path == "/failopen.js":
+            return Reply(body=SNIPPET_PATH.read_bytes(),
+                         headers=[("Content-Type", "text/javascript")])
+        if request.path == "/page.js":
+            return Reply(body=self.script.encode(), headers=[("Content-Type", "text/javascript")])
+        if request.path == "/flag":
+            return self.flag
+        return Reply.json({"posted": request.path})
+
+
+@pytest.fixture(scope="module")
+def page_server() -> Iterator[PageServer]:
+    state = PageServer()
+    with LoopbackServer(state.handler) as server:
+        state.url = server.url
+        yield state
+
+
+@pytest.fixture
+def site(page_server: PageServer, fakes: Vendor) -> PageServer:
+    page_server.flag = Reply.json({"enforce": True})
+    page_server.page_js = True
+    page_server.script = PAGE_JS
+    page_server.tag = (f'data-failopen-flag-url="/flag" data-failopen-public-key="{PUBLIC_KEY}" '
+                       f'data-failopen-vendor-url="{fakes.url}" data-failopen-retries="5"')
+    return page_server
+
+
+def calls(visit: Visit) -> list[list[Any]]:
+    result: list[list[Any]] = visit.page.evaluate("window.calls")
+    return result
+
+
+def test_init_options_win_and_on_token_gets_the_token_which_is_never_logged(
+    site: PageServer, fakes: Vendor, visit: Callable[..., Visit]
+) -> None:
+    page = visit(site.url, "/login")
+    page.wait_for_state("ready")
+    page.submit()
+    page.wait_for_answer()
+    token = page.posts[0]["enforcement-token"][0]
+    assert token.startswith("fake-vendor-")
+    assert not any(token in line for line in page.console)
+    assert any("[failopen] run" in line for line in page.console)
+
+
+def test_callbacks_on_bypass_and_on_failure(
+    site: PageServer, fakes: Vendor, visit: Callable[..., Visit]
+) -> None:
+    site.flag = Reply.json({"enforce": False})
+    page = visit(site.url, "/login")
+    page.wait_for_state("bypassed")
+    assert calls(page) == [["bypass"]]
+    assert fakes.script.script_requests == 0
+
+    site.flag = Reply.json({"enforce": True})
+    fakes.script.set_mode("error")
+    page = visit(site.url, "/login")
+    page.submit()
+    page.wait_for_state("failed")
+    # retries: 0 from init() won over data-failopen-retries="5": one onError, then the confirm.
+    assert calls(page) == [["failure", "The security check could not load. Please try again "
+                                       "in a minute."]]
+    assert sum("onError" in line or "retry" in line for line in page.console) == 0
+
+
+def test_only_forms_with_the_token_field_are_taken_over(
+    site: PageServer, fakes: Vendor, visit: Callable[..., Visit]
+) -> None:
+    page = visit(site.url, "/login")
+    page.wait_for_state("ready")
+    assert page.page.get_attribute("#a", "data-failopen-state") == "ready"
+    assert page.page.get_attribute("#b", "data-failopen-state") is None
+    with page.page.expect_navigation():
+        page.page.click("#b button")  # the search form goes as it always did
+    assert json.loads(page.page.inner_text("body")) == {"posted": "/search"}
+    assert fakes.script.script_requests == 1
+
+
+def test_one_global_besides_the_generated_callback(
+    site: PageServer, fakes: Vendor, visit: Callable[..., Visit]
+) -> None:
+    site.page_js = False
+    with_snippet = visit(site.url, "/login")
+    with_snippet.wait_for_state("ready")
+    site.tag = ""
+    without = visit(site.url, "/login")
+    before = set(without.page.evaluate("Object.keys(window)"))
+    added = set(with_snippet.page.evaluate("Object.keys(window)")) - before
+    assert "FailOpen" in added
+    (callback,) = added - {"FailOpen"}
+    assert callback.startswith("failopenVendor")
+    tag = with_snippet.page.get_attribute("script[data-callback]", "data-callback")
+    assert tag == callback
+
+
+def test_a_submit_during_the_flag_check_is_held_not_sent(
+    site: PageServer, fakes: Vendor, visit: Callable[..., Visit]
+) -> None:
+    site.flag = Reply.json({"enforce": True}, delay=0.6)
+    page = visit(site.url, "/login")
+    page.submit()
+    page.page.wait_for_timeout(300)
+    assert page.state == "checking" and page.posts == []
+    page.wait_for_answer()
+    assert page.posts[0]["enforcement-token"][0].startswith("fake-vendor-")
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_a_callback_that_throws_does_not_hold_the_form(
+    site: PageServer, fakes: Vendor, visit: Callable[..., Visit], flag: bool
+) -> None:
+    site.flag = Reply.json({"enforce": flag})
+    site.script = ("FailOpen.init({onToken: () => { throw new Error('page bug'); },"
+                   " onBypass: () => { throw new Error('page bug'); }});")
+    page = visit(site.url, "/login")
+    page.submit()
+    page.wait_for_answer()
+    assert page.state == ("completed" if flag else "bypassed") and len(page.posts) == 1
+
+
+def test_unconfigured_it_leaves_the_forms_alone(
+    site: PageServer, fakes: Vendor, visit: Callable[..., Visit]
+) -> None:
+    # No vendor URL (FAILOPEN_VENDOR_URL unset): blocking every log-in would be worse than
+    # letting the server refuse token-less ones.
+    site.tag = f'data-failopen-flag-url="/flag" data-failopen-public-key="{PUBLIC_KEY}"'
+    page = visit(site.url, "/login")
+    page.wait_for(lambda v: any("no publicKey/vendorUrl" in line for line in v.console),
+                  "the error in the console")
+    assert page.page.get_attribute("#a", "data-failopen-state") is None
+    page.submit()
+    page.wait_for_answer()
+    assert page.flag_requests == [] and page.posts[0]["enforcement-token"] == [""]
+    assert fakes.script.script_requests == 0

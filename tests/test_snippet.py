@@ -1,0 +1,51 @@
+"""The browser snippet as a file: its size budget and what it must never contain.
+
+Its behaviour is tested in real Chromium under tests/browser/.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+
+from failopen.web import SNIPPET_PATH, load_snippet
+
+SOURCE = SNIPPET_PATH.read_text(encoding="utf-8")
+#: The README quotes this budget and the measured figure.
+BUDGET = 2048
+
+
+def test_the_snippet_ships_and_is_served_by_the_adapters() -> None:
+    snippet = load_snippet(SNIPPET_PATH)
+    assert snippet is not None and snippet.body == SNIPPET_PATH.read_bytes()
+
+
+def test_at_most_2_kb_gzipped() -> None:
+    body = SNIPPET_PATH.read_bytes()
+    for level in (6, 9):  # what servers and CDNs commonly use
+        size = len(gzip.compress(body, compresslevel=level))
+        assert size <= BUDGET, f"failopen.js is {size} bytes gzipped (level {level}); budget 2 KB"
+
+
+def test_nothing_a_strict_csp_would_refuse() -> None:
+    # script-src 'self' without 'unsafe-eval' / 'unsafe-inline'; no style it depends on.
+    for forbidden in ("eval(", "Function(", "innerHTML", "outerHTML", "document.write",
+                      ".style", "'style'", "setTimeout('", 'setTimeout("', "javascript:"):
+        assert forbidden not in SOURCE, forbidden
+
+
+def test_no_syntax_newer_than_es2017() -> None:
+    code = re.sub(r"'[^'\n]*'", "''", SOURCE)  # strings may say anything
+    for newer, name in (("?.", "optional chaining"), ("??", "nullish coalescing"),
+                        (".finally(", "Promise.finally"), ("catch {", "optional catch binding"),
+                        ("{...", "object spread"), ("?<", "regex named groups/lookbehind"),
+                        ("#", "private fields")):
+        assert newer not in code, f"{name} is newer than ES2017"
+
+
+def test_one_global_and_the_token_is_never_logged() -> None:
+    assert SOURCE.count("window.") == 1 and "window.FailOpen =" in SOURCE
+    # The only other global is the generated data-callback, set through window[cb].
+    assert "window[cb]" in SOURCE
+    for call in re.findall(r"log\(([^;]*)\);", SOURCE):
+        assert "token" not in call.lower(), call
