@@ -35,6 +35,7 @@ import socket
 import threading
 from typing import TYPE_CHECKING, Any, Literal
 
+from failopen._forksafe import renew_locks_after_fork
 from failopen._status_documents import KNOWN_STATUSES, Component, StatusReport
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.exceptions import StoreError
@@ -142,6 +143,7 @@ class Fleet:
         self.confirm_ttl = confirm_ttl
         self._clock = clock
         self._lock = threading.Lock()  # sync and stop: one at a time
+        renew_locks_after_fork(self, "_lock")  # a child of a fork mid-sync must not hang
         self._reset_identity()
         #: ``redis`` while this process follows the shared state, ``local`` while fallen back.
         self.store_state: Literal["redis", "local"] = "redis"

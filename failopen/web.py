@@ -395,7 +395,8 @@ STORE_NOT_SHARED: dict[str, Any] = {"error": {
     "message": "Nothing changed: the override store is memory:, which only the worker that "
                "answered would see, while the others went on as before. Set "
                "FAILOPEN_STORE=file:///run/failopen/override.json (a directory only this user "
-               "can write) so every worker sees an override, and restart.",
+               "can write; every worker of this machine) or FAILOPEN_STORE=redis://host:6379/0 "
+               "(every process of a fleet) so every worker sees an override, and restart.",
 }}
 
 

@@ -323,3 +323,28 @@ def test_a_frozen_redis_is_a_fallback_too(
     assert wait_for(lambda: all(r.fleet is not None and r.fleet.store_state == "redis"
                                 for r in runtimes))
     assert wait_for(lambda: len(leaders(runtimes)) == 1)
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_fork_during_a_sync_leaves_the_child_a_usable_member(
+    fleet: Callable[..., list[FailOpen]]
+) -> None:
+    import os
+    import signal
+
+    (runtime,) = fleet(1)
+    assert runtime.fleet is not None
+    runtime.fleet._lock.acquire()  # as if the watcher thread were mid-sync at fork()
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: a new member, never the parent's leader, and not stuck
+            signal.alarm(5)  # a hang kills the child (SIGALRM), which fails the test
+            try:
+                runtime.fleet.sync()
+                os._exit(0 if runtime.fleet.store_state == "redis" else 1)
+            except BaseException:
+                os._exit(2)
+    finally:
+        runtime.fleet._lock.release()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
