@@ -154,6 +154,8 @@ class FailOpen:
         self.watcher.stop()
         if self.fleet is not None:
             self.fleet.stop()
+        if isinstance(self.store, RedisStore):
+            self.store.close()  # its sockets; a later start() connects again
         self.guard.audit.flush()
         if self.status is not None:
             self.status.close()

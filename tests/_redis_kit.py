@@ -30,6 +30,7 @@ class RedisServer:
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen[bytes] | None = None
+        self.clients: list[Any] = []
 
     def start(self) -> None:
         assert REDIS_SERVER is not None
@@ -52,9 +53,12 @@ class RedisServer:
         client.close()
 
     def client(self) -> Any:
+        """A redis-py client for the test's own reads and writes (closed by ``stop``)."""
         import redis
 
-        return redis.Redis.from_url(self.url, socket_timeout=2)
+        client = redis.Redis.from_url(self.url, socket_timeout=2)
+        self.clients.append(client)
+        return client
 
     def kill(self) -> None:
         """SIGKILL: the server vanishes mid-conversation, as in a crash."""
@@ -64,6 +68,9 @@ class RedisServer:
             self.process = None
 
     def stop(self) -> None:
+        for client in self.clients:
+            client.close()
+        self.clients.clear()
         if self.process is not None:
             self.process.terminate()
             try:
@@ -75,16 +82,29 @@ class RedisServer:
 
 
 @pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    """A fresh redis-server for one test."""
+def redis_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RedisServer]:
+    """A fresh redis-server for one test; every RedisStore the test opened is closed after it
+    (their sockets would otherwise be reported unclosed, at random, by the garbage collector)."""
     if REDIS_SERVER is None:
         pytest.skip("redis-server is not installed (apt-get install redis-server); "
                     ".ci/run installs it")
+    from failopen.stores.redis import RedisStore
+
+    opened: list[RedisStore] = []
+    init = RedisStore.__init__
+
+    def recording_init(self: RedisStore, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        opened.append(self)
+
+    monkeypatch.setattr(RedisStore, "__init__", recording_init)
     server = RedisServer(tmp_path)
     server.start()
     try:
         yield server
     finally:
+        for store in opened:
+            store.close()
         server.stop()
 
 

@@ -348,3 +348,15 @@ def test_a_fork_during_a_sync_leaves_the_child_a_usable_member(
         runtime.fleet._lock.release()
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_start_after_stop_rejoins(fleet: Callable[..., list[FailOpen]]) -> None:
+    """stop() closes the store's connections and leaves the fleet; start() joins it again."""
+    (runtime,) = fleet(1)
+    runtime.start()
+    assert wait_for(lambda: runtime.fleet is not None and runtime.fleet.leader)
+    runtime.stop()
+    assert runtime.fleet is not None and not runtime.fleet.leader
+    runtime.start()
+    assert wait_for(lambda: runtime.fleet is not None and runtime.fleet.leader)
+    assert runtime.fleet.store_state == "redis"
