@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 import os
-import posixpath
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import unquote
 
+from failopen._config_fields import ENV_PREFIX, check_field, coerce, env_name, vendor_url
 from failopen._http import check_url
+from failopen._paths import ODD_CHARACTER, spellings
 from failopen._status_url import check_status_url
 from failopen.exceptions import ConfigError
-from failopen.stores import check_store_url, mask_url
+from failopen.stores import mask_url
 
 __all__ = [
     "Config", "KNOWN_IMPAIRED", "closest_setting", "default_backoff_max", "env_name",
@@ -30,15 +28,6 @@ __all__ = [
 #: Global statuses the status page can report that mean "the platform does not work as it should".
 KNOWN_IMPAIRED = frozenset({"degraded_performance", "partial_outage", "major_outage"})
 
-_ENV_PREFIX = "FAILOPEN_"
-_SLASHES = re.compile("/{2,}")
-# A character a router may drop or stop at: controls, any whitespace, invisible format
-# characters, symbols outside printable ASCII (all neither a word character nor "!".."~"), and the
-# ";" "?" "#" that only percent-decoding can put into an ASGI path.
-_CUT = re.compile(r"[^\w!-~]|[;?#]")
-# A character that makes a path worth building its other spellings for: anything but printable
-# ASCII, and "#" "%" ";" "?" "\\". One character class: the cheapest scan (with "//" and "/.").
-_ODD = re.compile(r'[^!"$&-:<->@-\[\]-~]')
 _SECRETS = frozenset({"private_key", "admin_token"})
 # An admin token switches enforcement off: short enough to guess is a misconfiguration.
 _MIN_ADMIN_TOKEN = 24
@@ -54,11 +43,6 @@ def default_backoff_max(poll_interval: float) -> float:
     Proportional, so a site polling every 5 s does not wait 300 s between tries of a failing page.
     """
     return min(10 * poll_interval, 300.0)
-
-
-def env_name(field_name: str) -> str:
-    """The variable that sets a Config field: ``poll_interval`` -> ``FAILOPEN_POLL_INTERVAL``."""
-    return _ENV_PREFIX + field_name.upper()
 
 
 @dataclass(frozen=True)
@@ -126,7 +110,7 @@ class Config:
             object.__setattr__(self, name, kind(items))
         for spec in dataclasses.fields(self):
             value = getattr(self, spec.name)
-            _check_field(spec.name, value)
+            check_field(spec.name, value)
         # "/signup/" listed: "/signup" reaches the same view in many routers.
         object.__setattr__(self, "_exact", frozenset(
             p.rstrip("/") for p in self.protected_paths if len(p) > 1 and p.endswith("/")))
@@ -139,7 +123,7 @@ class Config:
                 self, "verify_url", check_url(self.verify_url, setting=env_name("verify_url"))
             )
         if self.vendor_url is not None:
-            object.__setattr__(self, "vendor_url", _vendor_url(self.vendor_url))
+            object.__setattr__(self, "vendor_url", vendor_url(self.vendor_url))
         token = self.admin_token
         if token is not None and (not isinstance(token, str)
                                   or len(token.strip()) < _MIN_ADMIN_TOKEN):
@@ -242,10 +226,10 @@ class Config:
         if path.startswith(paths) or path in self._exact_paths:
             return True
         # The common, canonical path costs one scan; the spellings are built only for odd ones.
-        if _ODD.search(path) is None and "//" not in path and "/." not in path:
+        if ODD_CHARACTER.search(path) is None and "//" not in path and "/." not in path:
             return False
         exact = self._exact_paths
-        return any(s.startswith(paths) or s in exact for s in _spellings(path))
+        return any(s.startswith(paths) or s in exact for s in spellings(path))
 
     @property
     def _exact_paths(self) -> frozenset[str]:
@@ -292,9 +276,9 @@ class Config:
             if name in overrides:
                 values[name] = overrides[name]
             elif name.upper() in settings:
-                values[name] = _coerce(name, settings[name.upper()], source="setting")
+                values[name] = coerce(name, settings[name.upper()], source="setting")
             elif env_name(name) in environ and environ[env_name(name)].strip() != "":
-                values[name] = _coerce(name, environ[env_name(name)], source="env")
+                values[name] = coerce(name, environ[env_name(name)], source="env")
         return cls(**values)
 
     def __repr__(self) -> str:
@@ -325,25 +309,6 @@ class Config:
         return out
 
 
-def _spellings(path: str) -> set[str]:
-    """Every spelling of ``path`` some router, server or proxy may resolve it to.
-
-    Combined: decoded once more (``%0A``), ``\\`` read as ``/``, cut at the first character a
-    router may stop at or with every such character dropped, then slashes merged and dot
-    segments resolved. A superset is fine: each spelling can only add protection.
-    """
-    decoded = {path, unquote(path)} if "%" in path else {path}
-    spellings: set[str] = set()
-    for text in decoded:
-        text = text.replace("\\", "/")
-        cut = _CUT.search(text)
-        for candidate in (text, _CUT.sub("", text), text[:cut.start()] if cut else text):
-            spellings.add(candidate)
-            if "//" in candidate or "/." in candidate:
-                spellings.add(posixpath.normpath(_SLASHES.sub("/", candidate)))
-    return spellings
-
-
 def setting_names() -> list[str]:
     """Every settings key ``Config.from_mapping`` knows: the field names in upper case."""
     return sorted(spec.name.upper() for spec in dataclasses.fields(Config))
@@ -352,7 +317,7 @@ def setting_names() -> list[str]:
 def closest_setting(name: str) -> str | None:
     """The known settings key a misspelled ``name`` most likely meant (any case, with or
     without the ``FAILOPEN_`` prefix), or None when nothing is close."""
-    wanted = name.upper().removeprefix(_ENV_PREFIX)
+    wanted = name.upper().removeprefix(ENV_PREFIX)
     close = difflib.get_close_matches(wanted, setting_names(), n=1, cutoff=0.75)
     return close[0] if close else None
 
@@ -365,152 +330,3 @@ def _unknown_key(key: Any, names: set[str]) -> str:
         return f"{key!r} (did you mean {key.upper()!r}?)"
     close = closest_setting(key)
     return f"{key!r} (did you mean {close!r}?)" if close else repr(key)
-
-
-# --- coercion and validation -------------------------------------------------------------------
-
-_FLOATS = {"poll_interval", "poll_jitter", "status_timeout", "stale_after", "backoff_max",
-           "max_stale_bypass", "verify_timeout", "confirm_ttl", "store_refresh", "fleet_lease"}
-# Numbers whose None means "derived from the poll interval".
-_DERIVED = {"stale_after", "backoff_max", "max_stale_bypass"}
-_INTS = {"status_max_bytes", "open_after", "close_after", "retry_after", "max_body_bytes"}
-_BOOLS = {"indicator_fallback", "require_verified", "override_endpoint"}
-_STR_SETS = {"bypass_on", "protected_methods"}
-_STR_TUPLES = {"protected_paths", "protected_views"}
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-def _split(value: Any) -> list[str]:
-    items: Iterable[Any] = value.split(",") if isinstance(value, str) else value
-    return [str(item).strip() for item in items if str(item).strip()]
-
-
-def _coerce(name: str, value: Any, *, source: str) -> Any:
-    where = env_name(name) if source == "env" else name.upper()
-    try:
-        if name in _FLOATS:
-            return float(value)
-        if name in _INTS:
-            if isinstance(value, str):
-                return int(value.strip())
-            return value
-        if name in _BOOLS:
-            if isinstance(value, bool):
-                return value
-            text = str(value).strip().lower()
-            if text in _TRUE:
-                return True
-            if text in _FALSE:
-                return False
-            raise ValueError("expected true or false")
-        if name in _STR_SETS:
-            items = _split(value)
-            return frozenset(i.upper() for i in items) if name == "protected_methods" else (
-                frozenset(items)
-            )
-        if name in _STR_TUPLES:
-            return tuple(_split(value))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}: {value!r} is not valid ({exc})") from None
-    return value
-
-
-def _positive(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"{env_name(name)}: expected a number, got {value!r}")
-    if value <= 0:
-        raise ConfigError(f"{env_name(name)}: must be greater than 0, got {value!r}")
-
-
-def _check_field(name: str, value: Any) -> None:
-    checks: dict[str, Callable[[Any], None]] = {
-        "poll_jitter": lambda v: _fraction(name, v),
-        "mode": lambda v: _choice(name, v, ("enforce", "shadow")),
-        "audit": lambda v: _choice(name, v, ("each", "summary")),
-        "store": lambda v: _store(name, v),
-        "redis_prefix": lambda v: _prefix(name, v),
-        "protected_paths": lambda v: _paths(name, v),
-        "protected_views": lambda v: _views(name, v),
-        "token_field": lambda v: _nonempty(name, v),
-        "token_header": lambda v: _nonempty(name, v),
-        "bypass_on": lambda v: _nonempty_set(name, v),
-        "protected_methods": lambda v: _nonempty_set(name, v),
-    }
-    if name in checks:
-        checks[name](value)
-    elif name in _FLOATS or name in _INTS:
-        if name in _DERIVED and value is None:
-            return
-        _positive(name, value)
-        if name in _INTS and (not isinstance(value, int) or isinstance(value, bool)):
-            raise ConfigError(f"{env_name(name)}: expected a whole number, got {value!r}")
-    elif name in _BOOLS and not isinstance(value, bool):
-        raise ConfigError(f"{env_name(name)}: expected true or false, got {value!r}")
-
-
-def _fraction(name: str, value: Any) -> None:
-    if not isinstance(value, (int, float)) or not 0 <= value < 1:
-        raise ConfigError(f"{env_name(name)}: expected a fraction from 0 to below 1, got {value!r}")
-
-
-def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(f"{env_name(name)}: expected one of {', '.join(choices)}, got {value!r}")
-
-
-def _nonempty(name: str, value: Any) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{env_name(name)}: must not be empty")
-
-
-def _nonempty_set(name: str, value: Any) -> None:
-    if not isinstance(value, frozenset) or not value or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{env_name(name)}: expected a non-empty set of names, got {value!r}")
-
-
-def _paths(name: str, value: Any) -> None:
-    if not isinstance(value, tuple) or not all(isinstance(p, str) for p in value):
-        raise ConfigError(f"{env_name(name)}: expected comma-separated path prefixes")
-    bad = [p for p in value if not p.startswith("/")]
-    if bad:
-        raise ConfigError(f"{env_name(name)}: path prefixes must start with '/': {bad!r}")
-
-
-def _views(name: str, value: Any) -> None:
-    if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
-        raise ConfigError(f"{env_name(name)}: expected comma-separated view names")
-    bad = [v for v in value if "/" in v or v != v.strip() or " " in v]
-    if bad:
-        raise ConfigError(
-            f"{env_name(name)}: {bad!r} is not a view name; list URL names such as "
-            "accounts:login or dotted paths such as accounts.views.LoginView (paths go in "
-            "FAILOPEN_PROTECTED_PATHS)"
-        )
-
-
-def _prefix(name: str, value: Any) -> None:
-    if not isinstance(value, str) or not value or len(value) > 100 or not value.isprintable() \
-            or " " in value:
-        raise ConfigError(
-            f"{env_name(name)}: expected up to 100 printable characters without spaces, such as "
-            f"'failopen:' or 'mysite:failopen:', got {value!r}"
-        )
-
-
-def _vendor_url(value: str) -> str:
-    """The base the snippet appends ``/v2/<key>/api.js`` to, without its trailing slash."""
-    # The browser loads a script from it: the same rules as the server's own vendor calls.
-    url = check_url(value, setting=env_name("vendor_url"))
-    if "?" in url or "#" in url:
-        raise ConfigError(
-            "FAILOPEN_VENDOR_URL: expected a base URL without query or fragment, like "
-            "https://client.vendor.example (the snippet appends /v2/<public key>/api.js)"
-        )
-    return url.rstrip("/")
-
-
-def _store(name: str, value: Any) -> None:
-    # At construction, so a store this version cannot open (a typo, redis-py missing) stops
-    # start-up, instead of failing every protected request; the message never shows a password.
-    check_store_url(value)

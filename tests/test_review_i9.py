@@ -80,16 +80,16 @@ def test_a_huge_content_disposition_is_not_parsed_on_the_event_loop(
     the ASGI loop ~150 ms per MiB in the parameter parser (item 12 bounded JSON and urlencoded,
     not this). The token's own header is ``form-data; name="<field>"``: a long one is never the
     token, so it is not parsed at all, and the token in a later part is still found."""
-    from failopen import web
+    from failopen import _body_tokens, web
 
     seen: list[int] = []
-    real = web._header_param
+    real = _body_tokens._header_param
 
     def spy(value: str, param: str) -> str | None:
         seen.append(len(value))
         return real(value, param)
 
-    monkeypatch.setattr(web, "_header_param", spy)
+    monkeypatch.setattr(_body_tokens, "_header_param", spy)
     body = (b'--XX\r\nContent-Disposition: form-data; x=1; name="' + b"a" * (1 << 20)
             + b'\r\n\r\nv\r\n--XX\r\nContent-Disposition: form-data; name="tok"\r\n\r\n'
             b"T0KEN\r\n--XX--\r\n")

@@ -1,0 +1,173 @@
+"""Turning settings into Config field values, and checking each field on its own.
+
+A setting arrives as an environment string or as a Python value from Django's ``FAILOPEN`` dict;
+:func:`coerce` turns it into the field's type, and :func:`check_field` refuses a value with a
+message that names the variable and says what to change. Checks that relate two fields live in
+``Config.__post_init__``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from failopen._http import check_url
+from failopen.exceptions import ConfigError
+from failopen.stores import check_store_url
+
+__all__ = ["ENV_PREFIX", "check_field", "coerce", "env_name", "vendor_url"]
+
+ENV_PREFIX = "FAILOPEN_"
+
+
+def env_name(field_name: str) -> str:
+    """The variable that sets a Config field: ``poll_interval`` -> ``FAILOPEN_POLL_INTERVAL``."""
+    return ENV_PREFIX + field_name.upper()
+
+
+_FLOATS = {"poll_interval", "poll_jitter", "status_timeout", "stale_after", "backoff_max",
+           "max_stale_bypass", "verify_timeout", "confirm_ttl", "store_refresh", "fleet_lease"}
+# Numbers whose None means "derived from the poll interval".
+_DERIVED = {"stale_after", "backoff_max", "max_stale_bypass"}
+_INTS = {"status_max_bytes", "open_after", "close_after", "retry_after", "max_body_bytes"}
+_BOOLS = {"indicator_fallback", "require_verified", "override_endpoint"}
+_STR_SETS = {"bypass_on", "protected_methods"}
+_STR_TUPLES = {"protected_paths", "protected_views"}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _split(value: Any) -> list[str]:
+    items: Iterable[Any] = value.split(",") if isinstance(value, str) else value
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
+def coerce(name: str, value: Any, *, source: str) -> Any:
+    where = env_name(name) if source == "env" else name.upper()
+    try:
+        if name in _FLOATS:
+            return float(value)
+        if name in _INTS:
+            if isinstance(value, str):
+                return int(value.strip())
+            return value
+        if name in _BOOLS:
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in _TRUE:
+                return True
+            if text in _FALSE:
+                return False
+            raise ValueError("expected true or false")
+        if name in _STR_SETS:
+            items = _split(value)
+            return frozenset(i.upper() for i in items) if name == "protected_methods" else (
+                frozenset(items)
+            )
+        if name in _STR_TUPLES:
+            return tuple(_split(value))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: {value!r} is not valid ({exc})") from None
+    return value
+
+
+def _positive(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{env_name(name)}: expected a number, got {value!r}")
+    if value <= 0:
+        raise ConfigError(f"{env_name(name)}: must be greater than 0, got {value!r}")
+
+
+def check_field(name: str, value: Any) -> None:
+    checks: dict[str, Callable[[Any], None]] = {
+        "poll_jitter": lambda v: _fraction(name, v),
+        "mode": lambda v: _choice(name, v, ("enforce", "shadow")),
+        "audit": lambda v: _choice(name, v, ("each", "summary")),
+        "store": lambda v: _store(name, v),
+        "redis_prefix": lambda v: _prefix(name, v),
+        "protected_paths": lambda v: _paths(name, v),
+        "protected_views": lambda v: _views(name, v),
+        "token_field": lambda v: _nonempty(name, v),
+        "token_header": lambda v: _nonempty(name, v),
+        "bypass_on": lambda v: _nonempty_set(name, v),
+        "protected_methods": lambda v: _nonempty_set(name, v),
+    }
+    if name in checks:
+        checks[name](value)
+    elif name in _FLOATS or name in _INTS:
+        if name in _DERIVED and value is None:
+            return
+        _positive(name, value)
+        if name in _INTS and (not isinstance(value, int) or isinstance(value, bool)):
+            raise ConfigError(f"{env_name(name)}: expected a whole number, got {value!r}")
+    elif name in _BOOLS and not isinstance(value, bool):
+        raise ConfigError(f"{env_name(name)}: expected true or false, got {value!r}")
+
+
+def _fraction(name: str, value: Any) -> None:
+    if not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ConfigError(f"{env_name(name)}: expected a fraction from 0 to below 1, got {value!r}")
+
+
+def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{env_name(name)}: expected one of {', '.join(choices)}, got {value!r}")
+
+
+def _nonempty(name: str, value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{env_name(name)}: must not be empty")
+
+
+def _nonempty_set(name: str, value: Any) -> None:
+    if not isinstance(value, frozenset) or not value or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{env_name(name)}: expected a non-empty set of names, got {value!r}")
+
+
+def _paths(name: str, value: Any) -> None:
+    if not isinstance(value, tuple) or not all(isinstance(p, str) for p in value):
+        raise ConfigError(f"{env_name(name)}: expected comma-separated path prefixes")
+    bad = [p for p in value if not p.startswith("/")]
+    if bad:
+        raise ConfigError(f"{env_name(name)}: path prefixes must start with '/': {bad!r}")
+
+
+def _views(name: str, value: Any) -> None:
+    if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{env_name(name)}: expected comma-separated view names")
+    bad = [v for v in value if "/" in v or v != v.strip() or " " in v]
+    if bad:
+        raise ConfigError(
+            f"{env_name(name)}: {bad!r} is not a view name; list URL names such as "
+            "accounts:login or dotted paths such as accounts.views.LoginView (paths go in "
+            "FAILOPEN_PROTECTED_PATHS)"
+        )
+
+
+def vendor_url(value: str) -> str:
+    """The base the snippet appends ``/v2/<key>/api.js`` to, without its trailing slash."""
+    # The browser loads a script from it: the same rules as the server's own vendor calls.
+    url = check_url(value, setting=env_name("vendor_url"))
+    if "?" in url or "#" in url:
+        raise ConfigError(
+            "FAILOPEN_VENDOR_URL: expected a base URL without query or fragment, like "
+            "https://client.vendor.example (the snippet appends /v2/<public key>/api.js)"
+        )
+    return url.rstrip("/")
+
+
+def _prefix(name: str, value: Any) -> None:
+    if not isinstance(value, str) or not value or len(value) > 100 or not value.isprintable() \
+            or " " in value:
+        raise ConfigError(
+            f"{env_name(name)}: expected up to 100 printable characters without spaces, such as "
+            f"'failopen:' or 'mysite:failopen:', got {value!r}"
+        )
+
+
+def _store(name: str, value: Any) -> None:
+    # At construction, so a store this version cannot open (a typo, redis-py missing) stops
+    # start-up, instead of failing every protected request; the message never shows a password.
+    check_store_url(value)
