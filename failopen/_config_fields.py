@@ -27,7 +27,7 @@ def env_name(field_name: str) -> str:
 
 
 _FLOATS = {"poll_interval", "poll_jitter", "status_timeout", "stale_after", "backoff_max",
-           "max_stale_bypass", "verify_timeout", "confirm_ttl", "store_refresh"}
+           "max_stale_bypass", "verify_timeout", "confirm_ttl", "store_refresh", "fleet_lease"}
 # Numbers whose None means "derived from the poll interval".
 _DERIVED = {"stale_after", "backoff_max", "max_stale_bypass"}
 _INTS = {"status_max_bytes", "open_after", "close_after", "retry_after", "max_body_bytes"}
@@ -86,6 +86,7 @@ def check_field(name: str, value: Any) -> None:
         "mode": lambda v: _choice(name, v, ("enforce", "shadow")),
         "audit": lambda v: _choice(name, v, ("each", "summary")),
         "store": lambda v: _store(name, v),
+        "redis_prefix": lambda v: _prefix(name, v),
         "protected_paths": lambda v: _paths(name, v),
         "protected_views": lambda v: _views(name, v),
         "token_field": lambda v: _nonempty(name, v),
@@ -157,7 +158,16 @@ def vendor_url(value: str) -> str:
     return url.rstrip("/")
 
 
+def _prefix(name: str, value: Any) -> None:
+    if not isinstance(value, str) or not value or len(value) > 100 or not value.isprintable() \
+            or " " in value:
+        raise ConfigError(
+            f"{env_name(name)}: expected up to 100 printable characters without spaces, such as "
+            f"'failopen:' or 'mysite:failopen:', got {value!r}"
+        )
+
+
 def _store(name: str, value: Any) -> None:
-    # At construction, so a store this version cannot open (redis:// among them, for now) stops
+    # At construction, so a store this version cannot open (a typo, redis-py missing) stops
     # start-up, instead of failing every protected request; the message never shows a password.
     check_store_url(value)

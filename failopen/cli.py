@@ -177,6 +177,10 @@ def _cmd_watch(args: argparse.Namespace) -> int:
                 "source": state.source, "reason": state.reason, "stale": state.stale,
                 "error": result.error, "reading": result.reading,
                 "at": rfc3339(time.time()),
+                # Fleet mode: does this process poll for the fleet, and is it following Redis
+                # ("redis") or fallen back to its own polling ("local")?
+                **({} if runtime.fleet is None else {
+                    "leader": runtime.fleet.leader, "store": runtime.fleet.store_state}),
             })
         else:
             seen = result.report.global_status if result.report is not None else "unreadable"
@@ -211,14 +215,15 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
 
 def _override_store(args: argparse.Namespace) -> OverrideStore:
-    url = args.store if args.store is not None else _config(args).store
+    config = _config(args)
+    url = args.store if args.store is not None else config.store
     if url.startswith("memory:"):
         raise ConfigError(
             "FAILOPEN_STORE: the memory: store lives inside each server process, so a command "
-            "cannot reach it; configure a shared store (file:///path) in the app and pass it "
-            "here with --store or FAILOPEN_STORE"
+            "cannot reach it; configure a shared store (redis://host:port/db or file:///path) in "
+            "the app and pass it here with --store or FAILOPEN_STORE"
         )
-    return open_store(url)
+    return open_store(url, prefix=config.redis_prefix)
 
 
 def _stored_override(store: OverrideStore) -> EnforcementFlag:
@@ -257,9 +262,9 @@ def _cmd_override(args: argparse.Namespace) -> int:
         reason = args.reason or f"failopen override {args.verb} from the command line"
         try:
             if args.verb == "off":
-                flag.force_off(reason, ttl=args.ttl)
+                flag.force_off(reason, ttl=args.ttl, set_by="cli")
             elif args.verb == "on":
-                flag.force_on(reason, ttl=args.ttl)
+                flag.force_on(reason, ttl=args.ttl, set_by="cli")
             else:
                 flag.automatic(reason)
         except ValueError as exc:  # a --ttl beyond the limits; the message names them
@@ -319,6 +324,10 @@ def build_parser() -> argparse.ArgumentParser:
     override.add_argument("--store", help="store URL (default: FAILOPEN_STORE)")
     override.add_argument("--json", action="store_true")
     override.set_defaults(func=_cmd_override)
+
+    from failopen.fleet_cli import register_fleet
+
+    register_fleet(verbs)
 
     demo = verbs.add_parser("demo", help="play an outage against the embedded fakes")
     demo.add_argument("--step", type=float, default=0.6, help="seconds per scene")

@@ -86,6 +86,9 @@ class Config:
     retry_after: int = 5
     store: str = "memory:"
     store_refresh: float = 1.0
+    # Fleet mode (a redis:// store): key prefix, and the poller's lease (renewed at a third).
+    redis_prefix: str = "failopen:"
+    fleet_lease: float = 10.0
 
     # What the adapters serve besides the guard.
     max_body_bytes: int = 1_048_576
@@ -158,6 +161,12 @@ class Config:
                 f"stale limit ({self.stale_after_seconds:g}s, FAILOPEN_STALE_AFTER, default 3 x "
                 "FAILOPEN_POLL_INTERVAL): a bypass would end before its reading is even marked "
                 f"stale; set it to at least {self.stale_after_seconds:g} or poll more often"
+            )
+        if self.fleet_lease < 3 * self.store_refresh:
+            raise ConfigError(
+                f"FAILOPEN_FLEET_LEASE: {self.fleet_lease:g}s is shorter than 3 x "
+                f"FAILOPEN_STORE_REFRESH ({self.store_refresh:g}s): the leader renews its lease at "
+                "a third of it, between two refreshes; raise it or refresh more often"
             )
         unknown = self.bypass_on - KNOWN_IMPAIRED
         if any(v.startswith("indicator:") for v in unknown) and not self.indicator_fallback:
@@ -321,5 +330,3 @@ def _unknown_key(key: Any, names: set[str]) -> str:
         return f"{key!r} (did you mean {key.upper()!r}?)"
     close = closest_setting(key)
     return f"{key!r} (did you mean {close!r}?)" if close else repr(key)
-
-

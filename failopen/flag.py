@@ -46,6 +46,7 @@ Source = Literal["default", "watcher", "confirmed", "override"]
 Listener = Callable[["FlagState", "FlagState"], None]
 
 _MAX_REASON = 500
+_MAX_SET_BY = 200
 
 #: Seconds a forced-off override lasts when no ttl is given: protection never stays off by default.
 FORCE_OFF_DEFAULT_TTL = 3600.0
@@ -113,6 +114,8 @@ class Override:
     reason: str
     set_at: float
     expires_at: float | None = None
+    #: Who placed it: ``cli``, ``admin-token``, ``django:<user id>`` (None: not recorded).
+    set_by: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.enforce, bool):
@@ -122,6 +125,11 @@ class Override:
         if not isinstance(self.reason, str):
             raise StoreError("override 'reason' must be a string")
         object.__setattr__(self, "reason", self.reason[:_MAX_REASON])
+        if self.set_by is not None and (not isinstance(self.set_by, str)
+                                        or not self.set_by.isprintable()):
+            raise StoreError("override 'set_by' must be a printable string")
+        if self.set_by is not None:
+            object.__setattr__(self, "set_by", self.set_by[:_MAX_SET_BY])
         # Times must be real seconds in 1970..9999 (the last second a datetime can show):
         # a NaN expiry never lapses, and NaN, infinity or 1e300 break every display of it.
         for name in ("set_at", "expires_at"):
@@ -160,12 +168,15 @@ class Override:
 
     def to_json(self) -> dict[str, Any]:
         """The stored form."""
-        return {
+        stored: dict[str, Any] = {
             "enforce": self.enforce,
             "reason": self.reason,
             "set_at": self.set_at,
             "expires_at": self.expires_at,
         }
+        if self.set_by is not None:
+            stored["set_by"] = self.set_by
+        return stored
 
     @classmethod
     def from_json(cls, data: Any) -> Override:
@@ -180,6 +191,7 @@ class Override:
                 reason=data.get("reason", ""),
                 set_at=data["set_at"],
                 expires_at=data.get("expires_at"),
+                set_by=data.get("set_by"),
             )
         except KeyError as exc:
             raise StoreError(f"stored override is malformed (missing {exc})") from None
@@ -267,16 +279,18 @@ class EnforcementFlag:
 
     # --- overrides ----------------------------------------------------------------------------
 
-    def force_off(self, reason: str, *, ttl: float | None = None) -> FlagState:
+    def force_off(self, reason: str, *, ttl: float | None = None,
+                  set_by: str | None = None) -> FlagState:
         """Stop enforcing until lifted or until ``ttl`` seconds pass (default one hour, at most
         seven days: ValueError beyond). Nothing turns protection off for good."""
         ttl = FORCE_OFF_DEFAULT_TTL if ttl is None else ttl
-        return self._place(self._new_override(False, reason, ttl))
+        return self._place(self._new_override(False, reason, ttl, set_by))
 
-    def force_on(self, reason: str, *, ttl: float | None = None) -> FlagState:
+    def force_on(self, reason: str, *, ttl: float | None = None,
+                 set_by: str | None = None) -> FlagState:
         """Enforce whatever the status page says, until lifted or until ``ttl`` seconds pass
         (at most 30 days; without a ttl, until lifted)."""
-        return self._place(self._new_override(True, reason, ttl))
+        return self._place(self._new_override(True, reason, ttl, set_by))
 
     def automatic(self, reason: str = "override lifted") -> FlagState:
         """Lift any override: the status page decides again."""
@@ -343,11 +357,12 @@ class EnforcementFlag:
 
     # --- internals --------------------------------------------------------------------------
 
-    def _new_override(self, enforce: bool, reason: str, ttl: float | None) -> Override:
+    def _new_override(self, enforce: bool, reason: str, ttl: float | None,
+                      set_by: str | None = None) -> Override:
         """The override to place; ValueError for a ttl out of range (nothing is placed)."""
         now = self._clock.time()  # read once: expires_at - set_at is exactly the ttl given
         if ttl is None:
-            return Override(enforce, reason, now)
+            return Override(enforce, reason, now, set_by=set_by)
         if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
             raise ValueError(f"override ttl must be positive seconds, got {ttl!r}")
         if not enforce and not ttl <= FORCE_OFF_MAX_TTL:
@@ -360,7 +375,7 @@ class EnforcementFlag:
                 f"a forced-on override's ttl is at most 30 days ({FORCE_ON_MAX_TTL:g} s), got "
                 f"{ttl:g} s; give no ttl to enforce until lifted"
             )
-        return Override(enforce, reason, now, now + ttl)
+        return Override(enforce, reason, now, now + ttl, set_by=set_by)
 
     def _place(self, override: Override) -> FlagState:
         if self._store is not None:

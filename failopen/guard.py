@@ -24,7 +24,7 @@ import logging
 import math
 import threading
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from cachetools import TTLCache
 
@@ -35,6 +35,9 @@ from failopen.exceptions import StatusError
 from failopen.flag import EnforcementFlag
 from failopen.verify import Verifier, VerifyOutcome, VerifyResult
 from failopen.watcher import StatusSource, StatusWatcher
+
+if TYPE_CHECKING:
+    from failopen.fleet import Fleet
 
 __all__ = ["CONFIRM_WAIT", "Decision", "Guard", "OutageConfirmer", "Outcome", "fail_closed"]
 
@@ -108,6 +111,9 @@ class OutageConfirmer:
         self._cache: TTLCache[str, bool] = TTLCache(maxsize=1, ttl=ttl, timer=clock.monotonic)
         self._pending: tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]] | None = None
         self.requests = 0
+        #: In fleet mode: one confirmation per ``ttl`` per fleet (a Redis lock), behind the
+        #: process-local single flight above.
+        self.fleet: Fleet | None = None
 
     def fresh(self) -> bool:
         """True while the last check is younger than the TTL (no new check would be made)."""
@@ -157,8 +163,15 @@ class OutageConfirmer:
         return not self._watcher.flag.state.enforce
 
     def _check(self) -> None:
+        fleet = self.fleet
+        if fleet is not None and not fleet.may_confirm():
+            # Another process of the fleet checked within the TTL; its reading reaches this
+            # one through the store (applied already if it was published).
+            self._cache["checked"] = True
+            return
         self.requests += 1
         started = self._clock.monotonic()
+        at = self._clock.time()
         try:
             report = self._source.fetch()
         except StatusError as exc:
@@ -167,6 +180,8 @@ class OutageConfirmer:
             logger.exception("outage confirmation failed unexpectedly; not bypassing")
         else:
             self._watcher.observe(report, source="confirmed", started=started)
+            if fleet is not None:
+                fleet.published(report, at, "confirmed")
         self._cache["checked"] = True
 
 

@@ -1,8 +1,10 @@
 """FailOpen: the flag, the store, the watcher, the verifier and the guard, assembled from a Config.
 
 Adapters hold one FailOpen per process. Building it makes no network call and starts no thread
-(a ``file://`` store is read once); the watcher starts on first use (``ensure_started``), which
-keeps management commands, import-time code and pre-fork masters free of background threads.
+(a ``file://`` or ``redis://`` store is read once: one GET, 0.5 s at most); the watcher starts on
+first use (``ensure_started``), which keeps management commands, import-time code and pre-fork
+masters free of background threads. With a ``redis://`` store the process is a fleet member
+(:mod:`failopen.fleet`) once its watcher runs; ``stop`` leaves the fleet (releasing the lease).
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.config import Config
 from failopen.exceptions import ConfigError
 from failopen.flag import EnforcementFlag, FlagState
+from failopen.fleet import Fleet
 from failopen.guard import CONFIRM_WAIT, Decision, Guard, OutageConfirmer
 from failopen.status import StatusClient
 from failopen.stores import OverrideStore, open_store
+from failopen.stores.redis import RedisStore
 from failopen.verify import HttpVerifier, Verifier, VerifyOutcome, VerifyResult
 from failopen.watcher import PollResult, StatusWatcher
 
@@ -64,7 +68,8 @@ class FailOpen:
         self.config = config
         self.clock = clock
         self._stopped = False
-        self.store = store if store is not None else open_store(config.store)
+        self.store = store if store is not None else open_store(config.store,
+                                                                prefix=config.redis_prefix)
         self.flag = EnforcementFlag(store=self.store, clock=clock)
         self.status: StatusClient | None = None
         confirmer: OutageConfirmer | None = None
@@ -95,6 +100,14 @@ class FailOpen:
                 self.status, self.watcher, ttl=config.confirm_ttl, clock=clock,
                 wait=min(CONFIRM_WAIT, config.status_timeout),
             )
+        #: Fleet mode (a Redis store): one poller per fleet, shared readings; else None.
+        self.fleet: Fleet | None = None
+        if isinstance(self.store, RedisStore):
+            self.fleet = Fleet(self.store, self.watcher, lease=config.fleet_lease,
+                               confirm_ttl=config.confirm_ttl, clock=clock)
+            self.watcher.fleet = self.fleet
+            if confirmer is not None:
+                confirmer.fleet = self.fleet
         if verifier is None and config.verify_url is not None:
             assert config.private_key is not None  # Config guarantees it
             verifier = HttpVerifier(
@@ -139,6 +152,10 @@ class FailOpen:
         """Stop the watcher and release the sync connections."""
         self._stopped = True
         self.watcher.stop()
+        if self.fleet is not None:
+            self.fleet.stop()
+        if isinstance(self.store, RedisStore):
+            self.store.close()  # its sockets; a later start() connects again
         self.guard.audit.flush()
         if self.status is not None:
             self.status.close()

@@ -16,6 +16,10 @@ A bypass rests on evidence, so nothing may stretch it past the evidence:
   connections to the status page must not keep enforcement off), and only a new outage reading
   opens it again. An operator's override is a separate layer and is not touched.
 
+In fleet mode (a ``redis://`` store, :mod:`failopen.fleet`) the thread also syncs with the fleet
+each turn: only the leader polls the page; the others apply the leader's published readings
+through the same hysteresis, a reading's age counting as if they had made it.
+
 The thread starts lazily, restarts itself in a forked child (gunicorn ``--preload``), sleeps on an
 Event so ``stop()`` is immediate, and survives any single bad poll.
 """
@@ -29,7 +33,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from failopen._redact import MAX_LOGGED_ERROR, public_error
 from failopen.clock import SYSTEM_CLOCK, Clock
@@ -37,6 +41,9 @@ from failopen.config import default_backoff_max
 from failopen.exceptions import StatusError, StatusUnavailable
 from failopen.flag import EnforcementFlag
 from failopen.status import StatusReport
+
+if TYPE_CHECKING:
+    from failopen.fleet import Fleet
 
 __all__ = ["StatusWatcher", "StatusSource", "PollResult", "Reading"]
 
@@ -117,6 +124,8 @@ class StatusWatcher:
         self._clock = clock
         self._random = random_fraction
         self._on_poll = on_poll
+        #: Set by the runtime in fleet mode: who polls, and the readings others published.
+        self.fleet: Fleet | None = None
         # Hysteresis and failure counters: written by whoever holds _observe_lock.
         self._observe_lock = threading.RLock()  # a flag listener may feed a reading back in
         self._applied_started = float("-inf")
@@ -126,6 +135,8 @@ class StatusWatcher:
         self._last_good: float | None = None
         self._last_error: str | None = None
         self._last_regions: tuple[str, ...] = ()
+        #: Status page requests this process's watcher has made (``failopen fleet`` shows it).
+        self.polls = 0
         # Thread state.
         self._thread_lock = threading.Lock()
         self._stop = threading.Event()
@@ -202,10 +213,19 @@ class StatusWatcher:
         # Without a status page the thread still keeps overrides from the store current.
         next_poll = self._clock.monotonic() if self.source is not None else float("inf")
         last_poll = next_poll
+        polled = True
         while not stop.is_set():
+            turn = self._clock.monotonic()
+            fleet = self.fleet
+            if fleet is not None:
+                fleet.sync()
+            polls = fleet is None or fleet.polls
             started = self._clock.monotonic()
+            if polls and not polled and self.source is not None:
+                next_poll = started  # just became the leader, or fell back: poll now
+            polled = polls
             if started >= next_poll:
-                result = self.poll_once()
+                result = self.poll_once() if polls else self.follow_once()
                 # Counted from the start of the poll: a poll that took the whole status timeout
                 # does not push the next one back (the bound on ending a bypass relies on it).
                 last_poll, next_poll = started, started + result.next_delay
@@ -214,7 +234,13 @@ class StatusWatcher:
                 # A bypass that began between polls (a request's confirmation) while the page
                 # failed: the backoff chosen while enforcing must not delay the polls that end it.
                 next_poll = min(next_poll, last_poll + self.poll_interval)
-            wait = min(max(next_poll - self._clock.monotonic(), 0.0), self.store_refresh)
+            # The refresh period counts from the turn's start: a store read (a Redis round trip)
+            # does not stretch "at least once per store_refresh". A fleet member turns twice per
+            # period, so an override reaches every process within one period even when a busy
+            # machine runs a turn late.
+            period = self.store_refresh if fleet is None else self.store_refresh / 2
+            now = self._clock.monotonic()
+            wait = max(min(next_poll, turn + period) - now, 0.0)
             if self._clock.wait(stop, wait):
                 break
 
@@ -260,11 +286,35 @@ class StatusWatcher:
                 global_status=auto.global_status, stale=True, error=error,
             )
 
+    def follow_once(self) -> PollResult:
+        """A follower's turn: what the fleet's latest reading said (readings are applied as
+        the fleet syncs); reported like a poll, for ``failopen watch``. Never raises."""
+        fleet = self.fleet
+        reading = fleet.last_reading if fleet is not None else None
+        fresh = reading is not None and self._last_good is not None and (
+            self._clock.monotonic() - self._last_good <= self.stale_after)
+        if reading is None or not fresh:
+            result = PollResult("failed", None, "no fresh reading from the fleet's poller",
+                                self.poll_interval)
+        else:
+            status = reading.report.global_status
+            kind: Reading = ("impaired" if status in self.bypass_on else
+                             "operational" if status == "operational" else "neutral")
+            result = PollResult(kind, reading.report, None, self.poll_interval)
+        if self._on_poll is not None:
+            try:
+                self._on_poll(result)
+            except Exception:
+                logger.exception("on_poll callback failed")
+        return result
+
     def poll_once(self) -> PollResult:
         """Read the status page once and feed the reading in. Never raises."""
         started = self._clock.monotonic()
         if self.source is None:
             return PollResult("failed", None, "no status page configured", self.poll_interval)
+        at = self._clock.time()
+        self.polls += 1
         try:
             report = self.source.fetch()
         except StatusError as exc:
@@ -274,6 +324,9 @@ class StatusWatcher:
             result = self.observe_failure(exc)
         else:
             result = self.observe(report, source="watcher", started=started)
+            fleet = self.fleet
+            if fleet is not None and fleet.leader:
+                fleet.published(report, at)
         if self._on_poll is not None:
             try:
                 self._on_poll(result)
@@ -287,6 +340,7 @@ class StatusWatcher:
         *,
         source: Literal["watcher", "confirmed"] = "watcher",
         started: float | None = None,
+        age: float = 0.0,
     ) -> PollResult:
         """Feed one good reading through the hysteresis into the flag.
 
@@ -295,6 +349,8 @@ class StatusWatcher:
         A ``confirmed`` reading (made on demand for a request) counts as one reading on top of
         the watcher's own streak but does not extend it: request traffic, which a caller
         controls, must not make ``open_after`` readings arrive faster than the polls would.
+        ``age`` (seconds) is how old the reading already is (one another process made): it
+        counts towards ``stale_after`` and ``max_stale_bypass`` as if it had been made here.
         """
         status = report.global_status
         if status in self.bypass_on:
@@ -321,7 +377,7 @@ class StatusWatcher:
             if source == "watcher":
                 self._impaired_streak, self._operational_streak = impaired, operational
                 self._failures = 0
-            self._last_good = self._clock.monotonic()
+            self._last_good = self._clock.monotonic() - age
             self._last_error = None
             enforcing = self.flag.automatic_state.enforce
             if reading == "impaired" and impaired >= self.open_after:

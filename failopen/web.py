@@ -195,7 +195,8 @@ def describe_override(override: Override | None) -> dict[str, Any]:
         return {"override": None}
     return {"override": {"enforce": override.enforce, "reason": override.reason,
                          "set_at": rfc3339(override.set_at),
-                         "expires_at": rfc3339(override.expires_at)}}
+                         "expires_at": rfc3339(override.expires_at),
+                         "set_by": override.set_by}}
 
 
 @dataclass(frozen=True)
@@ -211,7 +212,8 @@ STORE_NOT_SHARED: dict[str, Any] = {"error": {
     "message": "Nothing changed: the override store is memory:, which only the worker that "
                "answered would see, while the others went on as before. Set "
                "FAILOPEN_STORE=file:///run/failopen/override.json (a directory only this user "
-               "can write) so every worker sees an override, and restart.",
+               "can write; every worker of this machine) or FAILOPEN_STORE=redis://host:6379/0 "
+               "(every process of a fleet) so every worker sees an override, and restart.",
 }}
 
 
@@ -222,7 +224,7 @@ def store_is_shared(store: OverrideStore) -> bool:
 
 def handle_override(
     flag: EnforcementFlag, body: bytes, *, actor: str, store: OverrideStore,
-    mode: str = "enforce",
+    mode: str = "enforce", set_by: str | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """Apply ``{"enforce": false|true|null, "ttl": seconds, "reason": "..."}`` after auth.
 
@@ -231,7 +233,8 @@ def handle_override(
     (the one ``flag`` writes) is this process's only, or 503 when the store cannot be written
     (nothing changed either way). Forcing off without a ttl lasts an hour; a ttl beyond the
     flag's limits (off: 7 days, on: 30 days) is a 400 naming the limit. The caller has already
-    authenticated ``actor``; the audit log names them.
+    authenticated ``actor``; the audit log names them. ``set_by`` (default ``actor``) is stored
+    with the override (``admin-token``, ``django:<user id>``).
     """
     if not store_is_shared(store):
         # A 200 here once told an operator the fleet obeyed while two workers of three went on
@@ -250,9 +253,9 @@ def handle_override(
         if request.enforce is None:
             flag.automatic(reason)
         elif request.enforce:
-            flag.force_on(reason, ttl=request.ttl)
+            flag.force_on(reason, ttl=request.ttl, set_by=set_by or actor)
         else:
-            flag.force_off(reason, ttl=request.ttl)
+            flag.force_off(reason, ttl=request.ttl, set_by=set_by or actor)
     except StoreError as exc:
         audit.error("override by %r failed: %s", actor, exc)
         return 503, {"error": {"code": "store_unavailable",

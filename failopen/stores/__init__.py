@@ -13,10 +13,13 @@
 A store answers three questions: what is the override (``load``), is there possibly a newer one
 than I last loaded (``changed``, cheap), and record this one (``save``; None lifts it).
 
-A store URL may carry a password (``redis://:password@host`` once a Redis store exists), so it is
-only ever shown through :func:`mask_url`: in errors, logs, ``Config.describe()`` and ``repr``.
-A URL this version cannot open (``redis://`` and ``rediss://`` among them, for now) is a
-ConfigError when the Config is built, not a failure on every request.
+* ``redis://[:password@]host:port/db``, ``rediss://`` (TLS), ``unix:///path.sock`` — every
+  process of a fleet, on any machine (:mod:`failopen.stores.redis`; ``failopen[redis]``). The
+  override's expiry is a Redis TTL; the fleet also shares one status poller through it.
+
+A store URL may carry a password (``redis://:password@host``), so it is only ever shown through
+:func:`mask_url`: in errors, logs, ``Config.describe()`` and ``repr``. A URL this version cannot
+open is a ConfigError when the Config is built, not a failure on every request.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Protocol
 
 from failopen.exceptions import ConfigError
 from failopen.flag import Override
+from failopen.stores.redis import REDIS_SCHEMES, check_redis_url
 
 __all__ = ["OverrideStore", "check_store_url", "mask_url", "open_store"]
 
@@ -35,10 +39,8 @@ _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}")
 _USER = re.compile(r"[A-Za-z0-9._~%+-]{0,64}")
 # Query parameters whose value is shown as *** (redis-py and others accept ?password=...).
 _SECRET_PARAM = re.compile(r"pass|pwd|secret|token|auth|key|cred", re.IGNORECASE)
-_USE_INSTEAD = "use file:///path/override.json (every process on one machine) or memory: (one " \
-    "process)"
-# Schemes that a later version builds (the fleet issue): refused by name until then.
-_NOT_BUILT = frozenset({"redis", "rediss"})
+_USE_INSTEAD = "use redis://host:port/db (a fleet), file:///path/override.json (every process " \
+    "on one machine) or memory: (one process)"
 
 
 class OverrideStore(Protocol):
@@ -126,23 +128,28 @@ def check_store_url(url: object) -> str:
         parse_file_url(url)
         return url
     scheme = url.partition(":")[0]
-    if url.partition("://")[1] and scheme.lower() in _NOT_BUILT:
-        raise ConfigError(
-            f"FAILOPEN_STORE: {mask_url(url)}: the {scheme.lower()}:// store is not available in "
-            f"this version; {_USE_INSTEAD}"
-        )
+    if url.partition("://")[1] and scheme.lower() in REDIS_SCHEMES:
+        check_redis_url(url)
+        return url
     shown = mask_url(url)
     what = ("the value (not shown: it may hold a password) is not a URL" if shown == _MASK
             else f"{shown} is not a store URL this version can open")
     raise ConfigError(f"FAILOPEN_STORE: {what}; {_USE_INSTEAD}")
 
 
-def open_store(url: str) -> OverrideStore:
-    """Open the store named by a ``FAILOPEN_STORE`` URL (ConfigError, URL masked, if it cannot)."""
+def open_store(url: str, *, prefix: str = "failopen:") -> OverrideStore:
+    """Open the store named by a ``FAILOPEN_STORE`` URL (ConfigError, URL masked, if it cannot).
+
+    ``prefix`` (``FAILOPEN_REDIS_PREFIX``) applies to a Redis store only. Opening makes no I/O.
+    """
     from failopen.stores.file import FileStore
     from failopen.stores.memory import MemoryStore
 
     check_store_url(url)
     if url.startswith("memory:"):
         return MemoryStore()
-    return FileStore.from_url(url)
+    if url.startswith("file://"):
+        return FileStore.from_url(url)
+    from failopen.stores.redis import RedisStore
+
+    return RedisStore(url, prefix=prefix)

@@ -123,8 +123,10 @@ def override(request: HttpRequest) -> HttpResponse:
     try:
         runtime = conf.runtime()
         body = request.read(MAX_OVERRIDE_BODY + 1)
+        user = getattr(request, "user", None)
+        set_by = actor if actor == "admin-token" or user is None else f"django:{user.pk}"
         status, data = handle_override(runtime.flag, body, actor=actor, store=runtime.store,
-                                       mode=config.mode)
+                                       mode=config.mode, set_by=set_by)
     except Exception:
         logger.exception("failopen override endpoint failed")
         return _json(503, _UNAVAILABLE)

@@ -1,5 +1,6 @@
-"""A store URL with a password, under Django: refused when the settings are read, and its
-password shows nowhere (``manage.py check``, the log, the protected route, the command)."""
+"""A store URL with a password that cannot be used (a Redis URL naming no server), under Django:
+refused when the settings are read, and its password shows nowhere (``manage.py check``, the log,
+the protected route, the command)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from django.test import override_settings
 from failopen.integrations.django.checks import check_settings
 
 SECRET = "s3cret-Pa55"
-STORE = f"redis://:{SECRET}@cache.internal:6379/0"
+STORE = f"redis://:{SECRET}@/0"  # no host: refused before any connection
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def test_check_reports_the_store_without_its_password(fo_settings: dict[str, Any
     with override_settings(FAILOPEN={**fo_settings, "STORE": STORE}):
         (message,) = check_settings()
     assert message.id == "failopen.E001"
-    assert "FAILOPEN_STORE" in message.msg and "redis://:***@cache.internal" in message.msg
+    assert "FAILOPEN_STORE" in message.msg and "redis://:***@/0" in message.msg
     assert SECRET not in message.msg and SECRET not in (message.hint or "")
 
 

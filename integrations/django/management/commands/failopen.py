@@ -1,5 +1,6 @@
-"""``python manage.py failopen status|watch|override ...``: the ``failopen`` command, configured
-from ``settings.FAILOPEN`` (then the ``FAILOPEN_*`` variables) instead of the environment alone.
+"""``python manage.py failopen status|watch|override|fleet ...``: the ``failopen`` command,
+configured from ``settings.FAILOPEN`` (then the ``FAILOPEN_*`` variables) instead of the
+environment alone.
 
 Options after the verb go to ``failopen``'s own parser, so the verbs, options, output and exit
 codes are the same as the ``failopen`` command's. Django's options (``--settings``) go before it.
@@ -24,13 +25,13 @@ from ... import conf
 
 __all__ = ["Command"]
 
-VERBS = ("status", "watch", "override")
+VERBS = ("status", "watch", "override", "fleet")
 
 
 class Command(BaseCommand):
     """Check the status page, watch it, or override the flag, with the Django settings."""
 
-    help = "failopen status|watch|override (see: manage.py failopen VERB --help)"
+    help = "failopen status|watch|override|fleet (see: manage.py failopen VERB --help)"
     # The status page is not the database: these verbs must work before migrations ran.
     requires_system_checks: list[str] = []
     requires_migrations_checks = False

@@ -1,0 +1,340 @@
+"""Fleet mode: many processes on many machines share one status poller through a Redis store.
+
+Each process's watcher thread calls :meth:`Fleet.sync` at least once a second (never a request):
+
+* one ``MGET`` reads the epoch marker, the override, the published reading and the leader; the
+  override goes to the flag through the store (the flag is each process's local snapshot, so a
+  request never touches Redis);
+* the leader election: ``SET leader token NX PX lease``; the holder renews at a third of the
+  lease with a compare-and-expire script and releases with a compare-and-delete one. Only the
+  leader polls the status page and publishes its readings; if it dies, its lease lapses and
+  another process takes over within one lease;
+* followers feed each new published reading through their own hysteresis, with the reading's
+  age (not the moment they saw it) counting towards ``stale_after`` and ``max_stale_bypass``,
+  so a bypass ends as it would in the process that made the reading.
+
+Two leaders for a moment (a lease that lapsed while its holder was paused) are harmless: the
+writes are idempotent (the same kind of reading, overwritten whole), and followers count
+readings less than half a poll interval apart as one, so hysteresis is not sped up either.
+
+When Redis is down, slow (a command over its timeout), answers garbage or has lost the keys,
+the process falls back: it polls the status page itself, keeps the override it last saw until
+that override's own expiry, logs once, and rejoins when Redis answers properly again. A marker
+key without TTL tells lost keys (FLUSHALL) from "no override": the first process to notice puts
+the marker back together with the override it last knew (what is left of its TTL).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import secrets
+import socket
+import threading
+from typing import TYPE_CHECKING, Any, Literal
+
+from failopen._forksafe import renew_locks_after_fork
+from failopen._status_documents import KNOWN_STATUSES, Component, StatusReport
+from failopen.clock import SYSTEM_CLOCK, Clock
+from failopen.exceptions import StoreError
+from failopen.stores.redis import parse_override
+
+if TYPE_CHECKING:
+    from failopen.stores.redis import RedisStore
+    from failopen.watcher import StatusWatcher
+
+__all__ = ["Fleet", "FleetReading", "HEARTBEAT_TTL", "parse_reading"]
+
+logger = logging.getLogger("failopen.fleet")
+
+#: Seconds a process's heartbeat key lives: ``failopen fleet`` lists those seen in the last minute.
+HEARTBEAT_TTL = 60.0
+_HEARTBEAT_EVERY = 10.0  # or a third of the lease, if shorter
+_FUTURE_SKEW = 60.0  # a reading dated further ahead than this is garbage, not a fresh reading
+_MAX_REGIONS = 200
+_MAX_TEXT = 200
+_MAX_READING = 128 * 1024
+
+Kind = Literal["watcher", "confirmed"]
+
+
+class FleetReading:
+    """A status reading published to the fleet."""
+
+    __slots__ = ("at", "by", "id", "kind", "report")
+
+    def __init__(self, id: str, by: str, at: float, kind: Kind, report: StatusReport) -> None:
+        self.id, self.by, self.at, self.kind, self.report = id, by, at, kind, report
+
+    def to_json(self) -> str:
+        """The stored form."""
+        report = self.report
+        return json.dumps({
+            "id": self.id, "by": self.by, "at": self.at, "kind": self.kind,
+            "global_status": report.global_status, "source": report.source,
+            "regions": [{"id": r.id, "name": r.name, "status": r.status,
+                         "description": r.description} for r in report.regions[:_MAX_REGIONS]],
+        }, sort_keys=True)
+
+
+def _text(data: dict[str, Any], key: str, *, optional: bool = False) -> Any:
+    value = data.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or len(value) > _MAX_TEXT:
+        raise StoreError(f"the published status reading has no usable {key!r}")
+    return value
+
+
+def parse_reading(raw: Any, *, now: float) -> FleetReading | None:
+    """The published reading (None: none yet); StoreError for anything failopen did not write."""
+    if raw is None:
+        return None
+    if len(raw) > _MAX_READING:
+        raise StoreError("the published status reading is larger than failopen writes")
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError, TypeError, UnicodeDecodeError):
+        raise StoreError("the published status reading is not JSON") from None
+    if not isinstance(data, dict):
+        raise StoreError("the published status reading is not an object")
+    at = data.get("at")
+    if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at) \
+            or not 0 < at <= now + _FUTURE_SKEW:
+        # A reading dated in the future would never grow old: refused, never trusted.
+        raise StoreError("the published status reading has no usable time")
+    kind = data.get("kind")
+    if kind not in ("watcher", "confirmed"):
+        raise StoreError("the published status reading has no usable kind")
+    source = data.get("source")
+    regions_data = data.get("regions")
+    if source not in ("components", "indicator") or not isinstance(regions_data, list) \
+            or len(regions_data) > _MAX_REGIONS:
+        raise StoreError("the published status reading is malformed")
+    regions = []
+    for item in regions_data:
+        if not isinstance(item, dict):
+            raise StoreError("the published status reading is malformed")
+        status = _text(item, "status")
+        regions.append(Component(
+            id=_text(item, "id"), name=_text(item, "name"), status=status,
+            description=_text(item, "description", optional=True), group=False, group_id=None,
+            updated_at=None, known=status in KNOWN_STATUSES,
+        ))
+    report = StatusReport(global_status=_text(data, "global_status"), global_component=None,
+                          regions=tuple(regions), fetched_at=float(at), source=source)
+    return FleetReading(_text(data, "id"), _text(data, "by"), float(at), kind, report)
+
+
+def _identity() -> str:
+    return f"{socket.gethostname()[:60]}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+class Fleet:
+    """This process's membership of a fleet sharing one Redis store."""
+
+    def __init__(self, store: RedisStore, watcher: StatusWatcher, *, lease: float = 10.0,
+                 confirm_ttl: float = 10.0, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.store = store
+        self.watcher = watcher
+        self.lease = lease
+        self.confirm_ttl = confirm_ttl
+        self._clock = clock
+        self._lock = threading.Lock()  # sync and stop: one at a time
+        renew_locks_after_fork(self, "_lock")  # a child of a fork mid-sync must not hang
+        self._reset_identity()
+        #: ``redis`` while this process follows the shared state, ``local`` while fallen back.
+        self.store_state: Literal["redis", "local"] = "redis"
+        self._why_local: str | None = None
+        self._pending: FleetReading | None = None
+        self._seq = 0
+        self._seen_epoch = False
+
+    def _reset_identity(self) -> None:
+        self._pid = os.getpid()
+        self.id = _identity()
+        self.leader = False
+        self.leader_since: float | None = None
+        self._token = json.dumps({"id": self.id, "since": self._clock.time()}, sort_keys=True)
+        self._renew_due = 0.0
+        self._heartbeat_due = 0.0
+        self._last_id: str | None = None
+        self._last_watcher_at = float("-inf")
+        self.last_reading: FleetReading | None = None
+
+    def __repr__(self) -> str:
+        return f"Fleet(id={self.id!r}, leader={self.leader}, store={self.store_state!r})"
+
+    @property
+    def polls(self) -> bool:
+        """True when this process must poll the status page itself (leader, or fallen back)."""
+        return self.leader or self.store_state == "local"
+
+    # --- the background thread -------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Read the shared state, take part in the election, apply a new reading. Never raises."""
+        with self._lock:
+            if os.getpid() != self._pid:  # a forked child is a new member, never the leader
+                self._reset_identity()
+            try:
+                self._sync()
+            except StoreError as exc:
+                self._fall_back(str(exc))
+            except Exception:
+                logger.exception("fleet sync failed unexpectedly")
+                self._fall_back("fleet sync failed unexpectedly")
+
+    def _sync(self) -> None:
+        store, now, mono = self.store, self._clock.time(), self._clock.monotonic()
+        epoch, override_raw, reading_raw, leader_raw = store.snapshot()
+        if epoch is None:
+            # No marker: a new store, or one that lost its keys. The first process to notice
+            # puts the marker back with the override it knew; the state is then read again.
+            override = self.watcher.flag.override
+            first = store.restore(override)
+            if self._seen_epoch:
+                raise StoreError(
+                    "the Redis store lost its keys (FLUSHALL, or a new server)"
+                    + ("; put back the override this process last knew" if first and override
+                       else "")
+                )
+            epoch, override_raw, reading_raw, leader_raw = store.snapshot()
+        self._seen_epoch = True
+        parse_override(override_raw)  # garbage is a fallback, the same as no answer
+        reading = parse_reading(reading_raw, now=now)
+        if leader_raw is not None and not _is_token(leader_raw):
+            raise StoreError("the leader key holds a value failopen did not write")
+        store.note_synced(override_raw)
+        self._elect(leader_raw, now, mono)
+        if mono >= self._heartbeat_due:
+            store.heartbeat(self.id, json.dumps({
+                "id": self.id, "pid": os.getpid(), "leader": self.leader, "seen": now,
+                "polls": self.watcher.polls,
+            }, sort_keys=True), int(HEARTBEAT_TTL * 1000))
+            self._heartbeat_due = mono + min(_HEARTBEAT_EVERY, self.lease / 3)
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            store.publish(pending.to_json(), self._reading_ttl_ms())
+        if self.store_state == "local":
+            logger.warning("fleet store %s answers again: following the shared override and "
+                           "status reading", store.shown)
+            self.store_state, self._why_local = "redis", None
+        if reading is not None:
+            self._apply(reading, now)
+
+    def _elect(self, leader_raw: Any, now: float, mono: float) -> None:
+        store, lease_ms = self.store, int(self.lease * 1000)
+        if self.watcher.source is None:
+            return  # nothing to poll: never lead
+        ours = leader_raw is not None and leader_raw.decode() == self._token
+        if self.leader and (not ours or (mono >= self._renew_due
+                                         and not store.renew(self._token, lease_ms))):
+            self._set_leader(False, now, "its lease was lost")
+        if not self.leader and leader_raw is None:
+            # The token says since when this process leads (``failopen fleet`` shows it).
+            self._token = json.dumps({"id": self.id, "since": now}, sort_keys=True)
+            if store.acquire(self._token, lease_ms):
+                self._renew_due = mono + self.lease / 3
+                self._set_leader(True, now, "the lease was free")
+        elif self.leader and mono >= self._renew_due:
+            self._renew_due = mono + self.lease / 3
+
+    def _set_leader(self, leader: bool, now: float, why: str) -> None:
+        if leader != self.leader:
+            self.leader = leader
+            self.leader_since = now if leader else None
+            self._heartbeat_due = 0.0  # say so in the heartbeat now
+            if leader:
+                logger.info("this process (%s) now polls the status page for the fleet (%s)",
+                            self.id, why)
+            else:
+                logger.warning("this process (%s) no longer polls for the fleet (%s)", self.id, why)
+
+    def _fall_back(self, why: str) -> None:
+        self.store.stop_syncing()
+        if self.leader:
+            self.leader = False  # the lease lapses by itself; nobody renews it from here
+            self.leader_since = None
+        if self.store_state != "local":  # once per change of state, not per attempt
+            logger.error(
+                "fleet store unusable: %s; this process polls the status page itself and keeps "
+                "the override it last saw until that override's expiry", why)
+        self.store_state, self._why_local = "local", why
+
+    def _apply(self, reading: FleetReading, now: float) -> None:
+        """Feed a reading someone else published through this process's hysteresis."""
+        if reading.id == self._last_id or reading.by == self.id:
+            return
+        self._last_id = reading.id
+        age = max(0.0, now - reading.at)
+        if age > self.watcher.stale_after:
+            return  # old already: it would open nothing a fresh reading does not
+        if reading.kind == "watcher":
+            # Two leaders for a moment: readings closer than half an interval count once.
+            if reading.at < self._last_watcher_at + self.watcher.poll_interval / 2:
+                return
+            self._last_watcher_at = reading.at
+        self.last_reading = reading
+        started = self._clock.monotonic() - age
+        self.watcher.observe(reading.report, source=reading.kind, started=started, age=age)
+
+    def _reading_ttl_ms(self) -> int:
+        return int(max(60.0, 4 * self.watcher.stale_after) * 1000)
+
+    # --- what the watcher and the confirmer tell the fleet -----------------------------------
+
+    def published(self, report: StatusReport, at: float, kind: Kind = "watcher") -> None:
+        """A reading this process made, to publish (the leader's now; a confirmation's at the
+        next sync, off the request path)."""
+        self._seq += 1
+        reading = FleetReading(f"{self.id}:{self._seq}", self.id, at, kind, report)
+        if kind == "confirmed":
+            self._pending = reading
+            return
+        if kind == "watcher":
+            self._last_watcher_at = at
+        try:
+            self.store.publish(reading.to_json(), self._reading_ttl_ms())
+        except StoreError as exc:
+            with self._lock:
+                self._fall_back(str(exc))
+
+    def may_confirm(self) -> bool:
+        """The fleet-wide confirmation lock (request path, rare: once per ``confirm_ttl``).
+
+        True: this process checks the status page. False: another did within ``confirm_ttl``;
+        its reading, if published, is applied here. Redis unusable: True (check locally).
+        """
+        if self.store_state != "redis":
+            return True
+        try:
+            got, raw = self.store.try_confirm(self.id, int(self.confirm_ttl * 1000))
+            if not got and raw is not None:
+                reading = parse_reading(raw, now=self._clock.time())
+                if reading is not None and reading.kind == "confirmed":
+                    self._apply(reading, self._clock.time())
+            return got
+        except StoreError:
+            return True
+
+    def stop(self) -> None:
+        """Leave the fleet: release the lease (if ours) and the heartbeat. Never raises."""
+        with self._lock:
+            try:
+                if self.leader:
+                    self.store.release(self._token)
+                self.store.forget(self.id)
+            except StoreError:
+                pass
+            self.leader = False
+
+
+def _is_token(raw: Any) -> bool:
+    try:
+        data = json.loads(raw)
+    except (ValueError, TypeError, UnicodeDecodeError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("id"), str)

@@ -1,0 +1,129 @@
+"""``failopen fleet``: who polls for the fleet and since when, the last reading and its age, the
+override, and the processes seen in the last minute (read from the Redis store, never written).
+
+Exit codes as the other verbs: 0 when the store answered, 2 when it could not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from failopen.exceptions import ConfigError, StoreError
+from failopen.flag import rfc3339
+from failopen.fleet import parse_reading
+from failopen.stores import open_store
+from failopen.stores.redis import RedisStore, parse_override
+
+__all__ = ["fleet_report", "register_fleet"]
+
+
+def _json_or_none(raw: Any) -> Any:
+    try:
+        return json.loads(raw) if raw is not None else None
+    except (ValueError, TypeError, UnicodeDecodeError):
+        return None
+
+
+def fleet_report(store: RedisStore, *, now: float | None = None) -> dict[str, Any]:
+    """What the store says about the fleet, JSON-ready. Raises StoreError."""
+    now = time.time() if now is None else now
+    epoch, override_raw, reading_raw, leader_raw = store.snapshot()
+    leader = _json_or_none(leader_raw)
+    report: dict[str, Any] = {"store": store.shown, "prefix": store.prefix,
+                              "keys_present": epoch is not None}
+    if isinstance(leader, dict) and isinstance(leader.get("id"), str):
+        since = leader.get("since")
+        report["leader"] = {"id": leader["id"], "since": rfc3339(since)
+                            if isinstance(since, (int, float)) else None}
+    else:
+        report["leader"] = None
+    try:
+        reading = parse_reading(reading_raw, now=now)
+    except StoreError as exc:
+        report["reading"] = {"error": str(exc)}
+    else:
+        report["reading"] = None if reading is None else {
+            "global_status": reading.report.global_status, "kind": reading.kind,
+            "by": reading.by, "at": rfc3339(reading.at), "age_seconds": round(now - reading.at, 3),
+            "impaired_regions": [r.description or r.name
+                                 for r in reading.report.impaired_regions()],
+        }
+    try:
+        override = parse_override(override_raw)
+    except StoreError as exc:
+        report["override"] = {"error": str(exc)}
+    else:
+        report["override"] = None if override is None else {
+            "enforce": override.enforce, "reason": override.reason, "set_by": override.set_by,
+            "set_at": rfc3339(override.set_at), "expires_at": rfc3339(override.expires_at),
+        }
+    processes = []
+    for raw in store.processes():
+        seen = _json_or_none(raw)
+        if isinstance(seen, dict) and isinstance(seen.get("seen"), (int, float)):
+            processes.append({"id": seen.get("id"), "pid": seen.get("pid"),
+                              "leader": seen.get("leader") is True, "polls": seen.get("polls"),
+                              "last_seen_seconds": round(now - seen["seen"], 3)})
+    report["processes"] = sorted(processes, key=lambda p: str(p["id"]))
+    return report
+
+
+def _print_text(report: dict[str, Any]) -> None:
+    leader = report["leader"]
+    print(f"store:    {report['store']} (prefix {report['prefix']!r})")
+    print(f"leader:   {leader['id']} since {leader['since']}" if leader else
+          "leader:   none (the next process to sync takes the lease)")
+    reading = report["reading"]
+    if reading is None:
+        print("reading:  none published")
+    elif "error" in reading:
+        print(f"reading:  unusable: {reading['error']}")
+    else:
+        print(f"reading:  global {reading['global_status']} ({reading['kind']}) by {reading['by']}"
+              f" at {reading['at']}, {reading['age_seconds']:g}s ago")
+    override = report["override"]
+    if override is None:
+        print("override: none: the status page decides")
+    elif "error" in override:
+        print(f"override: unusable: {override['error']}")
+    else:
+        print(f"override: enforce={override['enforce']} until={override['expires_at'] or 'lifted'}"
+              f" by={override['set_by'] or 'unknown'} reason={override['reason']}")
+    print(f"processes seen in the last minute: {len(report['processes'])}")
+    for proc in report["processes"]:
+        print(f"  {proc['id']}{' (leader)' if proc['leader'] else ''}: "
+              f"{proc['last_seen_seconds']:g}s ago")
+
+
+def _cmd_fleet(args: argparse.Namespace) -> int:
+    config = args.config_factory()
+    url = args.store if args.store is not None else config.store
+    store = open_store(url, prefix=config.redis_prefix)
+    if not isinstance(store, RedisStore):
+        raise ConfigError("FAILOPEN_STORE: failopen fleet reads a redis:// store; "
+                          f"{store.describe()} has no fleet")
+    try:
+        report = fleet_report(store)
+    except StoreError as exc:
+        print(f"failopen fleet: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        store.close()
+    if args.json:
+        sys.stdout.write(json.dumps(report, sort_keys=True) + "\n")
+    else:
+        _print_text(report)
+    return 0
+
+
+def register_fleet(verbs: Any) -> None:
+    """Add ``failopen fleet`` to the command's verbs."""
+    fleet = verbs.add_parser("fleet", help="who polls for the fleet, the last reading, the "
+                                           "override, the processes seen (redis:// store)")
+    fleet.add_argument("--store", help="store URL (default: FAILOPEN_STORE)")
+    fleet.add_argument("--json", action="store_true", help="print one JSON object")
+    fleet.set_defaults(func=_cmd_fleet)

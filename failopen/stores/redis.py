@@ -1,0 +1,294 @@
+"""The Redis store: one override, one status reading and one poller for a whole fleet.
+
+Keys, all under ``FAILOPEN_REDIS_PREFIX`` (default ``failopen:``), so several sites share a Redis:
+
+* ``override`` — the operator's override as JSON. Its expiry is the key's TTL (``PX``), so a
+  forgotten override lapses by itself even while every process is down.
+* ``reading`` — the latest status reading, published by the leader (and by a process that
+  confirmed an outage for a request).
+* ``leader`` — the poller's lease (``SET NX PX``; renewed and released only by its holder).
+* ``confirm`` — a short lock: one on-demand outage confirmation per ``confirm_ttl`` per fleet.
+* ``epoch`` — a marker without TTL; its absence means the keys were lost (FLUSHALL, a fresh
+  replica), which is not the same as "no override".
+* ``proc:<id>`` — each process's heartbeat (TTL one minute), for ``failopen fleet``.
+
+Whoever can write these keys can switch protection off, as with the file store: give Redis a
+password or an ACL and keep it off public networks. The URL's password is shown only masked.
+
+redis-py is imported when a store is opened, never by ``import failopen``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import math
+from typing import Any
+
+from failopen.exceptions import ConfigError, StoreError
+from failopen.flag import Override
+
+__all__ = ["REDIS_SCHEMES", "RedisStore", "check_redis_url"]
+
+REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
+_INSTALL = 'pip install "failopen[redis]"'
+#: Seconds a command may take before the store counts as down (never on a request's path).
+DEFAULT_TIMEOUT = 0.5
+#: The one call a request may make (the fleet-wide confirmation lock, once per confirm_ttl at
+#: most): a slow Redis costs it this much at worst, then the process confirms on its own.
+CONFIRM_TIMEOUT = 0.1
+_MAX_VALUE = 64 * 1024  # a value larger than this is garbage, not an override or a reading
+
+# Renew only one's own lease, release only one's own: compare-and-set in one step.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+# After lost keys: the first process to notice puts the marker back and, only then, the override
+# it last knew (with what is left of its TTL). Later ones find the marker and read what is there.
+_RESTORE = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
+  if ARGV[2] ~= '' and ARGV[3] == '0' then
+    redis.call('SET', KEYS[2], ARGV[2], 'NX')
+  elseif ARGV[2] ~= '' then
+    redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3])
+  end
+  return 1
+end
+return 0
+"""
+# The fleet-wide confirmation lock; when taken, the latest reading comes back in the same trip.
+_CONFIRM = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {1, false}
+end
+return {0, redis.call('GET', KEYS[2])}
+"""
+
+
+def check_redis_url(url: str) -> None:
+    """ConfigError (URL masked) unless redis-py is installed and ``url`` names a Redis."""
+    from failopen.stores import mask_url
+
+    if importlib.util.find_spec("redis") is None:
+        raise ConfigError(
+            f"FAILOPEN_STORE: {mask_url(url)} needs redis-py, which is not installed: "
+            f"{_INSTALL}"
+        )
+    scheme, _, rest = url.partition("://")
+    if scheme.lower() == "unix" and not rest.startswith("/"):
+        raise ConfigError(f"FAILOPEN_STORE: {mask_url(url)}: expected unix:///path/to/redis.sock")
+    if scheme.lower() != "unix" and not rest.rpartition("@")[2].split("/")[0].split("?")[0]:
+        raise ConfigError(f"FAILOPEN_STORE: {mask_url(url)}: expected redis://host:port/db")
+
+
+def _decode(raw: Any) -> str | None:
+    """A stored value as text; StoreError for one no failopen process could have written."""
+    if raw is None:
+        return None
+    if not isinstance(raw, bytes) or len(raw) > _MAX_VALUE:
+        raise StoreError("the Redis store answered a value failopen did not write")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise StoreError("the Redis store answered a value failopen did not write") from None
+
+
+def parse_override(raw: Any) -> Override | None:
+    """The override in a stored value (None: no key); StoreError for garbage."""
+    text = _decode(raw)
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        raise StoreError("the stored override is not JSON") from None
+    return Override.from_json(data)
+
+
+def override_ttl_ms(override: Override, now: float) -> int | None:
+    """The key's TTL in milliseconds (None: until lifted); at least 1 so SET PX accepts it."""
+    if override.expires_at is None:
+        return None
+    return max(1, math.ceil((override.expires_at - now) * 1000))
+
+
+class RedisStore:
+    """Overrides and fleet state in Redis. Thread-safe (redis-py pools its connections)."""
+
+    def __init__(self, url: str, *, prefix: str = "failopen:",
+                 timeout: float = DEFAULT_TIMEOUT, clock_time: Any = None) -> None:
+        from failopen.stores import mask_url
+
+        check_redis_url(url)
+        import time
+
+        import redis
+
+        self.url = url
+        self.prefix = prefix
+        self.shown = mask_url(url)
+        self._time = clock_time if clock_time is not None else time.time
+        try:
+            self.client: Any = redis.Redis.from_url(
+                url, socket_timeout=timeout, socket_connect_timeout=timeout,
+                health_check_interval=0, retry_on_timeout=False,
+            )
+        except ValueError:
+            # redis-py's message may quote the URL: replaced with the masked one.
+            raise ConfigError(f"FAILOPEN_STORE: {self.shown} is not a Redis URL redis-py can "
+                              "open; expected redis://[:password@]host:port/db") from None
+        self._quick: Any = redis.Redis.from_url(
+            url, socket_timeout=min(timeout, CONFIRM_TIMEOUT),
+            socket_connect_timeout=min(timeout, CONFIRM_TIMEOUT), health_check_interval=0,
+            retry_on_timeout=False)
+        self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        self.key_override = prefix + "override"
+        self.key_reading = prefix + "reading"
+        self.key_leader = prefix + "leader"
+        self.key_confirm = prefix + "confirm"
+        self.key_epoch = prefix + "epoch"
+        self.key_proc = prefix + "proc:"
+        self._renew = self.client.register_script(_RENEW)
+        self._release = self.client.register_script(_RELEASE)
+        self._restore = self.client.register_script(_RESTORE)
+        self._confirm = self._quick.register_script(_CONFIRM)
+        # The override value last read by a sync and the one last loaded: ``changed`` compares
+        # the two without a round trip. ``_synced`` False: nobody syncs, ``changed`` asks Redis.
+        self._synced = False
+        self._synced_raw: Any = None
+        self._loaded_raw: Any = object()
+
+    def __repr__(self) -> str:
+        return f"RedisStore({self.shown!r}, prefix={self.prefix!r})"
+
+    def describe(self) -> str:
+        """Where the override lives (password masked)."""
+        return f"{self.shown} (prefix {self.prefix!r}, every process of the fleet)"
+
+    def call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run one Redis call; any failure is a StoreError that names no secret."""
+        try:
+            return fn(*args, **kwargs)
+        except self._errors as exc:
+            raise StoreError(f"Redis store {self.shown} unavailable ({what}: "
+                             f"{type(exc).__name__})") from None
+
+    # --- the override (the OverrideStore protocol) ---------------------------------------------
+
+    def load(self) -> Override | None:
+        """The override in Redis (None when there is none). Raises StoreError."""
+        raw = self._synced_raw if self._synced else self.call(
+            "GET", self.client.get, self.key_override)
+        self._loaded_raw = raw
+        return parse_override(raw)
+
+    def save(self, override: Override | None) -> None:
+        """Place an override (its expiry becomes the key's TTL), or lift it with None."""
+        if override is None:
+            self.call("DEL", self.client.delete, self.key_override)
+            return
+        if override.expired(self._time()):
+            # Already over: nothing to place (SET PX would refuse a TTL of zero or less).
+            self.call("DEL", self.client.delete, self.key_override)
+            return
+        value = json.dumps(override.to_json(), sort_keys=True)
+        ttl = override_ttl_ms(override, self._time())
+        pipe = self.client.pipeline(transaction=True)
+        pipe.set(self.key_epoch, "1", nx=True)
+        pipe.set(self.key_override, value, px=ttl)
+        self.call("SET", pipe.execute)
+
+    def changed(self) -> bool:
+        """True when the override value differs from the one last loaded."""
+        if not self._synced:
+            raw = self.call("GET", self.client.get, self.key_override)
+            return bool(raw != self._loaded_raw)
+        return bool(self._synced_raw != self._loaded_raw)
+
+    def note_synced(self, raw: Any) -> None:
+        """The override value a fleet sync just read (called from the background thread)."""
+        self._synced_raw = raw
+        self._synced = True
+
+    def stop_syncing(self) -> None:
+        """Fallen back: ``changed`` says False (no round trip, no error each second)."""
+        self._synced = True
+        self._synced_raw = self._loaded_raw
+
+    # --- fleet primitives ----------------------------------------------------------------------
+
+    def snapshot(self) -> list[Any]:
+        """One round trip: the epoch marker, override, reading and leader values."""
+        keys = (self.key_epoch, self.key_override, self.key_reading, self.key_leader)
+        return list(self.call("MGET", self.client.mget, keys))
+
+    def restore(self, override: Override | None) -> bool:
+        """Put the lost marker back, with ``override`` if this process is first; True if it was."""
+        value, ttl = "", 0
+        if override is not None and not override.expired(self._time()):
+            value = json.dumps(override.to_json(), sort_keys=True)
+            ttl = override_ttl_ms(override, self._time()) or 0  # 0: until lifted (forcing on)
+        keys = [self.key_epoch, self.key_override]
+        return bool(self.call("EVAL", self._restore, keys=keys, args=["1", value, ttl]))
+
+    def acquire(self, token: str, lease_ms: int) -> bool:
+        """Take the leader lease if nobody holds it."""
+        return bool(self.call("SET", self.client.set, self.key_leader, token, nx=True,
+                              px=lease_ms))
+
+    def renew(self, token: str, lease_ms: int) -> bool:
+        """Extend our own lease; False when it is no longer ours."""
+        return bool(self.call("EVAL", self._renew, keys=[self.key_leader],
+                              args=[token, lease_ms]))
+
+    def release(self, token: str) -> None:
+        """Give the lease up, only if it is still ours."""
+        self.call("EVAL", self._release, keys=[self.key_leader], args=[token])
+
+    def publish(self, value: str, ttl_ms: int) -> None:
+        """Publish a status reading (kept ``ttl_ms``: an abandoned one disappears)."""
+        self.call("SET", self.client.set, self.key_reading, value, px=ttl_ms)
+
+    def heartbeat(self, proc: str, value: str, ttl_ms: int) -> None:
+        """Say this process is alive (for ``failopen fleet``)."""
+        self.call("SET", self.client.set, self.key_proc + proc, value, px=ttl_ms)
+
+    def forget(self, proc: str) -> None:
+        """Remove this process's heartbeat (on a clean stop)."""
+        self.call("DEL", self.client.delete, self.key_proc + proc)
+
+    def try_confirm(self, token: str, ttl_ms: int) -> tuple[bool, Any]:
+        """Take the confirmation lock; when taken elsewhere, the latest reading's value."""
+        got, reading = self.call("EVAL", self._confirm,
+                                 keys=[self.key_confirm, self.key_reading], args=[token, ttl_ms])
+        return bool(got), reading
+
+    def processes(self) -> list[Any]:
+        """The heartbeat values of the processes seen in the last minute."""
+        pattern = _glob_escape(self.key_proc) + "*"
+        keys = list(self.call("SCAN", lambda: list(self.client.scan_iter(pattern, count=500))))
+        return list(self.call("MGET", self.client.mget, keys)) if keys else []
+
+    def override_ttl(self) -> int:
+        """The override key's TTL in milliseconds (-2: no key, -1: none)."""
+        return int(self.call("PTTL", self.client.pttl, self.key_override))
+
+    def close(self) -> None:
+        """Release the connections."""
+        with contextlib.suppress(*self._errors):
+            self.client.close()
+            self._quick.close()
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

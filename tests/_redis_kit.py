@@ -1,0 +1,118 @@
+"""A real redis-server for the fleet tests: started on a free loopback port in a temporary
+directory, nothing saved to disk, stopped afterwards. Tests skip (saying why) without it."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from failopen.testing import free_port
+
+REDIS_SERVER = shutil.which("redis-server")
+needs_redis = pytest.mark.skipif(
+    REDIS_SERVER is None,
+    reason="redis-server is not installed (apt-get install redis-server); .ci/run installs it",
+)
+
+
+class RedisServer:
+    """One redis-server process on 127.0.0.1; ``kill``, ``start`` again on the same port."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.clients: list[Any] = []
+
+    def start(self) -> None:
+        assert REDIS_SERVER is not None
+        self.process = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+             "--dir", str(self.directory), "--save", "", "--appendonly", "no",
+             "--protected-mode", "yes", "--loglevel", "warning"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        client = self.client()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+        client.close()
+
+    def client(self) -> Any:
+        """A redis-py client for the test's own reads and writes (closed by ``stop``)."""
+        import redis
+
+        client = redis.Redis.from_url(self.url, socket_timeout=2)
+        self.clients.append(client)
+        return client
+
+    def kill(self) -> None:
+        """SIGKILL: the server vanishes mid-conversation, as in a crash."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+            self.process = None
+
+    def stop(self) -> None:
+        for client in self.clients:
+            client.close()
+        self.clients.clear()
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+            self.process = None
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RedisServer]:
+    """A fresh redis-server for one test; every RedisStore the test opened is closed after it
+    (their sockets would otherwise be reported unclosed, at random, by the garbage collector)."""
+    if REDIS_SERVER is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server); "
+                    ".ci/run installs it")
+    from failopen.stores.redis import RedisStore
+
+    opened: list[RedisStore] = []
+    init = RedisStore.__init__
+
+    def recording_init(self: RedisStore, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        opened.append(self)
+
+    monkeypatch.setattr(RedisStore, "__init__", recording_init)
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        for store in opened:
+            store.close()
+        server.stop()
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll until ``predicate()`` holds; the timeout only bounds a failure."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True

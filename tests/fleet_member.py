@@ -1,0 +1,61 @@
+"""One member of a fleet, as its own process, for tests/test_fleet_processes.py.
+
+Configured by ``FAILOPEN_*`` variables; serves "requests" (``decide``) on a thread of its own and
+writes its state as one JSON line every 20 ms to stdout, until killed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import Any
+
+from failopen.runtime import FailOpen
+
+WATCHER = "failopen.status-watcher"
+
+
+def main() -> None:
+    runtime = FailOpen.from_env()
+    store: Any = runtime.store
+    off_thread = [0]
+    inner = store.call
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread().name != WATCHER:
+            off_thread[0] += 1  # a request (or anything else) talking to Redis
+        return inner(*args, **kwargs)
+
+    store.call = call
+    counts = {"decisions": 0, "errors": 0}
+
+    def requests() -> None:
+        while True:
+            try:
+                if runtime.decide(None).outcome == "internal_error":
+                    counts["errors"] += 1
+            except Exception:
+                counts["errors"] += 1
+            counts["decisions"] += 1
+            time.sleep(0.005)
+
+    runtime.start()
+    threading.Thread(target=requests, daemon=True).start()
+    fleet = runtime.fleet
+    assert fleet is not None
+    while True:
+        state = runtime.state
+        sys.stdout.write(json.dumps({
+            "id": fleet.id, "leader": fleet.leader, "leader_since": fleet.leader_since,
+            "store": fleet.store_state, "enforce": state.enforce, "source": state.source,
+            "reason": state.reason, "polls": runtime.watcher.polls, "off_thread": off_thread[0],
+            **counts,
+        }) + "\n")
+        sys.stdout.flush()
+        time.sleep(0.02)
+
+
+if __name__ == "__main__":
+    main()
