@@ -27,14 +27,13 @@ Event so ``stop()`` is immediate, and survives any single bad poll.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import threading
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from failopen._forksafe import BackgroundThread
 from failopen._redact import MAX_LOGGED_ERROR, public_error
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.config import default_backoff_max
@@ -71,22 +70,7 @@ class PollResult:
     next_delay: float
 
 
-_current_pid = os.getpid()
-_watchers: weakref.WeakSet[StatusWatcher] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    global _current_pid
-    _current_pid = os.getpid()
-    for watcher in list(_watchers):
-        watcher._restart_after_fork()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-class StatusWatcher:
+class StatusWatcher(BackgroundThread):
     """Polls the status page and drives an EnforcementFlag."""
 
     def __init__(
@@ -137,76 +121,21 @@ class StatusWatcher:
         self._last_regions: tuple[str, ...] = ()
         #: Status page requests this process's watcher has made (``failopen fleet`` shows it).
         self.polls = 0
-        # Thread state.
-        self._thread_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._thread_pid = -1
-        self._wanted = False
-        _watchers.add(self)
+        BackgroundThread.__init__(self, name="failopen.status-watcher", logger=logger)
 
     def __repr__(self) -> str:
         return f"StatusWatcher(running={self.running}, interval={self.poll_interval:g}s)"
 
-    # --- the thread ---------------------------------------------------------------------------
+    # --- the thread (started, stopped and restarted after fork by BackgroundThread) ----------
 
-    @property
-    def running(self) -> bool:
-        """True when this process has a live polling thread."""
-        thread = self._thread
-        return thread is not None and thread.is_alive() and self._thread_pid == _current_pid
+    def _before_start(self) -> None:
+        if self._last_good is None:
+            # Staleness counts from the start: a page unreadable from boot is flagged too.
+            self._last_good = self._clock.monotonic()
 
-    def start(self) -> None:
-        """Start the polling thread (idempotent)."""
-        with self._thread_lock:
-            self._wanted = True
-            if self._last_good is None:
-                # Staleness counts from the start: a page unreadable from boot is flagged too.
-                self._last_good = self._clock.monotonic()
-            if self.running:
-                return
-            self._stop = threading.Event()
-            self._thread = threading.Thread(
-                target=self._run, name="failopen.status-watcher", daemon=True
-            )
-            self._thread_pid = _current_pid
-            self._thread.start()
-
-    def ensure_running(self) -> None:
-        """Start the thread if this process has none. Two attribute reads: call it per request.
-
-        A thread that ends, for whatever reason, clears ``_thread`` on its way out (see ``_run``),
-        so checking liveness costs no ``is_alive()`` call here.
-        """
-        if self._thread is None or self._thread_pid != _current_pid:
-            self.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop the thread; returns once it has ended (or after ``timeout``)."""
-        with self._thread_lock:
-            self._wanted = False
-            self._stop.set()
-            thread, self._thread = self._thread, None
-        if thread is not None and thread is not threading.current_thread() and thread.is_alive():
-            thread.join(timeout)
-
-    def _restart_after_fork(self) -> None:
-        # The parent's thread does not exist in the child, and its locks may be held by it.
-        self._thread_lock = threading.Lock()
+    def _after_fork(self) -> None:
+        # The parent's thread does not exist in the child, and it may hold this lock.
         self._observe_lock = threading.RLock()
-        self._thread = None
-        if self._wanted:
-            self.start()
-
-    def _run(self) -> None:
-        try:
-            self._loop()
-        finally:
-            with self._thread_lock:
-                if self._thread is threading.current_thread():
-                    self._thread = None  # the next ensure_running() starts a new one
-            if not self._stop.is_set():
-                logger.error("status watcher thread ended unexpectedly; it restarts on next use")
 
     def _loop(self) -> None:
         stop = self._stop
