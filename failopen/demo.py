@@ -99,9 +99,10 @@ class _AuditPrinter(logging.Handler):
 
 def _attempts(runtime: FailOpen, verify: FakeVerifyAPI, printer: _Printer) -> None:
     for label, token in (
-        # A solved token is good once: each scene's user solves a fresh challenge.
+        # A token is verified once: each scene's users take a fresh challenge (one solves it,
+        # one fails it), so the bad token reads as unsolved, not as a replay of the last scene's.
         ("valid token", verify.issue_token()),
-        ("bad token", FakeVerifyAPI.BAD),
+        ("bad token", verify.issue_token(solved=False, verified=False)),
         ("no token", None),
     ):
         d = runtime.decide(token, path="/login", client="203.0.113.7")

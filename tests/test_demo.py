@@ -84,6 +84,16 @@ def test_demo_bypasses_only_during_the_outage(played: tuple[int, str]) -> None:
     assert "global=unreadable" in errors
 
 
+def test_demo_refuses_a_failed_challenge_for_what_it_is(played: tuple[int, str]) -> None:
+    # Each scene's user fails a fresh challenge: a reader must see "not solved", not a replay
+    # of the last scene's token (which the fake, like the vendor, reports as verified before).
+    _, output = played
+    refused = [line for line in output.splitlines()
+               if "log-in with bad token    -> refused 403" in line]
+    assert len(refused) == 3, output
+    assert all("challenge not solved" in line for line in refused), refused
+
+
 def test_demo_prints_the_transitions(played: tuple[int, str]) -> None:
     _, output = played
     assert ">> flag: enforce True -> False" in output
