@@ -181,6 +181,8 @@ class Fleet:
                 self._reset_identity()
             try:
                 self._sync()
+            except _Unfollowable as exc:
+                self._fall_back(str(exc), override_usable=True)
             except StoreError as exc:
                 self._fall_back(str(exc))
             except Exception:
@@ -204,10 +206,15 @@ class Fleet:
             epoch, override_raw, reading_raw, leader_raw = store.snapshot()
         self._seen_epoch = True
         parse_override(override_raw)  # garbage is a fallback, the same as no answer
-        reading = parse_reading(reading_raw, now=now)
-        if leader_raw is not None and not _is_token(leader_raw):
-            raise StoreError("the leader key holds a value failopen did not write")
+        # The override is usable whatever the other keys hold: an operator lifting a force-off
+        # (or forcing on) must reach this process even while it polls for itself.
         store.note_synced(override_raw)
+        try:
+            reading = parse_reading(reading_raw, now=now)
+            if leader_raw is not None and not _is_token(leader_raw):
+                raise StoreError("the leader key holds a value failopen did not write")
+        except StoreError as exc:
+            raise _Unfollowable(str(exc)) from None
         self._elect(leader_raw, now, mono)
         if mono >= self._heartbeat_due:
             store.heartbeat(self.id, json.dumps({
@@ -253,15 +260,17 @@ class Fleet:
             else:
                 logger.warning("this process (%s) no longer polls for the fleet (%s)", self.id, why)
 
-    def _fall_back(self, why: str) -> None:
-        self.store.stop_syncing()
+    def _fall_back(self, why: str, *, override_usable: bool = False) -> None:
+        if not override_usable:
+            self.store.stop_syncing()
         if self.leader:
             self.leader = False  # the lease lapses by itself; nobody renews it from here
             self.leader_since = None
         if self.store_state != "local":  # once per change of state, not per attempt
             logger.error(
-                "fleet store unusable: %s; this process polls the status page itself and keeps "
-                "the override it last saw until that override's expiry", why)
+                "fleet store unusable: %s; this process polls the status page itself and %s",
+                why, "follows the override in the store" if override_usable else
+                "keeps the override it last saw until that override's expiry")
         self.store_state, self._why_local = "local", why
 
     def _apply(self, reading: FleetReading, now: float) -> None:
@@ -330,6 +339,10 @@ class Fleet:
             except StoreError:
                 pass
             self.leader = False
+
+
+class _Unfollowable(StoreError):
+    """Redis answers and the override is readable, but the reading or the lease is not."""
 
 
 def _is_token(raw: Any) -> bool:

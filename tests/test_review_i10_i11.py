@@ -1,0 +1,70 @@
+"""Security review of issues #10 (browser snippet) and #11 (fleet mode): each test here failed on
+main when written. Real Redis (started by the tests); no mocks."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from _redis_kit import RedisServer, wait_for
+
+from failopen import Config
+from failopen.runtime import FailOpen
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def fleet(
+    failopen_config: Config, redis_server: RedisServer
+) -> Iterator[Callable[..., list[FailOpen]]]:
+    built: list[FailOpen] = []
+
+    def build(n: int, **changes: Any) -> list[FailOpen]:
+        changes.setdefault("poll_interval", 0.2)
+        changes.setdefault("store_refresh", 0.05)
+        changes.setdefault("fleet_lease", 1.0)
+        config = failopen_config.replace(store=redis_server.url, **changes)
+        made = [FailOpen(config) for _ in range(n)]
+        built.extend(made)
+        return made
+
+    yield build
+    for runtime in built:
+        runtime.stop()
+
+
+def _follower_of_elsewhere(client: Any) -> None:
+    """Another machine leads (and publishes): this process only follows."""
+    client.set("failopen:epoch", "1")
+    client.set("failopen:leader", json.dumps({"id": "elsewhere", "since": 1}), px=60_000)
+
+
+def test_an_unusable_reading_does_not_cut_a_process_off_from_overrides(
+    fleet: Callable[..., list[FailOpen]], redis_server: RedisServer
+) -> None:
+    """A leader whose clock runs two minutes fast publishes readings every follower refuses.
+    The followers poll for themselves then (right), but they also stopped reading the override
+    key: an operator lifting a force-off (or forcing enforcement on) reached none of them, and
+    they went on admitting tokenless requests until the force-off's own expiry (up to 7 days)."""
+    client = redis_server.client()
+    _follower_of_elsewhere(client)
+    (runtime,) = fleet(1)
+    (operator,) = fleet(1)  # never started: writes the store as `failopen override` does
+    runtime.start()
+    operator.flag.force_off("vendor outage INC-1", ttl=600)
+    assert wait_for(lambda: not runtime.state.enforce)
+    skewed = {"id": "elsewhere:7", "by": "elsewhere", "at": time.time() + 120, "kind": "watcher",
+              "global_status": "major_outage", "source": "components", "regions": []}
+    client.set("failopen:reading", json.dumps(skewed))
+    assert wait_for(lambda: runtime.fleet is not None and runtime.fleet.store_state == "local")
+    operator.flag.automatic("outage over")
+    assert wait_for(lambda: runtime.state.enforce, timeout=5), runtime.state
+    assert runtime.state.source == "watcher"
+    # Forcing on reaches it too, while the reading is still refused.
+    operator.flag.force_on("credential stuffing")
+    assert wait_for(lambda: runtime.state.reason == "credential stuffing", timeout=5)
+    assert runtime.fleet is not None and runtime.fleet.store_state == "local"
