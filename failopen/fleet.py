@@ -14,8 +14,9 @@ Each process's watcher thread calls :meth:`Fleet.sync` at least once a second (n
   so a bypass ends as it would in the process that made the reading.
 
 Two leaders for a moment (a lease that lapsed while its holder was paused) are harmless: the
-writes are idempotent (the same kind of reading, overwritten whole), and followers count
-readings less than half a poll interval apart as one, so hysteresis is not sped up either.
+writes are idempotent (the same kind of reading, overwritten whole), and followers count two
+publishers' readings less than half a poll interval apart as one, so hysteresis is not sped up
+either (one leader's own readings all count, however its jitter spaced them).
 
 When Redis is down, slow (a command over its timeout), answers garbage or has lost the keys,
 the process falls back: it polls the status page itself, keeps the override it last saw until
@@ -162,6 +163,7 @@ class Fleet:
         self._heartbeat_due = 0.0
         self._last_id: str | None = None
         self._last_watcher_at = float("-inf")
+        self._last_watcher_by: str | None = None
         self.last_reading: FleetReading | None = None
 
     def __repr__(self) -> str:
@@ -282,10 +284,13 @@ class Fleet:
         if age > self.watcher.stale_after:
             return  # old already: it would open nothing a fresh reading does not
         if reading.kind == "watcher":
-            # Two leaders for a moment: readings closer than half an interval count once.
-            if reading.at < self._last_watcher_at + self.watcher.poll_interval / 2:
+            # Two leaders for a moment: their readings closer than half an interval count once.
+            # One leader's own are never duplicates: jitter (up to all but a sliver of the
+            # interval while bypassing) puts them closer, and each counts towards ending it.
+            if reading.by != self._last_watcher_by \
+                    and reading.at < self._last_watcher_at + self.watcher.poll_interval / 2:
                 return
-            self._last_watcher_at = reading.at
+            self._last_watcher_at, self._last_watcher_by = reading.at, reading.by
         self.last_reading = reading
         started = self._clock.monotonic() - age
         self.watcher.observe(reading.report, source=reading.kind, started=started, age=age)
@@ -304,7 +309,7 @@ class Fleet:
             self._pending = reading
             return
         if kind == "watcher":
-            self._last_watcher_at = at
+            self._last_watcher_at, self._last_watcher_by = at, self.id
         try:
             self.store.publish(reading.to_json(), self._reading_ttl_ms())
         except StoreError as exc:

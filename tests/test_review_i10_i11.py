@@ -97,3 +97,38 @@ def test_building_the_runtime_makes_no_redis_call_in_the_callers_thread(
         assert threading.current_thread().name not in callers
     finally:
         runtime.stop()
+
+
+def _reading(n: int, at: float, status: str) -> str:
+    return json.dumps({"id": f"elsewhere:{n}", "by": "elsewhere", "at": at, "kind": "watcher",
+                       "global_status": status, "source": "components", "regions": []})
+
+
+def test_a_leaders_jittered_readings_all_count_towards_ending_a_bypass(
+    fleet: Callable[..., list[FailOpen]], redis_server: RedisServer
+) -> None:
+    """While bypassing, the leader polls every interval minus up to ``poll_jitter`` of it, so two
+    of its readings may be less than half an interval apart. The rule meant for two leaders at
+    once (such readings count once) also dropped the one leader's second recovery reading: the
+    leader enforced again, its followers went on bypassing."""
+    client = redis_server.client()
+    _follower_of_elsewhere(client)
+    (follower,) = fleet(1, poll_interval=2.0, poll_jitter=0.9, close_after=2)
+    follower.start()
+    now = time.time()
+    client.set("failopen:reading", _reading(1, now - 2.0, "major_outage"))
+    assert wait_for(lambda: not follower.state.enforce)
+    client.set("failopen:reading", _reading(2, now - 1.0, "operational"))
+    fleet_ = follower.fleet
+    assert fleet_ is not None
+    assert wait_for(lambda: fleet_.last_reading is not None
+                    and fleet_.last_reading.id == "elsewhere:2")
+    assert not follower.state.enforce  # one reading that is not an outage: close_after is 2
+    # 0.5 s later: the leader's next poll, 2 s - 0.75 x 2 s of jitter after the last.
+    client.set("failopen:reading", _reading(3, now - 0.5, "operational"))
+    assert wait_for(lambda: follower.state.enforce, timeout=3), follower.state
+    assert fetches_none(follower)
+
+
+def fetches_none(runtime: FailOpen) -> bool:
+    return runtime.fleet is not None and not runtime.fleet.leader and runtime.watcher.polls == 0
