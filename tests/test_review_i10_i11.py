@@ -132,3 +132,29 @@ def test_a_leaders_jittered_readings_all_count_towards_ending_a_bypass(
 
 def fetches_none(runtime: FailOpen) -> bool:
     return runtime.fleet is not None and not runtime.fleet.leader and runtime.watcher.polls == 0
+
+
+def test_failopen_fleet_shows_control_characters_from_redis_not_their_effect(
+    capsys: pytest.CaptureFixture[str], redis_server: RedisServer
+) -> None:
+    """What ``failopen fleet`` prints comes from Redis. A terminal escape in a heartbeat, the
+    reading or an override's reason reached the operator's terminal as is: "\\r\\x1b[2K" and a
+    line of its own hid the force-off line it followed."""
+    from failopen.cli import main
+
+    client = redis_server.client()
+    client.set("failopen:epoch", "1")
+    hide = "\r\x1b[2Koverride: none: the status page decides"
+    now = time.time()
+    client.set("failopen:override", json.dumps({
+        "enforce": False, "reason": "INC-1" + hide, "set_at": now, "expires_at": now + 600}),
+        px=600_000)
+    client.set("failopen:reading", json.dumps({
+        "id": "x:1", "by": "x\x1b]0;title\x07", "at": now, "kind": "watcher",
+        "global_status": "operational\x1b[8m", "source": "components", "regions": []}))
+    client.set("failopen:proc:p", json.dumps({"id": "p\x1b[1A", "seen": now}), px=60_000)
+    capsys.readouterr()
+    assert main(["fleet", "--store", redis_server.url]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and "\x07" not in out
+    assert "enforce=False" in out and "\\x1b" in out
