@@ -14,8 +14,9 @@ Each process's watcher thread calls :meth:`Fleet.sync` at least once a second (n
   so a bypass ends as it would in the process that made the reading.
 
 Two leaders for a moment (a lease that lapsed while its holder was paused) are harmless: the
-writes are idempotent (the same kind of reading, overwritten whole), and followers count
-readings less than half a poll interval apart as one, so hysteresis is not sped up either.
+writes are idempotent (the same kind of reading, overwritten whole), and followers count two
+publishers' readings less than half a poll interval apart as one, so hysteresis is not sped up
+either (one leader's own readings all count, however its jitter spaced them).
 
 When Redis is down, slow (a command over its timeout), answers garbage or has lost the keys,
 the process falls back: it polls the status page itself, keeps the override it last saw until
@@ -162,6 +163,7 @@ class Fleet:
         self._heartbeat_due = 0.0
         self._last_id: str | None = None
         self._last_watcher_at = float("-inf")
+        self._last_watcher_by: str | None = None
         self.last_reading: FleetReading | None = None
 
     def __repr__(self) -> str:
@@ -181,6 +183,8 @@ class Fleet:
                 self._reset_identity()
             try:
                 self._sync()
+            except _Unfollowable as exc:
+                self._fall_back(str(exc), override_usable=True)
             except StoreError as exc:
                 self._fall_back(str(exc))
             except Exception:
@@ -204,10 +208,15 @@ class Fleet:
             epoch, override_raw, reading_raw, leader_raw = store.snapshot()
         self._seen_epoch = True
         parse_override(override_raw)  # garbage is a fallback, the same as no answer
-        reading = parse_reading(reading_raw, now=now)
-        if leader_raw is not None and not _is_token(leader_raw):
-            raise StoreError("the leader key holds a value failopen did not write")
+        # The override is usable whatever the other keys hold: an operator lifting a force-off
+        # (or forcing on) must reach this process even while it polls for itself.
         store.note_synced(override_raw)
+        try:
+            reading = parse_reading(reading_raw, now=now)
+            if leader_raw is not None and not _is_token(leader_raw):
+                raise StoreError("the leader key holds a value failopen did not write")
+        except StoreError as exc:
+            raise _Unfollowable(str(exc)) from None
         self._elect(leader_raw, now, mono)
         if mono >= self._heartbeat_due:
             store.heartbeat(self.id, json.dumps({
@@ -253,15 +262,17 @@ class Fleet:
             else:
                 logger.warning("this process (%s) no longer polls for the fleet (%s)", self.id, why)
 
-    def _fall_back(self, why: str) -> None:
-        self.store.stop_syncing()
+    def _fall_back(self, why: str, *, override_usable: bool = False) -> None:
+        if not override_usable:
+            self.store.stop_syncing()
         if self.leader:
             self.leader = False  # the lease lapses by itself; nobody renews it from here
             self.leader_since = None
         if self.store_state != "local":  # once per change of state, not per attempt
             logger.error(
-                "fleet store unusable: %s; this process polls the status page itself and keeps "
-                "the override it last saw until that override's expiry", why)
+                "fleet store unusable: %s; this process polls the status page itself and %s",
+                why, "follows the override in the store" if override_usable else
+                "keeps the override it last saw until that override's expiry")
         self.store_state, self._why_local = "local", why
 
     def _apply(self, reading: FleetReading, now: float) -> None:
@@ -273,10 +284,13 @@ class Fleet:
         if age > self.watcher.stale_after:
             return  # old already: it would open nothing a fresh reading does not
         if reading.kind == "watcher":
-            # Two leaders for a moment: readings closer than half an interval count once.
-            if reading.at < self._last_watcher_at + self.watcher.poll_interval / 2:
+            # Two leaders for a moment: their readings closer than half an interval count once.
+            # One leader's own are never duplicates: jitter (up to all but a sliver of the
+            # interval while bypassing) puts them closer, and each counts towards ending it.
+            if reading.by != self._last_watcher_by \
+                    and reading.at < self._last_watcher_at + self.watcher.poll_interval / 2:
                 return
-            self._last_watcher_at = reading.at
+            self._last_watcher_at, self._last_watcher_by = reading.at, reading.by
         self.last_reading = reading
         started = self._clock.monotonic() - age
         self.watcher.observe(reading.report, source=reading.kind, started=started, age=age)
@@ -295,7 +309,7 @@ class Fleet:
             self._pending = reading
             return
         if kind == "watcher":
-            self._last_watcher_at = at
+            self._last_watcher_at, self._last_watcher_by = at, self.id
         try:
             self.store.publish(reading.to_json(), self._reading_ttl_ms())
         except StoreError as exc:
@@ -330,6 +344,10 @@ class Fleet:
             except StoreError:
                 pass
             self.leader = False
+
+
+class _Unfollowable(StoreError):
+    """Redis answers and the override is readable, but the reading or the lease is not."""
 
 
 def _is_token(raw: Any) -> bool:

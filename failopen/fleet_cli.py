@@ -72,30 +72,36 @@ def fleet_report(store: RedisStore, *, now: float | None = None) -> dict[str, An
     return report
 
 
+def _say(line: str) -> None:
+    # Every value comes from Redis: a terminal escape or carriage return in one (a heartbeat, a
+    # reason) must show as text, not rewrite the lines an operator reads (a force-off hidden).
+    print(line if line.isprintable() else line.encode("unicode_escape").decode("ascii"))
+
+
 def _print_text(report: dict[str, Any]) -> None:
     leader = report["leader"]
-    print(f"store:    {report['store']} (prefix {report['prefix']!r})")
-    print(f"leader:   {leader['id']} since {leader['since']}" if leader else
+    _say(f"store:    {report['store']} (prefix {report['prefix']!r})")
+    _say(f"leader:   {leader['id']} since {leader['since']}" if leader else
           "leader:   none (the next process to sync takes the lease)")
     reading = report["reading"]
     if reading is None:
-        print("reading:  none published")
+        _say("reading:  none published")
     elif "error" in reading:
-        print(f"reading:  unusable: {reading['error']}")
+        _say(f"reading:  unusable: {reading['error']}")
     else:
-        print(f"reading:  global {reading['global_status']} ({reading['kind']}) by {reading['by']}"
+        _say(f"reading:  global {reading['global_status']} ({reading['kind']}) by {reading['by']}"
               f" at {reading['at']}, {reading['age_seconds']:g}s ago")
     override = report["override"]
     if override is None:
-        print("override: none: the status page decides")
+        _say("override: none: the status page decides")
     elif "error" in override:
-        print(f"override: unusable: {override['error']}")
+        _say(f"override: unusable: {override['error']}")
     else:
-        print(f"override: enforce={override['enforce']} until={override['expires_at'] or 'lifted'}"
+        _say(f"override: enforce={override['enforce']} until={override['expires_at'] or 'lifted'}"
               f" by={override['set_by'] or 'unknown'} reason={override['reason']}")
-    print(f"processes seen in the last minute: {len(report['processes'])}")
+    _say(f"processes seen in the last minute: {len(report['processes'])}")
     for proc in report["processes"]:
-        print(f"  {proc['id']}{' (leader)' if proc['leader'] else ''}: "
+        _say(f"  {proc['id']}{' (leader)' if proc['leader'] else ''}: "
               f"{proc['last_seen_seconds']:g}s ago")
 
 

@@ -38,6 +38,9 @@ class PageServer:
     tag: str = ""
     page_js: bool = True
     script: str = PAGE_JS
+    #: Answers to ``?confirm=1``, in turn (then ``flag``).
+    confirms: list[Reply] = field(default_factory=list)
+    vendor_js: str = ""
 
     def handler(self, request: FakeRequest) -> Reply:
         if request.path == "/":
@@ -52,7 +55,12 @@ class PageServer:
         if request.path == "/page.js":
             return Reply(body=self.script.encode(), headers=[("Content-Type", "text/javascript")])
         if request.path == "/flag":
+            if "confirm" in request.query and self.confirms:
+                return self.confirms.pop(0)
             return self.flag
+        if request.path.endswith("/api.js") and self.vendor_js:
+            return Reply(body=self.vendor_js.encode(),
+                         headers=[("Content-Type", "text/javascript")])
         return Reply.json({"posted": request.path})
 
 
@@ -69,6 +77,8 @@ def site(page_server: PageServer, fakes: Vendor) -> PageServer:
     page_server.flag = Reply.json({"enforce": True})
     page_server.page_js = True
     page_server.script = PAGE_JS
+    page_server.confirms = []
+    page_server.vendor_js = ""
     page_server.tag = (f'data-failopen-flag-url="/flag" data-failopen-public-key="{PUBLIC_KEY}" '
                        f'data-failopen-vendor-url="{fakes.url}" data-failopen-retries="5"')
     return page_server
@@ -181,3 +191,48 @@ def test_unconfigured_it_leaves_the_forms_alone(
     page.wait_for_answer()
     assert page.flag_requests == [] and page.posts[0]["enforcement-token"] == [""]
     assert fakes.script.script_requests == 0
+
+
+def test_a_flag_answer_redirected_to_another_origin_is_not_a_bypass(
+    site: PageServer, fakes: Vendor, visit: Callable[..., Visit]
+) -> None:
+    """Only the flag endpoint's own answer may turn the challenge off: a redirect (an open
+    redirect in front of it, a proxy rule) to an origin that says "enforce": false, with CORS
+    allowed, was followed and obeyed."""
+    elsewhere = Reply.json({"enforce": False},
+                           headers=[("Access-Control-Allow-Origin", "*")])
+    with LoopbackServer(lambda request: elsewhere) as other:
+        site.flag = Reply(status=302, headers=[("Location", other.url + "/flag")])
+        page = visit(site.url, "/login")
+        page.wait_for_state("ready")
+        page.submit()
+        page.wait_for_answer()
+    assert page.posts[0]["enforcement-token"][0].startswith("fake-vendor-")
+    assert "bypassed" not in page.states and fakes.script.script_requests == 1
+
+
+# A vendor whose run() reports two errors at once: two outage confirmations go out together.
+TWO_ERRORS = """(() => {
+  const name = document.currentScript.getAttribute('data-callback');
+  let c;
+  window[name]({setConfig: x => { c = x; setTimeout(() => c.onReady()); },
+                run: () => { c.onError(); c.onError(); }, reset: () => {}});
+})();"""
+
+
+def test_an_older_slower_flag_answer_does_not_overrule_the_latest(
+    site: PageServer, fakes: Vendor, visit: Callable[..., Visit]
+) -> None:
+    """Two confirmations in flight: the first is answered "enforce": false late, after the
+    second said "enforce": true. The late one used to win: state bypassed, and the form went
+    without a token to a server that enforces (and refused it)."""
+    site.vendor_js = TWO_ERRORS
+    site.tag = site.tag.replace(fakes.url, site.url)
+    site.confirms = [Reply.json({"enforce": False}, delay=0.8), Reply.json({"enforce": True})]
+    page = visit(site.url, "/login")
+    page.wait_for_state("ready")
+    page.submit()
+    page.wait_for_state("failed")
+    page.page.wait_for_timeout(1200)  # the late answer has arrived by now
+    assert page.state == "failed" and page.posts == []
+    assert page.page.evaluate("FailOpen.state") == "failed"

@@ -7,7 +7,7 @@
   const log = (...a) => console.debug('[failopen]', ...a);
   const add = (f, name) => f.appendChild(doc.createElement(name));
   const cb = 'failopenVendor' + Math.random().toString(36).slice(2);
-  let o, forms, vendor, tag, timer, held, started, flagAt, loads, errors;
+  let o, forms, vendor, tag, timer, held, started, flagAt, loads, errors, asked = 0;
   const F = window.FailOpen = {state: 'checking', init};
 
   function set(state) {
@@ -36,14 +36,16 @@
     check();
   }
 
-  // Only JSON {"enforce": false} is off; anything else means enforce.
+  // Only JSON {"enforce": false}, unredirected, to the latest ask is off; else enforce.
   function check(confirm) {
+    const n = ++asked;
     set('checking');
     fetch(o.flagUrl + (confirm ? (/\?/.test(o.flagUrl) ? '&' : '?') + 'confirm=1' : ''),
       {cache: 'no-store'})
-      .then(r => r.ok && r.json())
+      .then(r => r.ok && !r.redirected && r.json())
       .then(j => !!j && j.enforce === false, noop)
       .then(off => {
+        if (n != asked) return;
         log('enforce', !off);
         if (off) {
           flagAt = Date.now();
