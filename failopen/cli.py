@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TextIO
 
+from failopen._redact import terminal_safe
 from failopen.config import Config
 from failopen.exceptions import ConfigError, FailopenError, StatusError, StoreError
 from failopen.flag import EnforcementFlag, FlagState, rfc3339
@@ -184,9 +185,10 @@ def _cmd_watch(args: argparse.Namespace) -> int:
             })
         else:
             seen = result.report.global_status if result.report is not None else "unreadable"
-            print(f"{rfc3339(time.time())} global={seen} "
-                  f"enforce={state.enforce} source={state.source} reason={state.reason}"
-                  + (f" error={result.error}" if result.error else ""), flush=True)
+            print(terminal_safe(
+                f"{rfc3339(time.time())} global={seen} "
+                f"enforce={state.enforce} source={state.source} reason={state.reason}"
+                + (f" error={result.error}" if result.error else "")), flush=True)
         if args.count and polls >= args.count:
             done.set()
 
@@ -195,8 +197,8 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     def on_transition(old: FlagState, new: FlagState) -> None:
         # A new poll error while stale is in the next poll line, not a transition.
         if not args.json and old != replace(new, error=old.error):
-            print(f"transition: enforce {old.enforce} -> {new.enforce} ({new.source}: "
-                  f"{new.reason})", flush=True)
+            print(terminal_safe(f"transition: enforce {old.enforce} -> {new.enforce} "
+                                f"({new.source}: {new.reason})"), flush=True)
 
     runtime.flag.add_listener(on_transition)
     # Restored afterwards, so main() called in-process (tests, embedding) leaves Ctrl-C working.
@@ -277,8 +279,8 @@ def _cmd_override(args: argparse.Namespace) -> int:
         print("no override: the status page decides")
     else:
         o = shown["override"]
-        print(f"override: enforce={o['enforce']} until={o['expires_at'] or 'lifted'} "
-              f"reason={o['reason']}")
+        print(terminal_safe(f"override: enforce={o['enforce']} "
+                            f"until={o['expires_at'] or 'lifted'} reason={o['reason']}"))
     return EXIT_OK
 
 

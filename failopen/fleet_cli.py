@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any
 
+from failopen._redact import terminal_safe
 from failopen.exceptions import ConfigError, StoreError
 from failopen.flag import rfc3339
 from failopen.fleet import parse_reading
@@ -73,9 +74,8 @@ def fleet_report(store: RedisStore, *, now: float | None = None) -> dict[str, An
 
 
 def _say(line: str) -> None:
-    # Every value comes from Redis: a terminal escape or carriage return in one (a heartbeat, a
-    # reason) must show as text, not rewrite the lines an operator reads (a force-off hidden).
-    print(line if line.isprintable() else line.encode("unicode_escape").decode("ascii"))
+    # Every value comes from Redis (a heartbeat, a reason): shown as text, never obeyed.
+    print(terminal_safe(line))
 
 
 def _print_text(report: dict[str, Any]) -> None:

@@ -627,6 +627,18 @@ def test_override_show(run: Any, store_url: str) -> None:
     assert shown["set_at"].endswith("Z")
 
 
+def test_override_show_prints_a_reason_as_text_not_as_terminal_commands(
+    run: Any, store_url: str
+) -> None:
+    # A reason from the store (another process, a hand) with a carriage return and an
+    # erase-line escape would otherwise hide "enforce=False" from the operator reading it.
+    EnforcementFlag(store=FileStore.from_url(store_url)).force_off("\r\x1b[2Kall good", ttl=60)
+    result = run("override", "show", "--store", store_url)
+    assert result.code == 0, result.err
+    assert "\r" not in result.out and "\x1b" not in result.out
+    assert "enforce=False" in result.out and "\\r\\x1b[2Kall good" in result.out
+
+
 def test_override_show_does_not_change_the_store(run: Any, store_url: str) -> None:
     EnforcementFlag(store=FileStore.from_url(store_url)).force_off("keep me")
     path = Path(store_url.removeprefix("file://"))
