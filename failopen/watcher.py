@@ -230,11 +230,7 @@ class StatusWatcher(BackgroundThread):
             kind: Reading = ("impaired" if status in self.bypass_on else
                              "operational" if status == "operational" else "neutral")
             result = PollResult(kind, reading.report, None, self.poll_interval)
-        if self._on_poll is not None:
-            try:
-                self._on_poll(result)
-            except Exception:
-                logger.exception("on_poll callback failed")
+        self._report(result)
         return result
 
     def poll_once(self) -> PollResult:
@@ -256,12 +252,15 @@ class StatusWatcher(BackgroundThread):
             fleet = self.fleet
             if fleet is not None and fleet.leader:
                 fleet.published(report, at)
+        self._report(result)
+        return result
+
+    def _report(self, result: PollResult) -> None:
         if self._on_poll is not None:
             try:
                 self._on_poll(result)
-            except Exception:
+            except Exception:  # the caller's callback must not kill the thread
                 logger.exception("on_poll callback failed")
-        return result
 
     def observe(
         self,

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from failopen import Config
+from failopen.runtime import FailOpen
 from failopen.testing import free_port
 
 REDIS_SERVER = shutil.which("redis-server")
@@ -116,3 +118,45 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
             return False
         time.sleep(0.01)
     return True
+
+
+# --- several fleet members in one process ----------------------------------------------------
+
+
+class Counted:
+    """Wraps a runtime's status client: how many readings this process itself made."""
+
+    def __init__(self, runtime: FailOpen) -> None:
+        assert runtime.status is not None
+        self.inner = runtime.status.fetch
+        self.count = 0
+        runtime.status.fetch = self  # type: ignore[method-assign]
+        runtime.watcher.source = runtime.status
+        if runtime.confirmer is not None:
+            runtime.confirmer._source = runtime.status
+
+    def __call__(self) -> Any:
+        self.count += 1
+        return self.inner()
+
+
+@pytest.fixture
+def fleet(
+    failopen_config: Config, redis_server: RedisServer
+) -> Iterator[Callable[..., list[FailOpen]]]:
+    built: list[FailOpen] = []
+
+    def build(n: int, **changes: Any) -> list[FailOpen]:
+        changes.setdefault("poll_interval", 0.2)
+        changes.setdefault("store_refresh", 0.05)
+        changes.setdefault("fleet_lease", 1.0)
+        config = failopen_config.replace(store=redis_server.url, **changes)
+        made = [FailOpen(config) for _ in range(n)]
+        for runtime in made:
+            runtime.counted = Counted(runtime)  # type: ignore[attr-defined]
+            built.append(runtime)
+        return made
+
+    yield build
+    for runtime in built:
+        runtime.stop()

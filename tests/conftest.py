@@ -11,4 +11,4 @@ def anyio_backend() -> str:
 
 
 # The fleet tests' real redis-server (skips, saying why, where it is not installed).
-from _redis_kit import redis_server  # noqa: E402, F401
+from _redis_kit import fleet, redis_server  # noqa: E402, F401

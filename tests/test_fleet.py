@@ -7,56 +7,16 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from _redis_kit import RedisServer, wait_for
 
-from failopen import Config
 from failopen.runtime import FailOpen
 from failopen.testing import FakeStatusPage, FakeVerifyAPI
 
 pytestmark = pytest.mark.timeout(60)
-
-
-class Counted:
-    """Wraps a runtime's status client: how many readings this process itself made."""
-
-    def __init__(self, runtime: FailOpen) -> None:
-        assert runtime.status is not None
-        self.inner = runtime.status.fetch
-        self.count = 0
-        runtime.status.fetch = self  # type: ignore[method-assign]
-        runtime.watcher.source = runtime.status
-        if runtime.confirmer is not None:
-            runtime.confirmer._source = runtime.status
-
-    def __call__(self) -> Any:
-        self.count += 1
-        return self.inner()
-
-
-@pytest.fixture
-def fleet(
-    failopen_config: Config, redis_server: RedisServer
-) -> Iterator[Callable[..., list[FailOpen]]]:
-    built: list[FailOpen] = []
-
-    def build(n: int, **changes: Any) -> list[FailOpen]:
-        changes.setdefault("poll_interval", 0.2)
-        changes.setdefault("store_refresh", 0.05)
-        changes.setdefault("fleet_lease", 1.0)
-        config = failopen_config.replace(store=redis_server.url, **changes)
-        made = [FailOpen(config) for _ in range(n)]
-        for runtime in made:
-            runtime.counted = Counted(runtime)  # type: ignore[attr-defined]
-            built.append(runtime)
-        return made
-
-    yield build
-    for runtime in built:
-        runtime.stop()
 
 
 def leaders(runtimes: list[FailOpen]) -> list[FailOpen]:

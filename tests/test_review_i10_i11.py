@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,26 +15,6 @@ from failopen import Config
 from failopen.runtime import FailOpen
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def fleet(
-    failopen_config: Config, redis_server: RedisServer
-) -> Iterator[Callable[..., list[FailOpen]]]:
-    built: list[FailOpen] = []
-
-    def build(n: int, **changes: Any) -> list[FailOpen]:
-        changes.setdefault("poll_interval", 0.2)
-        changes.setdefault("store_refresh", 0.05)
-        changes.setdefault("fleet_lease", 1.0)
-        config = failopen_config.replace(store=redis_server.url, **changes)
-        made = [FailOpen(config) for _ in range(n)]
-        built.extend(made)
-        return made
-
-    yield build
-    for runtime in built:
-        runtime.stop()
 
 
 def _follower_of_elsewhere(client: Any) -> None:
