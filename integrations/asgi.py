@@ -31,7 +31,6 @@ translates ASGI messages.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -46,6 +45,7 @@ from failopen.guard import Decision, fail_closed
 from failopen.runtime import FailOpen
 
 from . import _asgi_body as raw
+from ._shared import check_prefix, django_handler_in, report_misconfiguration
 
 __all__ = ["FailOpenMiddleware"]
 
@@ -62,19 +62,6 @@ def _other_spelling(path: str, root_path: str) -> str:
     return path[len(root_path):] if path.startswith(root_path) else root_path + path
 
 
-def _check_prefix(prefix: object) -> str:
-    if (not isinstance(prefix, str) or not prefix.startswith("/") or prefix.endswith("/")
-            or not prefix.isprintable() or any(c in prefix for c in " ?#%")):
-        raise ConfigError(
-            "FailOpenMiddleware(prefix=...): expected a path like '/failopen' (starting with "
-            f"'/', no trailing '/', no spaces, query or fragment), got {prefix!r}"
-        )
-    return prefix
-
-
-# Where ASGI middleware, routers and wrappers keep the app they hand requests to.
-_INNER_APPS = ("app", "application", "_app", "__wrapped__", "func", "routes", "router",
-               "application_mapping")
 _DJANGO_REFUSED = (
     "FailOpenMiddleware (ASGI) wraps a Django application ({found}). It sees paths, not the views "
     "Django resolves them to, so FORCE_SCRIPT_NAME, i18n_patterns (/en/login/) or a second URL "
@@ -83,82 +70,6 @@ _DJANGO_REFUSED = (
     "path(\"failopen/\", include(\"failopen.integrations.django.urls\")) to urls.py, and remove "
     "this ASGI wrapper."
 )
-
-
-def _django_handler_in(app: object) -> str | None:
-    """The class name of a Django ASGI handler that ``app`` is or wraps, else None.
-
-    Follows ``.app`` and its kin through middleware, routers (Starlette's Mount) and protocol
-    routers (Channels), and plain functions to what they call (closures, module globals),
-    without importing Django: a Django handler is an instance of
-    ``django.core.handlers.base.BaseHandler`` (ASGIHandler, WSGIHandler) or a subclass.
-    """
-    seen: set[int] = set()
-    todo = [app]
-    while todo and len(seen) < 256:
-        item = todo.pop()
-        if item is None or id(item) in seen:
-            continue
-        seen.add(id(item))
-        for cls in type(item).__mro__:
-            # ASGIHandler, or WSGIHandler behind a WSGI-to-ASGI adapter: both resolve views.
-            if cls.__module__ == "django.core.handlers.base" and cls.__name__ == "BaseHandler":
-                return f"{type(item).__module__}.{type(item).__qualname__}"
-        # A lazy object (Django's settings) may raise on any attribute: not ours to judge.
-        with contextlib.suppress(Exception):
-            todo.extend(_referenced(item))
-        for name in _INNER_APPS:
-            try:
-                inner = getattr(item, name, None)
-            except Exception:  # a property of someone else's app: not ours to judge
-                continue
-            if isinstance(inner, dict):
-                todo.extend(inner.values())
-            elif isinstance(inner, (list, tuple)):
-                todo.extend(inner)
-            elif inner is not None and not isinstance(inner, (str, bytes, int, float)):
-                todo.append(inner)
-    return None
-
-
-def _referenced(item: object) -> list[object]:
-    """What a plain function or bound method hands requests to: the object of a bound method,
-    the variables it closes over, and the module globals it names (``async def application(...):
-    await django_app(...)`` in a project's asgi.py)."""
-    found: list[object] = []
-    owner = getattr(item, "__self__", None)
-    if owner is not None and not isinstance(owner, type):
-        found.append(owner)
-    function = getattr(item, "__func__", item)
-    code = getattr(function, "__code__", None)
-    if code is None:
-        return found
-    for cell in getattr(function, "__closure__", None) or ():
-        try:
-            found.append(cell.cell_contents)
-        except ValueError:  # a cell not yet filled
-            continue
-    namespace = getattr(function, "__globals__", None)
-    if isinstance(namespace, dict):
-        found.extend(namespace[name] for name in code.co_names
-                     if name in namespace and not isinstance(namespace[name], type))
-    return found
-
-
-def _report_misconfiguration(runtime: FailOpen, override_route: bool, prefix: str) -> None:
-    """Log, as the server starts, what keeps failopen from doing its job (Django: checks)."""
-    if runtime.status is None:
-        # Not refused: enforcement still holds, and operator overrides still work.
-        logger.error(
-            "failopen has no status URL: it cannot see an outage, so it never fails open; every "
-            "protected route answers 503 while the vendor is down. Set FAILOPEN_STATUS_URL to "
-            "the vendor's status page (or Config(status_url=...)).")
-    if override_route and not web.store_is_shared(runtime.store):
-        logger.warning(
-            "POST %s/override refuses every override: FAILOPEN_STORE is memory:, which only the "
-            "worker that answered would see. Set FAILOPEN_STORE=file:///run/failopen/"
-            "override.json (a directory only this user can write) for the override route.",
-            prefix)
 
 
 class FailOpenMiddleware:
@@ -173,7 +84,7 @@ class FailOpenMiddleware:
         prefix: str = "/failopen",
         snippet_path: Path | None = None,
     ) -> None:
-        django = _django_handler_in(app)
+        django = django_handler_in(app)
         if django is not None:
             raise ConfigError(_DJANGO_REFUSED.format(found=django))
         if runtime is None:
@@ -184,7 +95,7 @@ class FailOpenMiddleware:
         self.app = app
         self.runtime = runtime
         self.config = config = runtime.config
-        self.prefix = _check_prefix(prefix)
+        self.prefix = check_prefix(prefix)
         if not config.token_header.isascii():
             raise ConfigError("FAILOPEN_TOKEN_HEADER: an HTTP header name is plain ASCII")
         # Everything a request needs is computed here: a route that is not protected then costs
@@ -201,7 +112,7 @@ class FailOpenMiddleware:
         self._refusals = web.RefusalLog(logger, clock=runtime.clock)
         self._store_shared = web.store_is_shared(runtime.store)
         self._store_not_shared = raw.json_response(409, web.STORE_NOT_SHARED)
-        _report_misconfiguration(runtime, self._routes.get(prefix + "/override") is not None,
+        report_misconfiguration(logger, runtime, self._routes.get(prefix + "/override") is not None,
                                  prefix)
         where = Path(os.fspath(snippet_path)) if snippet_path is not None else web.SNIPPET_PATH
         snippet = web.load_snippet(where)

@@ -1,0 +1,109 @@
+"""What the ASGI and WSGI middlewares share: the prefix check, the Django refusal's detection and
+the start-up report. No framework is imported here."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from failopen import web
+from failopen.exceptions import ConfigError
+from failopen.runtime import FailOpen
+
+__all__ = ["INNER_APPS", "check_prefix", "django_handler_in", "referenced",
+           "report_misconfiguration"]
+
+
+def check_prefix(prefix: object) -> str:
+    """The ``prefix=`` of failopen's own routes, or a ConfigError saying what one looks like."""
+    if (not isinstance(prefix, str) or not prefix.startswith("/") or prefix.endswith("/")
+            or not prefix.isprintable() or any(c in prefix for c in " ?#%")):
+        raise ConfigError(
+            "FailOpenMiddleware(prefix=...): expected a path like '/failopen' (starting with "
+            f"'/', no trailing '/', no spaces, query or fragment), got {prefix!r}"
+        )
+    return prefix
+
+
+# Where ASGI and WSGI middleware, routers and wrappers keep the app they hand requests to
+# (werkzeug's DispatcherMiddleware: "mounts"; Flask: "wsgi_app").
+INNER_APPS = ("app", "application", "_app", "__wrapped__", "func", "routes", "router",
+              "application_mapping", "mounts", "wsgi_app")
+
+
+def django_handler_in(app: object) -> str | None:
+    """The class name of a Django handler (ASGI or WSGI) that ``app`` is or wraps, else None.
+
+    Follows ``.app`` and its kin through middleware, routers (Starlette's Mount) and protocol
+    routers (Channels), and plain functions to what they call (closures, module globals),
+    without importing Django: a Django handler is an instance of
+    ``django.core.handlers.base.BaseHandler`` (ASGIHandler, WSGIHandler) or a subclass.
+    """
+    seen: set[int] = set()
+    todo = [app]
+    while todo and len(seen) < 256:
+        item = todo.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        for cls in type(item).__mro__:
+            # ASGIHandler, or WSGIHandler behind a WSGI-to-ASGI adapter: both resolve views.
+            if cls.__module__ == "django.core.handlers.base" and cls.__name__ == "BaseHandler":
+                return f"{type(item).__module__}.{type(item).__qualname__}"
+        # A lazy object (Django's settings) may raise on any attribute: not ours to judge.
+        with contextlib.suppress(Exception):
+            todo.extend(referenced(item))
+        for name in INNER_APPS:
+            try:
+                inner = getattr(item, name, None)
+            except Exception:  # a property of someone else's app: not ours to judge
+                continue
+            if isinstance(inner, dict):
+                todo.extend(inner.values())
+            elif isinstance(inner, (list, tuple)):
+                todo.extend(inner)
+            elif inner is not None and not isinstance(inner, (str, bytes, int, float)):
+                todo.append(inner)
+    return None
+
+
+def referenced(item: object) -> list[object]:
+    """What a plain function or bound method hands requests to: the object of a bound method,
+    the variables it closes over, and the module globals it names (``async def application(...):
+    await django_app(...)`` in a project's asgi.py)."""
+    found: list[object] = []
+    owner = getattr(item, "__self__", None)
+    if owner is not None and not isinstance(owner, type):
+        found.append(owner)
+    function = getattr(item, "__func__", item)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return found
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            found.append(cell.cell_contents)
+        except ValueError:  # a cell not yet filled
+            continue
+    namespace = getattr(function, "__globals__", None)
+    if isinstance(namespace, dict):
+        found.extend(namespace[name] for name in code.co_names
+                     if name in namespace and not isinstance(namespace[name], type))
+    return found
+
+
+def report_misconfiguration(
+    logger: logging.Logger, runtime: FailOpen, override_route: bool, prefix: str
+) -> None:
+    """Log, as the server starts, what keeps failopen from doing its job (Django: checks)."""
+    if runtime.status is None:
+        # Not refused: enforcement still holds, and operator overrides still work.
+        logger.error(
+            "failopen has no status URL: it cannot see an outage, so it never fails open; every "
+            "protected route answers 503 while the vendor is down. Set FAILOPEN_STATUS_URL to "
+            "the vendor's status page (or Config(status_url=...)).")
+    if override_route and not web.store_is_shared(runtime.store):
+        logger.warning(
+            "POST %s/override refuses every override: FAILOPEN_STORE is memory:, which only the "
+            "worker that answered would see. Set FAILOPEN_STORE=file:///run/failopen/"
+            "override.json (a directory only this user can write) for the override route.",
+            prefix)
