@@ -1,4 +1,4 @@
-"""Fixtures for the ASGI middleware tests. Nothing here configures Django (see django/).
+"""Fixtures for the ASGI and WSGI middleware tests. Nothing here configures Django (see django/).
 
 ``make_asgi`` builds the whole stack: the test kit's fakes of the vendor served in-process
 (``transport()``), a real FailOpen, the Starlette app of ``_asgi_kit`` (plus a raw ASGI recorder
@@ -8,14 +8,19 @@ under ``/raw``) wrapped in FailOpenMiddleware, and an httpx client over ``ASGITr
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from _asgi_kit import CLIENT_IP, PROTECTED, Recorder, Stack, starlette_app
+from _wsgi_kit import PROTECTED as WSGI_PROTECTED
+from _wsgi_kit import Recorder as WsgiRecorder
+from _wsgi_kit import WsgiStack, flask_app
 from failopen.integrations.asgi import FailOpenMiddleware
+from failopen.integrations.wsgi import FailOpenMiddleware as WsgiMiddleware
+from werkzeug.test import Client
 
 from failopen import Config
 from failopen.runtime import FailOpen
@@ -74,3 +79,44 @@ async def make_asgi(
     for stack in stacks:
         await stack.client.aclose()
         await stack.runtime.aclose()
+
+
+@pytest.fixture
+def make_wsgi() -> Iterator[Callable[..., WsgiStack]]:
+    """``make_asgi``'s WSGI twin: Flask behind FailOpenMiddleware, a werkzeug test Client."""
+    stacks: list[WsgiStack] = []
+
+    def build(*, inner: Any = None, prefix: str = "/failopen", snippet_path: Path | None = None,
+              runtime_kwargs: dict[str, Any] | None = None, started: bool = True,
+              **changes: Any) -> WsgiStack:
+        page, verify = FakeStatusPage(), FakeVerifyAPI()
+        settings: dict[str, Any] = {
+            "status_url": "https://status.test", "verify_url": "https://verify.test" + verify.path,
+            "private_key": verify.private_key, "protected_paths": WSGI_PROTECTED,
+            "poll_interval": 3600.0, "confirm_ttl": 0.001, "retry_after": 7,
+        }
+        settings.update(changes)
+        runtime = FailOpen(Config(**settings), status_transport=page.transport(),
+                           verify_transport=verify.transport(), **(runtime_kwargs or {}))
+        recorder = WsgiRecorder()
+        app_inner = inner if inner is not None else flask_app()
+
+        def dispatch(environ: dict[str, Any], start_response: Any) -> Any:
+            target = recorder if environ.get("PATH_INFO", "").startswith("/raw") else app_inner
+            return target(environ, start_response)
+
+        app = WsgiMiddleware(dispatch, runtime=runtime, prefix=prefix, snippet_path=snippet_path)
+        client = Client(app)
+        stack = WsgiStack(page, verify, runtime, app, recorder, client)
+        stacks.append(stack)
+        if started:
+            runtime.start()
+            deadline = time.monotonic() + 5
+            while runtime.state.source == "default" and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert runtime.state.source == "watcher", runtime.state
+        return stack
+
+    yield build
+    for stack in stacks:
+        stack.runtime.stop()

@@ -1,0 +1,224 @@
+"""Pure WSGI middleware: guards protected routes and serves failopen's own routes.
+
+    from failopen.integrations.wsgi import FailOpenMiddleware
+    app.wsgi_app = FailOpenMiddleware(app.wsgi_app)            # Flask; FAILOPEN_* variables
+    application = FailOpenMiddleware(application, config=failopen.Config(...))
+
+Per request, in this order::
+
+    <prefix>/flag, <prefix>/failopen.js, <prefix>/override ... answered here (override: only with
+                                                               an admin token configured; wrong
+                                                               tokens logged one line a minute)
+    protected method + path (any case of the method; the path with or without SCRIPT_NAME, and
+    every spelling Config.is_protected covers)
+                                                               token -> guard -> 403 / 503 / 413,
+                                                               or the app, with the Decision in
+                                                               environ["failopen.decision"] (flag
+                                                               off: the app, body left unread)
+    anything else ............................................ the app, environ untouched
+
+The token comes from the header, else from a urlencoded, multipart or JSON body read within
+FAILOPEN_MAX_BODY_BYTES and replayed to the app. Refusals are JSON for API clients and a small
+HTML page for browsers. Built around a Django application it refuses to start: Django's own
+middleware decides from the resolved view. The watcher starts on the first guarded request or
+flag request of each process (gunicorn ``--preload`` workers included). The decision lives in
+``failopen.guard`` and every wire format in ``failopen.web``: this module only translates WSGI.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from urllib.parse import parse_qsl
+
+from failopen import web
+from failopen.config import Config
+from failopen.exceptions import ConfigError
+from failopen.guard import Decision, fail_closed
+from failopen.runtime import FailOpen
+
+from . import _wsgi_body as raw
+from ._shared import check_prefix, django_handler_in, report_misconfiguration
+
+__all__ = ["FailOpenMiddleware"]
+
+logger = logging.getLogger("failopen.wsgi")
+
+_Route = Callable[["raw.Environ"], "raw.Response"]
+
+_DJANGO_REFUSED = (
+    "FailOpenMiddleware (WSGI) wraps a Django application ({found}). It sees paths, not the views "
+    "Django resolves them to, so FORCE_SCRIPT_NAME, i18n_patterns (/en/login/) or a second URL "
+    "for the same view would reach a protected view unguarded. Use the Django middleware "
+    "instead: add 'failopen.integrations.django.middleware.FailOpenMiddleware' to MIDDLEWARE and "
+    "path(\"failopen/\", include(\"failopen.integrations.django.urls\")) to urls.py, and remove "
+    "this WSGI wrapper."
+)
+
+
+class FailOpenMiddleware:
+    """failopen around any WSGI app (Flask, Bottle, Pyramid); Django has its own middleware."""
+
+    def __init__(
+        self,
+        app: raw.WSGIApp,
+        *,
+        config: Config | None = None,
+        runtime: FailOpen | None = None,
+        prefix: str = "/failopen",
+        snippet_path: Path | None = None,
+    ) -> None:
+        django = django_handler_in(app)
+        if django is not None:
+            raise ConfigError(_DJANGO_REFUSED.format(found=django))
+        if runtime is None:
+            runtime = FailOpen(config if config is not None else Config.from_env())
+        elif config is not None and config != runtime.config:
+            raise ConfigError("FailOpenMiddleware: pass config= or runtime=, not both "
+                              "(a runtime carries its own config)")
+        self.app = app
+        self.runtime = runtime
+        self.config = config = runtime.config
+        self.prefix = check_prefix(prefix)
+        if not config.token_header.isascii():
+            raise ConfigError("FAILOPEN_TOKEN_HEADER: an HTTP header name is plain ASCII")
+        self._is_protected = config.is_protected  # any method case, HEAD with GET, path spellings
+        # Where a WSGI server puts the header: HTTP_ + upper case, "-" as "_".
+        self._token_key = "HTTP_" + config.token_header.strip().upper().replace("-", "_")
+        self._internal_error = fail_closed("failopen internal error",
+                                           retry_after=config.retry_after)
+        self._routes: dict[str, _Route] = {prefix + "/flag": self._flag,
+                                           prefix + "/failopen.js": self._snippet}
+        if config.admin_token:  # otherwise the route does not exist: the app answers
+            self._routes[prefix + "/override"] = self._override
+        self._refusals = web.RefusalLog(logger, clock=runtime.clock)
+        self._store_shared = web.store_is_shared(runtime.store)
+        self._store_not_shared = raw.json_response(409, web.STORE_NOT_SHARED)
+        report_misconfiguration(logger, runtime, prefix + "/override" in self._routes, prefix)
+        where = Path(os.fspath(snippet_path)) if snippet_path is not None else web.SNIPPET_PATH
+        snippet = web.load_snippet(where)
+        if snippet is None:
+            logger.warning("browser snippet not found at %s; GET %s/failopen.js answers 404",
+                           where, prefix)
+        self._etag = snippet.etag if snippet is not None else ""
+        self._snippet_200, self._snippet_304 = raw.snippet_responses(snippet)
+
+    def __repr__(self) -> str:
+        return f"FailOpenMiddleware(app={self.app!r}, prefix={self.prefix!r})"
+
+    def __call__(self, environ: raw.Environ, start_response: raw.StartResponse) -> Iterable[bytes]:
+        """Handle one WSGI request."""
+        try:
+            other = raw.request_path(environ, "PATH_INFO")  # what the app routes on
+            path = raw.request_path(environ, "SCRIPT_NAME") + other
+            route = self._routes.get(path) or self._routes.get(other)
+            method = str(environ.get("REQUEST_METHOD") or "GET")
+            guarded = route is None and (self._is_protected(method, path) or (
+                other != path and self._is_protected(method, other)))
+        except Exception:
+            logger.exception("failopen failed reading a request; refusing it")
+            return raw.rejection(self._internal_error, as_json=True).send(start_response)
+        if route is not None:
+            return self._answer(route, environ, start_response)
+        if guarded:
+            return self._guarded(environ, start_response, path)
+        return self.app(environ, start_response)
+
+    # --- protected routes -------------------------------------------------------------------
+
+    def _guarded(
+        self, environ: raw.Environ, start_response: raw.StartResponse, path: str
+    ) -> Iterable[bytes]:
+        as_json = True
+        try:
+            as_json = web.prefers_json(environ.get("HTTP_ACCEPT"), environ.get("CONTENT_TYPE"))
+            outcome = self._decide(environ, path)
+        except Exception:
+            # A bug in failopen must neither reach the server nor open the gate.
+            logger.exception("failopen failed on a protected route; refusing the request")
+            outcome = self._internal_error
+        head = str(environ.get("REQUEST_METHOD", "")).upper() == "HEAD"
+        if isinstance(outcome, raw.Response):
+            return outcome.send(start_response, head=head)
+        if not outcome.allow:
+            return raw.rejection(outcome, as_json=as_json).send(start_response, head=head)
+        # Outside the try: the app's own exceptions reach the server unchanged.
+        return self.app(environ, start_response)
+
+    def _decide(self, environ: raw.Environ, path: str) -> Decision | raw.Response:
+        address = str(environ.get("REMOTE_ADDR") or "")
+        # Enforcement off: nobody looks at the token, so the body is neither capped nor parsed.
+        decision = self.runtime.bypass(path=path, client=address)
+        if decision is None:
+            token = environ.get(self._token_key) or None
+            content_type = environ.get("CONTENT_TYPE")
+            if not token and raw.body_may_carry_token(content_type):
+                body = raw.read_body(environ, self.config.max_body_bytes)
+                if body == raw.TOO_LARGE:
+                    return raw.BODY_TOO_LARGE
+                if body == raw.DISCONNECTED:
+                    return raw.BODY_ENDED_EARLY
+                if isinstance(body, bytes):
+                    token = web.token_from_body(content_type, body, self.config.token_field)
+                    raw.replay(environ, body)
+            decision = self.runtime.decide(token, path=path, client=address)
+        environ["failopen.decision"] = decision
+        return decision
+
+    # --- failopen's own routes --------------------------------------------------------------
+
+    def _answer(
+        self, route: _Route, environ: raw.Environ, start_response: raw.StartResponse
+    ) -> Iterable[bytes]:
+        try:
+            response = route(environ)
+        except Exception:
+            logger.exception("failopen route %s failed", environ.get("PATH_INFO"))
+            response = raw.rejection(self._internal_error, as_json=True)
+        head = str(environ.get("REQUEST_METHOD", "")).upper() == "HEAD"
+        return response.send(start_response, head=head)
+
+    def _flag(self, environ: raw.Environ) -> raw.Response:
+        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+            return raw.method_not_allowed("GET, HEAD")
+        self.runtime.ensure_started()
+        query = parse_qsl(str(environ.get("QUERY_STRING") or ""), keep_blank_values=True)
+        confirm = next((value for name, value in query if name == "confirm"), None)
+        # confirm never turns enforcement off by itself: only a confirmed outage does.
+        state = self.runtime.confirm() if web.wants_confirm(confirm) else self.runtime.state
+        payload = web.flag_payload(state, mode=self.config.mode)
+        return raw.raw_response(200, web.FLAG_HEADERS, json.dumps(payload).encode())
+
+    def _snippet(self, environ: raw.Environ) -> raw.Response:
+        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+            return raw.method_not_allowed("GET, HEAD")
+        match = environ.get("HTTP_IF_NONE_MATCH")
+        if self._etag and match is not None and raw.etag_listed(str(match), self._etag):
+            return self._snippet_304
+        return self._snippet_200
+
+    def _override(self, environ: raw.Environ) -> raw.Response:
+        if environ.get("REQUEST_METHOD") != "POST":
+            return raw.method_not_allowed("POST")
+        # Browsers never attach a bearer token by themselves, so this route needs no CSRF check.
+        given = web.bearer_token(environ.get("HTTP_AUTHORIZATION"))
+        if given is None:
+            return raw.UNAUTHORIZED
+        if not web.admin_token_matches(given, self.config.admin_token):
+            self._refusals.refused("wrong admin token", str(environ.get("REMOTE_ADDR") or ""))
+            return raw.FORBIDDEN
+        if not self._store_shared:  # before the body: nothing in it can change the answer
+            return self._store_not_shared
+        body = raw.read_body(environ, web.MAX_OVERRIDE_BODY)
+        if body == raw.TOO_LARGE:
+            return raw.BODY_TOO_LARGE
+        if body == raw.DISCONNECTED:
+            return raw.BODY_ENDED_EARLY
+        status, payload = web.handle_override(
+            self.runtime.flag, body if isinstance(body, bytes) else b"", actor="admin-token",
+            store=self.runtime.store, mode=self.config.mode,
+        )
+        return raw.json_response(status, payload)
