@@ -132,3 +132,14 @@ def test_an_unreadable_length_reads_nothing(make_wsgi: Make, length: str) -> Non
     env = environ("/raw", body=b"{}", CONTENT_TYPE="application/json", CONTENT_LENGTH=length)
     assert call(stack.app, env)[0].startswith("403")
     assert env["wsgi.input"].at == 0
+
+
+def test_a_chunked_form_reaches_flask_whole(make_wsgi: Make) -> None:
+    stack = make_wsgi()
+    token = stack.verify.issue_token()
+    sent = f"username=ann&enforcement-token={token}".encode()
+    env = environ("/login", body=sent, CONTENT_TYPE="application/x-www-form-urlencoded",
+                  HTTP_TRANSFER_ENCODING="chunked", **{"wsgi.input_terminated": True})
+    status, _, body = call(stack.app, env)
+    assert status == "200 OK", body
+    assert json.loads(body)["form"] == {"username": "ann", "enforcement-token": token}

@@ -184,3 +184,15 @@ def test_override_store_bug_is_503_not_a_crash(make_wsgi: Make, tmp_path: Path) 
     assert response.status_code == 503
     assert response.get_json()["error"]["code"] == "internal_error"
     assert stack.runtime.state.enforce is True
+
+
+def test_wrong_admin_tokens_are_logged_one_line_per_interval(
+    make_wsgi: Make, store: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    stack = make_wsgi(admin_token=ADMIN_TOKEN, store=store)
+    with caplog.at_level(logging.DEBUG, logger="failopen.wsgi"):
+        for _ in range(5):
+            response = stack.client.post("/failopen/override", headers=bearer("x" * 40),
+                                         json={"enforce": False})
+            assert response.status_code == 403
+    assert len([r for r in caplog.records if "wrong admin token" in r.getMessage()]) == 1
