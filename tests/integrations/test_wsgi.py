@@ -130,12 +130,11 @@ def test_unprotected_requests_pass_through_untouched(make_wsgi: Make) -> None:
 
 def test_the_apps_own_exceptions_propagate_unchanged(make_wsgi: Make) -> None:
     stack = make_wsgi()
-    stack.app.app = stack.recorder  # plain WSGI: Flask would turn the error into a 500
 
     def boom(environ: Any, start_response: Any) -> Any:
         raise RuntimeError("the app's own bug")
 
-    stack.app.app = boom
+    stack.app.app = boom  # plain WSGI: Flask would turn its own error into a 500
     with pytest.raises(RuntimeError, match="the app's own bug"):
         stack.post("/boom", token=GOOD)
 
