@@ -61,7 +61,7 @@ class Pager(Generic[T]):
         self.parse_item = parse_item
         self._windows = windows
         self._identity = identity if len(windows) > 1 else None
-        #: Set by :meth:`Client.slim_pages`: the only fields kept of a record whose text is in
+        #: Set by :meth:`Client.export_pages`: the only fields kept of a record whose text is in
         #: the page's ``lines`` (never for pages that become models).
         self.keep: tuple[str, ...] | None = None
         self._index = 0
