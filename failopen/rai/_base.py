@@ -129,11 +129,16 @@ def _skip(text: str, i: int) -> int:
     return i
 
 
-def _scan_answer(text: str, key: str) -> tuple[dict[str, Any], list[str]]:
+def _scan_answer(
+    text: str, key: str, keep: tuple[str, ...] | None = None
+) -> tuple[dict[str, Any], list[str]]:
     """The answer object, and the JSON text of each element of its ``key`` array.
 
     The same C scanner as ``json.loads``, called per value so the span of each record is known:
     an export then writes the record's own text instead of encoding it again (half its CPU).
+    With ``keep``, a record object is cut down to those fields as soon as it is decoded: its
+    text is the output, so a page in memory is its lines plus a few fields per record, not a
+    thousand full dicts (about 0.8 MB instead of 3.6 MB for 1,000 sessions).
     ValueError (or StopIteration) on anything that is not one JSON object.
     """
     ws = _skip
@@ -159,6 +164,8 @@ def _scan_answer(text: str, key: str) -> tuple[dict[str, Any], list[str]]:
             if text[i : i + 1] != "]":
                 while True:  # the hot loop: one pass per record, whitespace checked only if any
                     value, end = scan(text, i)
+                    if keep is not None and type(value) is dict:
+                        value = {name: value[name] for name in keep if name in value}
                     add_item(value)
                     add_line(text[i:end])
                     c = text[end : end + 1]
@@ -191,24 +198,32 @@ def _scan_answer(text: str, key: str) -> tuple[dict[str, Any], list[str]]:
     return body, lines
 
 
-def _decode_answer(content: bytes, key: str, what: str) -> tuple[dict[str, Any], list[str] | None]:
+def _decode_answer(
+    content: bytes, key: str, what: str, keep: tuple[str, ...] | None
+) -> tuple[dict[str, Any], list[str] | None]:
     try:
         text = content.decode("utf-8")
-        body, lines = _scan_answer(text, key)
+        # A raw line break can only be whitespace between tokens: such a record's text is no
+        # line, so its records are kept whole (they will be encoded again).
+        breaks = "\n" in text or "\r" in text
+        body, lines = _scan_answer(text, key, None if breaks else keep)
     except (ValueError, StopIteration):  # not compact UTF-8 JSON as expected: the plain way
         return decode_object(content, what), None
-    # A raw line break can only be whitespace between tokens: such a record's text is no line.
-    return body, (None if "\n" in text or "\r" in text else lines)
+    return body, (None if breaks else lines)
 
 
-def decode_page(content: bytes, key: str) -> Page[dict[str, Any]]:
+def decode_page(
+    content: bytes, key: str, keep: tuple[str, ...] | None = None
+) -> Page[dict[str, Any]]:
     """A list endpoint's answer (spec 4.1) as a Page of records exactly as decoded.
 
     Only the envelope is checked (the array, each record an object, the cursor a string): this
-    runs before the next page is requested, so building models is left for later.
+    runs before the next page is requested, so building models is left for later. With
+    ``keep``, records whose text is in ``lines`` hold only the fields named in ``keep`` (for a
+    JSONL writer, which copies the lines); a page without lines always has whole records.
     """
     what = f"list of {key}"
-    body, lines = _decode_answer(content, key, what)
+    body, lines = _decode_answer(content, key, what, keep)
     records = body.get(key)
     if not isinstance(records, list):
         raise InvalidResponse(f"{what}: the answer has no {key!r} array")

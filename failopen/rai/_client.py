@@ -15,6 +15,7 @@ import httpx
 from failopen.rai._arguments import Instant, Params, cohort_path
 from failopen.rai._base import BaseClient, error_from_response, parse_cohort, transport_error
 from failopen.rai._pager import (
+    SLIM_FIELDS,
     Pager,
     Record,
     cohort_sessions_pager,
@@ -83,17 +84,20 @@ class Client(BaseClient):
         )
         response = self._http.send(request, stream=True)
         try:
-            body = bytearray()
+            # Chunks joined once: a growing buffer would be copied as it grows, and leave holes
+            # of every size behind in the heap (peak RSS crept up with the records exported).
+            chunks = []
             for chunk in response.iter_bytes():
-                body += chunk
+                chunks.append(chunk)
                 if time.monotonic() > deadline:
                     raise httpx.ReadTimeout(
                         f"body still arriving after {self.timeout:g}s", request=request
                     )
+            body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
             if response.is_success:
-                return bytes(body)
+                return body
             raise error_from_response(
-                response.status_code, response.headers, bytes(body), self.auth.redact
+                response.status_code, response.headers, body, self.auth.redact
             )
         finally:
             response.close()
@@ -173,6 +177,17 @@ class Client(BaseClient):
         self, pager: Pager[T], raw: bool
     ) -> Generator[Page[T], None, None] | Generator[Page[Record], None, None]:
         return self._raw_pages(pager) if raw else self._pages(pager)
+
+    def export_pages(self, pager: Pager[Any], slim: bool) -> Generator[Page[Record], None, None]:
+        """Raw pages of ``pager`` (one of ``_pager.py``'s plans), for the CLI's writers.
+
+        ``slim`` is for a JSONL writer, which copies each record's text from ``lines``: such a
+        record keeps only its time and id fields, so a page in memory is little more than its
+        text (records of a page without lines stay whole).
+        """
+        if slim:
+            pager.keep = SLIM_FIELDS[pager.key]
+        return self._raw_pages(pager)
 
     # --- the API ---
 

@@ -22,7 +22,9 @@ from failopen.rai._base import decode_page
 from failopen.rai.exceptions import InvalidResponse
 from failopen.rai.models import Cohort, Page, Session
 
-__all__ = ["Pager", "Record", "cohorts_pager", "sessions_pager", "cohort_sessions_pager"]
+__all__ = [
+    "Pager", "Record", "SLIM_FIELDS", "cohorts_pager", "sessions_pager", "cohort_sessions_pager",
+]  # fmt: skip
 
 T = TypeVar("T")
 
@@ -59,6 +61,9 @@ class Pager(Generic[T]):
         self.parse_item = parse_item
         self._windows = windows
         self._identity = identity if len(windows) > 1 else None
+        #: Set by :meth:`Client.export_pages`: the only fields kept of a record whose text is in
+        #: the page's ``lines`` (never for pages that become models).
+        self.keep: tuple[str, ...] | None = None
         self._index = 0
         self._tokens: set[str] = set()
         self._previous: set[Hashable] = set()
@@ -70,7 +75,7 @@ class Pager(Generic[T]):
 
     def decode(self, content: bytes) -> Page[Record]:
         """A page of records from a list answer's body (safe to call off the consumer's thread)."""
-        return decode_page(content, self.key)
+        return decode_page(content, self.key, self.keep)
 
     def deliver(self, page: Page[Record]) -> Page[Record]:
         """The page as the consumer sees it: records of earlier windows removed."""
@@ -112,6 +117,7 @@ class Pager(Generic[T]):
 
     def build(self, page: Page[Record]) -> Page[T]:
         """The page with typed models (each keeps its record as ``raw``)."""
+        assert self.keep is None, "slim pages cannot become models"
         parse = self.parse_item
         return Page([parse(record) for record in page.items], page.next_page_token,
                     page.schema_version)  # fmt: skip
@@ -119,6 +125,14 @@ class Pager(Generic[T]):
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+#: What a slim record keeps (:meth:`Client.export_pages`): the ids :meth:`Pager.deliver`
+#: reads, and the time that orders it into a slice or names its day file.
+SLIM_FIELDS = {
+    "cohorts": ("cohort_id", "cohort_window_start"),
+    "sessions": ("session_id", "cohort_id", "session_created"),
+}
 
 
 # Read from the records, as the models read them, so duplicates are dropped before any model is

@@ -83,8 +83,17 @@ class Spool:
             lines = None
         groups: dict[str, list[int]] = {}
         field = DAY_FIELD[kind]
+        names: dict[Any, str] = {}  # by the stamp's first 11 characters: one check per day
         for index, record in enumerate(records):
-            name = f"{kind}-{utc_day(record.get(field))}.{self._fmt}" if self._by_day else "-"
+            stamp = record.get(field)
+            prefix = name = None
+            if isinstance(stamp, str) and len(stamp) >= 20 and stamp[-1] in "Zz":
+                prefix = stamp[:11]  # utc_day's fast path reads only these
+                name = names.get(prefix)
+            if name is None:
+                name = f"{kind}-{utc_day(stamp)}.{self._fmt}" if self._by_day else "-"
+                if prefix is not None and _DAY.match(prefix):
+                    names[prefix] = name
             groups.setdefault(name, []).append(index)
         self.records[kind] += len(records)
         for name, group in groups.items():

@@ -35,6 +35,7 @@ from failopen.rai._output import (
     UsageError,
     sigterm_raises,
 )
+from failopen.rai._pager import cohort_sessions_pager, cohorts_pager, sessions_pager
 from failopen.rai._parallel import Encode, Encoded, parallel_export
 from failopen.rai.models import Page
 
@@ -237,19 +238,19 @@ def _fetch_cohorts(client: Client, args: argparse.Namespace) -> Iterable[Any]:
     start, end, public_keys = _window_args(args)
     if args.parallel > 1:
         def fetch(first: datetime, last: datetime) -> Generator[Any, None, None]:
-            return client.iter_cohort_pages(
+            return client.export_pages(cohorts_pager(
                 first, last, public_keys, cohort_id=args.cohort_id, anomaly_id=args.anomaly_id,
                 telltale_id=args.telltale_id, min_session_count=args.min_session_count,
-                page_size=args.page_size, raw=True,
-            )  # fmt: skip
+                page_size=args.page_size,
+            ), slim=args.format == "jsonl")  # fmt: skip
 
         return parallel_export("cohorts", start, end, args.parallel, fetch,
                                _encoder(args, COHORT_COLUMNS), args.spool_dir)  # fmt: skip
-    return _records(client.iter_cohort_pages(
+    return _records(client.export_pages(cohorts_pager(
         start, end, public_keys, cohort_id=args.cohort_id, anomaly_id=args.anomaly_id,
         telltale_id=args.telltale_id, min_session_count=args.min_session_count,
-        page_size=args.page_size, raw=True,
-    ))  # fmt: skip
+        page_size=args.page_size,
+    ), slim=args.format == "jsonl"))  # fmt: skip
 
 
 def _fetch_cohort(client: Client, args: argparse.Namespace) -> Iterable[list[dict[str, Any]]]:
@@ -257,26 +258,27 @@ def _fetch_cohort(client: Client, args: argparse.Namespace) -> Iterable[list[dic
 
 
 def _fetch_cohort_sessions(client: Client, args: argparse.Namespace) -> Iterable[Any]:
-    return _records(
-        client.iter_cohort_session_pages(_cohort_arg(args), page_size=args.page_size, raw=True)
-    )
+    return _records(client.export_pages(
+        cohort_sessions_pager(_cohort_arg(args), page_size=args.page_size),
+        slim=args.format == "jsonl",
+    ))  # fmt: skip
 
 
 def _fetch_sessions(client: Client, args: argparse.Namespace) -> Iterable[Any]:
     start, end, public_keys = _window_args(args)
     if args.parallel > 1:
         def fetch(first: datetime, last: datetime) -> Generator[Any, None, None]:
-            return client.iter_session_pages(
+            return client.export_pages(sessions_pager(
                 first, last, public_keys, cohort_id=args.cohort_id, anomaly_id=args.anomaly_id,
-                telltale_id=args.telltale_id, page_size=args.page_size, raw=True,
-            )  # fmt: skip
+                telltale_id=args.telltale_id, page_size=args.page_size,
+            ), slim=args.format == "jsonl")  # fmt: skip
 
         return parallel_export("sessions", start, end, args.parallel, fetch,
                                _encoder(args, SESSION_COLUMNS), args.spool_dir)  # fmt: skip
-    return _records(client.iter_session_pages(
+    return _records(client.export_pages(sessions_pager(
         start, end, public_keys, cohort_id=args.cohort_id, anomaly_id=args.anomaly_id,
-        telltale_id=args.telltale_id, page_size=args.page_size, raw=True,
-    ))  # fmt: skip
+        telltale_id=args.telltale_id, page_size=args.page_size,
+    ), slim=args.format == "jsonl"))  # fmt: skip
 
 
 def _handler(columns: tuple[str, ...], fetch: Fetch) -> Callable[[argparse.Namespace], int]:

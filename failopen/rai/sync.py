@@ -31,6 +31,7 @@ from failopen.rai._arguments import (
 )
 from failopen.rai._client import Client
 from failopen.rai._output import Progress
+from failopen.rai._pager import cohort_sessions_pager
 from failopen.rai._sink import Sink, Spool
 from failopen.rai._state import KeyState, SyncState
 from failopen.rai.exceptions import RaiError, RaiValidationError
@@ -112,8 +113,10 @@ class _Run:
         spool = self.sink.spool()
         try:
             spool.add("cohorts", [record])
-            pages = self.client.iter_cohort_session_pages(
-                cohort_id, page_size=self.options.page_size, raw=True
+            # JSONL copies each record's text: its dict keeps only the day field (and ids).
+            pages = self.client.export_pages(
+                cohort_sessions_pager(cohort_id, page_size=self.options.page_size),
+                slim=self.sink.fmt == "jsonl",
             )
             with closing(pages):
                 for page in pages:

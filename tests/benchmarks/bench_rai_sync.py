@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _servers import cpu_seconds  # noqa: E402
 from bench_rai_export import ENV, NAIVE, Emulator  # noqa: E402
 
 CLIENT = r"""
@@ -60,6 +61,7 @@ class Result:
     rss_mb: float
     requests: int
     cpu: float = 0.0
+    server_cpu: float = 0.0  # the emulator's CPU while this client ran (its own process)
 
     @property
     def rate(self) -> float:
@@ -74,12 +76,14 @@ def _lines(pattern: str) -> int:
     return total
 
 
-def _run(code: str, argv: list[str]) -> dict[str, float]:
+def _run(code: str, argv: list[str], emu: Emulator) -> dict[str, float]:
+    before = cpu_seconds(emu.process.pid)
     done = subprocess.run([sys.executable, "-c", code, *argv], env=ENV, capture_output=True,
                           text=True, check=False)  # fmt: skip
     if done.returncode != 0:
         raise SystemExit(f"client failed ({done.returncode}):\n{done.stderr}")
     report: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    report["server_cpu"] = cpu_seconds(emu.process.pid) - before
     if report["code"] != 0:
         raise SystemExit(f"client failed with exit code {report['code']}:\n{done.stderr}")
     return report
@@ -89,18 +93,19 @@ def naive(emu: Emulator, folder: str) -> Result:
     out = os.path.join(folder, "naive.jsonl")
     code = NAIVE.replace('"rss_kb"', '"cpu": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), '
                                      '"rss_kb"')
-    report = _run(code, [emu.url, emu.start, emu.end, out, "1000"])
+    report = _run(code, [emu.url, emu.start, emu.end, out, "1000"], emu)
     return Result("naive loop, 1000 a page", _lines(out), report["elapsed"],
-                  report["rss_kb"] / 1024, 0, report["cpu"])
+                  report["rss_kb"] / 1024, 0, report["cpu"], report["server_cpu"])
 
 
 def export(emu: Emulator, folder: str, parallel: int) -> Result:
     out = os.path.join(folder, f"export-{parallel}.jsonl")
     report = _run(CLIENT, ["sessions", "--base-url", emu.url, "--from", emu.start, "--to",
                            emu.end, "--public-key", "pk_live_test", "--out", out,
-                           "--parallel", str(parallel)])  # fmt: skip
+                           "--parallel", str(parallel)], emu)  # fmt: skip
     return Result(f"rai sessions --parallel {parallel}", _lines(out), report["elapsed"],
-                  report["rss_kb"] / 1024, int(report["requests"]), report["cpu"])
+                  report["rss_kb"] / 1024, int(report["requests"]), report["cpu"],
+                  report["server_cpu"])
 
 
 def sync(emu: Emulator, folder: str, parallel: int, until: str | None = None,
@@ -111,10 +116,11 @@ def sync(emu: Emulator, folder: str, parallel: int, until: str | None = None,
     report = _run(CLIENT, ["sync", "--base-url", emu.url, "--since", emu.start, "--until",
                            until or emu.end, "--public-key", "pk_live_test", "--state",
                            os.path.join(folder, f"state-{parallel}.json"), "--out-dir", out,
-                           "--parallel", str(parallel)])  # fmt: skip
+                           "--parallel", str(parallel)], emu)  # fmt: skip
     records = _lines(os.path.join(out, "sessions-*.jsonl")) - before
     return Result(name or f"rai sync --parallel {parallel}", records, report["elapsed"],
-                  report["rss_kb"] / 1024, int(report["requests"]), report["cpu"])
+                  report["rss_kb"] / 1024, int(report["requests"]), report["cpu"],
+                  report["server_cpu"])
 
 
 def _later(stamp: str) -> str:
@@ -152,15 +158,15 @@ def main() -> None:
         raise SystemExit("the incremental run wrote sessions again")
 
     naive_rate = results[0].rate
-    print("\n| client | sessions | seconds | client CPU s | sessions/s | vs naive loop | "
-          "requests | peak RSS (MB) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| client | sessions | seconds | client CPU s | emulator CPU s | sessions/s | "
+          "vs naive loop | requests | peak RSS (MB) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         rate = f"{r.rate:,.0f}" if r.records else "-"
         ratio = f"{r.rate / naive_rate:.1f}x" if r.records else "-"
         requests = str(r.requests) if r.requests else "-"
-        print(f"| {r.name} | {r.records:,} | {r.seconds:.2f} | {r.cpu:.1f} | {rate} | {ratio} | "
-              f"{requests} | {r.rss_mb:.0f} |")
+        print(f"| {r.name} | {r.records:,} | {r.seconds:.2f} | {r.cpu:.1f} | {r.server_cpu:.1f} | "
+              f"{rate} | {ratio} | {requests} | {r.rss_mb:.0f} |")
 
     sizes = sorted({10_000, 100_000, sessions})
     print("\n| sessions | sync --parallel 4: seconds | peak RSS (MB) | "

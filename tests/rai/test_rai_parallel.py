@@ -132,6 +132,29 @@ def test_a_record_at_a_slice_boundary_returned_by_both_slices_is_written_once() 
     assert len(cuts) == 4
 
 
+def test_a_slim_record_held_at_a_slice_boundary_is_written_from_its_text() -> None:
+    # JSONL pages keep only a record's time and ids; its text carries the rest. A record held
+    # back at a slice's end must be written from that text, never from the cut-down dict.
+    start = datetime(2024, 5, 1, tzinfo=timezone.utc)
+    end = start + timedelta(hours=8)
+    cuts = slices(start, end, 1)
+    inner = [b for _, b in cuts[:-1]]
+
+    def fetch(first: datetime, last: datetime) -> Generator[Page[dict[str, Any]], None, None]:
+        full = [{"session_id": f"s{i}", "cohort_id": "c", "session_created": _stamp(t),
+                 "future_field": {"kept": i}} for i, t in enumerate(inner) if first < t <= last]
+        slim = [{k: r[k] for k in ("session_id", "cohort_id", "session_created")} for r in full]
+        yield Page(slim, None, "rai-v1", [json.dumps(r) for r in full])
+
+    def encode(records: list[dict[str, Any]], lines: list[str] | None) -> bytes:
+        text = lines if lines is not None else [json.dumps(r) for r in records]
+        return "".join(line + "\n" for line in text).encode()
+
+    data = b"".join(c.data for c in parallel_export("sessions", start, end, 1, fetch, encode))
+    records = [json.loads(line) for line in data.splitlines()]
+    assert [r["future_field"] for r in records] == [{"kept": i} for i in range(len(inner))]
+
+
 def test_progress_counts_each_record_once(rai: Callable[..., Run], emulator: RaiEmulator,
                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     class Terminal(io.StringIO):

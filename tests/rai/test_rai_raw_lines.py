@@ -53,3 +53,30 @@ def test_a_bom_or_another_encoding_falls_back_to_json_loads() -> None:
     body = {"sessions": [{"a": "é"}]}
     for content in (b"\xef\xbb\xbf" + json.dumps(body).encode(), json.dumps(body).encode("utf-16")):
         assert decode_page(content, "sessions").items == [{"a": "é"}]
+
+
+def test_a_slim_page_keeps_every_record_whole_in_its_text() -> None:
+    # What a JSONL export holds in memory: each record's text, and only the fields it sorts and
+    # routes by; the text still has every field, unknown and nested ones included.
+    records = [{"session_id": f"s{i}", "session_created": "2024-05-01T00:00:00Z",
+                "verify": {"session_id": "nested"}, "future": [i]} for i in range(3)]  # fmt: skip
+    content = json.dumps({"sessions": records}, separators=(",", ":")).encode()
+    page = decode_page(content, "sessions", keep=("session_id", "session_created", "cohort_id"))
+    assert page.items == [{"session_id": f"s{i}", "session_created": "2024-05-01T00:00:00Z"}
+                          for i in range(3)]  # fmt: skip
+    assert page.lines is not None
+    assert [json.loads(line) for line in page.lines] == records
+
+
+def test_a_slim_page_without_lines_keeps_whole_records() -> None:
+    # Pretty-printed: there is no text to copy, so the records must be encoded again, whole.
+    records = [{"session_id": "s", "future": {"a": 1}}]
+    content = json.dumps({"sessions": records}, indent=2).encode()
+    page = decode_page(content, "sessions", keep=("session_id",))
+    assert page.items == records and page.lines is None
+
+
+@pytest.mark.parametrize("content", [b'{"sessions":[1]}', b'{"sessions":[["session_id"]]}'])
+def test_a_slim_page_still_refuses_a_record_that_is_no_object(content: bytes) -> None:
+    with pytest.raises(InvalidResponse):
+        decode_page(content, "sessions", keep=("session_id",))
