@@ -7,10 +7,11 @@ import contextlib
 import logging
 
 from failopen import web
+from failopen.config import Config
 from failopen.exceptions import ConfigError
 from failopen.runtime import FailOpen
 
-__all__ = ["INNER_APPS", "check_prefix", "django_handler_in", "referenced",
+__all__ = ["INNER_APPS", "adapter_runtime", "check_prefix", "django_handler_in", "referenced",
            "report_misconfiguration"]
 
 
@@ -107,3 +108,30 @@ def report_misconfiguration(
             "worker that answered would see. Set FAILOPEN_STORE=file:///run/failopen/"
             "override.json (a directory only this user can write) for the override route.",
             prefix)
+
+
+_DJANGO_REFUSED = (
+    "FailOpenMiddleware ({kind}) wraps a Django application ({found}). It sees paths, not the "
+    "views Django resolves them to, so FORCE_SCRIPT_NAME, i18n_patterns (/en/login/) or a second "
+    "URL for the same view would reach a protected view unguarded. Use the Django middleware "
+    "instead: add 'failopen.integrations.django.middleware.FailOpenMiddleware' to MIDDLEWARE and "
+    "path(\"failopen/\", include(\"failopen.integrations.django.urls\")) to urls.py, and remove "
+    "this {kind} wrapper."
+)
+
+
+def adapter_runtime(app: object, *, config: Config | None, runtime: FailOpen | None,
+                    kind: str) -> FailOpen:
+    """What both middlewares check first: no Django inside, one of config= or runtime=, and a
+    token header a server can carry. Returns the runtime to use; raises ConfigError."""
+    django = django_handler_in(app)
+    if django is not None:
+        raise ConfigError(_DJANGO_REFUSED.format(kind=kind, found=django))
+    if runtime is None:
+        runtime = FailOpen(config if config is not None else Config.from_env())
+    elif config is not None and config != runtime.config:
+        raise ConfigError("FailOpenMiddleware: pass config= or runtime=, not both "
+                          "(a runtime carries its own config)")
+    if not runtime.config.token_header.isascii():
+        raise ConfigError("FAILOPEN_TOKEN_HEADER: an HTTP header name is plain ASCII")
+    return runtime

@@ -36,12 +36,11 @@ from urllib.parse import parse_qsl
 
 from failopen import web
 from failopen.config import Config
-from failopen.exceptions import ConfigError
 from failopen.guard import Decision, fail_closed
 from failopen.runtime import FailOpen
 
 from . import _wsgi_body as raw
-from ._shared import check_prefix, django_handler_in, report_misconfiguration
+from ._shared import adapter_runtime, check_prefix, report_misconfiguration
 
 __all__ = ["FailOpenMiddleware"]
 
@@ -49,14 +48,6 @@ logger = logging.getLogger("failopen.wsgi")
 
 _Route = Callable[["raw.Environ"], "raw.Response"]
 
-_DJANGO_REFUSED = (
-    "FailOpenMiddleware (WSGI) wraps a Django application ({found}). It sees paths, not the views "
-    "Django resolves them to, so FORCE_SCRIPT_NAME, i18n_patterns (/en/login/) or a second URL "
-    "for the same view would reach a protected view unguarded. Use the Django middleware "
-    "instead: add 'failopen.integrations.django.middleware.FailOpenMiddleware' to MIDDLEWARE and "
-    "path(\"failopen/\", include(\"failopen.integrations.django.urls\")) to urls.py, and remove "
-    "this WSGI wrapper."
-)
 
 
 class FailOpenMiddleware:
@@ -71,20 +62,11 @@ class FailOpenMiddleware:
         prefix: str = "/failopen",
         snippet_path: Path | None = None,
     ) -> None:
-        django = django_handler_in(app)
-        if django is not None:
-            raise ConfigError(_DJANGO_REFUSED.format(found=django))
-        if runtime is None:
-            runtime = FailOpen(config if config is not None else Config.from_env())
-        elif config is not None and config != runtime.config:
-            raise ConfigError("FailOpenMiddleware: pass config= or runtime=, not both "
-                              "(a runtime carries its own config)")
+        runtime = adapter_runtime(app, config=config, runtime=runtime, kind="WSGI")
         self.app = app
         self.runtime = runtime
         self.config = config = runtime.config
         self.prefix = check_prefix(prefix)
-        if not config.token_header.isascii():
-            raise ConfigError("FAILOPEN_TOKEN_HEADER: an HTTP header name is plain ASCII")
         self._is_protected = config.is_protected  # any method case, HEAD with GET, path spellings
         # Where a WSGI server puts the header: HTTP_ + upper case, "-" as "_".
         self._token_key = "HTTP_" + config.token_header.strip().upper().replace("-", "_")
