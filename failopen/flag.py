@@ -106,7 +106,6 @@ class EnforcementFlag:
         *,
         store: OverrideStore | None = None,
         clock: Clock = SYSTEM_CLOCK,
-        load: bool = True,
     ) -> None:
         self._clock = clock
         self._store = store
@@ -118,9 +117,7 @@ class EnforcementFlag:
         )
         self._override: Override | None = None
         self._state = self._auto
-        # load=False leaves the first read to the watcher thread's first refresh (the runtime
-        # does so for a Redis store: a request must never wait on Redis); until then: enforce.
-        if store is not None and load:
+        if store is not None:
             self.refresh(force=True)
 
     def __repr__(self) -> str:

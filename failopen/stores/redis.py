@@ -125,11 +125,6 @@ def override_ttl_ms(override: Override, now: float) -> int | None:
 class RedisStore:
     """Overrides and fleet state in Redis. Thread-safe (redis-py pools its connections)."""
 
-    #: The runtime leaves the first read to the watcher thread: Django builds the runtime inside
-    #: a worker's first request, which must not wait on a frozen or unreachable Redis. Until that
-    #: first read the process enforces (the flag's default), which is the safe side.
-    loads_in_background = True
-
     def __init__(self, url: str, *, prefix: str = "failopen:",
                  timeout: float = DEFAULT_TIMEOUT, clock_time: Any = None) -> None:
         from failopen.stores import mask_url
