@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from _redis_kit import RedisServer, wait_for
+from _serving import fakes_env, served
 
 from failopen.flag import EnforcementFlag
 from failopen.fleet_cli import fleet_report
@@ -172,42 +173,12 @@ def gunicorn_site(
     tmp_path: Path,
 ) -> Iterator[str]:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FAILOPEN_", "DJANGO_"))}
-    env.update({
-        "FAILOPEN_STATUS_URL": fake_status_page.url,
-        "FAILOPEN_VERIFY_URL": fake_verify_api.verify_url,
-        "FAILOPEN_PRIVATE_KEY": fake_verify_api.private_key,
-        "FAILOPEN_PUBLIC_KEY": "example-public-key",
-        "FAILOPEN_POLL_INTERVAL": "0.2", "FAILOPEN_POLL_JITTER": "0",
-        "FAILOPEN_STORE": redis_server.url, "FAILOPEN_STORE_REFRESH": str(REFRESH),
-        "FAILOPEN_FLEET_LEASE": str(LEASE),
-    })
-    log = (tmp_path / "gunicorn.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "--preload", "-w", "4", "-b", f"127.0.0.1:{port}",
-         "--chdir", str(SITE), "--graceful-timeout", "2", "django_site.wsgi:application"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        def up() -> bool:
-            assert proc.poll() is None, (tmp_path / "gunicorn.log").read_text()
-            try:
-                return httpx.get(url + "/", timeout=1).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        assert wait_for(up, timeout=30)
+    env = fakes_env(fake_status_page, fake_verify_api, POLL_INTERVAL="0.2", POLL_JITTER="0",
+                    STORE=redis_server.url, STORE_REFRESH=str(REFRESH), FLEET_LEASE=str(LEASE))
+    argv = [sys.executable, "-m", "gunicorn", "--preload", "-w", "4", "-b", f"127.0.0.1:{port}",
+            "--chdir", str(SITE), "--graceful-timeout", "2", "django_site.wsgi:application"]
+    with served(argv, port=port, env=env, log_path=tmp_path / "gunicorn.log") as url:
         yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
-
 
 def test_gunicorn_four_preloaded_workers_share_one_poller(
     gunicorn_site: str, redis_server: RedisServer, fake_status_page: FakeStatusPage

@@ -8,10 +8,7 @@ it recovers. No answer may be a 5xx; a declared body over the cap is refused bef
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -20,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from _serving import fakes_env, served
 
 from failopen.testing import FakeStatusPage, FakeVerifyAPI, free_port
 
@@ -35,45 +33,14 @@ def site(
 ) -> Iterator[str]:
     """The example under gunicorn; killed (its whole process group) whatever the test does."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAILOPEN_")}
-    env.update({
-        "FAILOPEN_STATUS_URL": fake_status_page.url,
-        "FAILOPEN_VERIFY_URL": fake_verify_api.verify_url,
-        "FAILOPEN_PRIVATE_KEY": fake_verify_api.private_key,
-        "FAILOPEN_PUBLIC_KEY": "example-public-key",
-        "FAILOPEN_POLL_INTERVAL": str(POLL), "FAILOPEN_POLL_JITTER": "0",
-        "FAILOPEN_MAX_BODY_BYTES": "65536",
-    })
-    log_path = tmp_path / "gunicorn.log"
-    log = log_path.open("wb")  # a file, not a pipe nobody reads
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "--preload", "-w", str(WORKERS), "-k", "sync",
-         "-b", f"127.0.0.1:{port}", "--graceful-timeout", "2",
-         "--pythonpath", f"{ROOT / 'examples'},{Path(__file__).parent}", "_gunicorn_flask:app"],
-        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, log_path.read_text()
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "gunicorn did not come up"
-            time.sleep(0.05)
+    env = fakes_env(fake_status_page, fake_verify_api, POLL_INTERVAL=str(POLL), POLL_JITTER="0",
+                    MAX_BODY_BYTES="65536")
+    argv = [sys.executable, "-m", "gunicorn", "--preload", "-w", str(WORKERS), "-k", "sync",
+            "-b", f"127.0.0.1:{port}", "--graceful-timeout", "2",
+            "--pythonpath", f"{ROOT / 'examples'},{Path(__file__).parent}", "_gunicorn_flask:app"]
+    with served(argv, port=port, env=env, log_path=tmp_path / "gunicorn.log",
+                ready_path="/health", cwd=tmp_path) as url:
         yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
-
 
 def login(client: httpx.Client) -> tuple[int, int, str, float, float]:
     """(worker pid, status, body, when sent, when answered) of a token-less log-in."""

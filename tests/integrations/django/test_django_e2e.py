@@ -7,10 +7,7 @@ good readings). ``X-Worker-Pid`` (set by the example's middleware) tells the wor
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -19,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from _serving import fakes_env, served
 
 from failopen.testing import FakeStatusPage, FakeVerifyAPI, free_port
 
@@ -36,46 +34,12 @@ def site(
 ) -> Iterator[str]:
     """The example under gunicorn; killed (its whole process group) whatever the test does."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FAILOPEN_", "DJANGO_"))}
-    env.update({
-        "FAILOPEN_STATUS_URL": fake_status_page.url,
-        "FAILOPEN_VERIFY_URL": fake_verify_api.verify_url,
-        "FAILOPEN_PRIVATE_KEY": fake_verify_api.private_key,
-        "FAILOPEN_PUBLIC_KEY": "example-public-key",
-        "FAILOPEN_POLL_INTERVAL": str(POLL),
-        "FAILOPEN_POLL_JITTER": "0",
-    })
-    # A file, not a pipe: nobody reads the log while the test runs, and a full pipe would
-    # block the workers on their next log line.
-    log = (tmp_path / "gunicorn.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "--preload", "-w", str(WORKERS),
-         "-b", f"127.0.0.1:{port}", "--chdir", str(SITE), "--graceful-timeout", "2",
-         "django_site.wsgi:application"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, (tmp_path / "gunicorn.log").read_text()
-            try:
-                if httpx.get(url + "/", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "gunicorn did not come up"
-            time.sleep(0.05)
+    env = fakes_env(fake_status_page, fake_verify_api, POLL_INTERVAL=str(POLL), POLL_JITTER="0")
+    argv = [sys.executable, "-m", "gunicorn", "--preload", "-w", str(WORKERS),
+            "-b", f"127.0.0.1:{port}", "--chdir", str(SITE), "--graceful-timeout", "2",
+            "django_site.wsgi:application"]
+    with served(argv, port=port, env=env, log_path=tmp_path / "gunicorn.log") as url:
         yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
-
 
 class Browser:
     """Log-in POSTs without an enforcement token, with the CSRF cookie and form token."""
