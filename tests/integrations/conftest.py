@@ -27,6 +27,34 @@ from failopen.runtime import FailOpen
 from failopen.testing import FakeStatusPage, FakeVerifyAPI
 
 
+def runtime_over_fakes(protected: Any, changes: dict[str, Any],
+                       runtime_kwargs: dict[str, Any] | None,
+                       ) -> tuple[FakeStatusPage, FakeVerifyAPI, FailOpen]:
+    """A runtime in process over fresh fakes; ``changes`` are Config fields."""
+    page, verify = FakeStatusPage(), FakeVerifyAPI()
+    settings: dict[str, Any] = {
+        "status_url": "https://status.test", "verify_url": "https://verify.test" + verify.path,
+        "private_key": verify.private_key, "protected_paths": protected,
+        # The watcher reads the page once at start; tests flip the flag through the guard's
+        # confirmation (a tiny TTL: every failing verify checks again) or an override.
+        "poll_interval": 3600.0, "confirm_ttl": 0.001, "retry_after": 7,
+    }
+    settings.update(changes)
+    runtime = FailOpen(Config(**settings), status_transport=page.transport(),
+                       verify_transport=verify.transport(),
+                       verify_async_transport=verify.transport(), **(runtime_kwargs or {}))
+    return page, verify, runtime
+
+
+def start_and_read_once(runtime: FailOpen) -> None:
+    """The watcher's first reading is in before the test changes what the page says."""
+    runtime.start()
+    deadline = time.monotonic() + 5
+    while runtime.state.source == "default" and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert runtime.state.source == "watcher", runtime.state
+
+
 @pytest.fixture
 async def make_asgi(
     anyio_backend: str, monkeypatch: pytest.MonkeyPatch
@@ -41,18 +69,7 @@ async def make_asgi(
     def build(*, inner: Any = None, prefix: str = "/failopen", snippet_path: Path | None = None,
               runtime_kwargs: dict[str, Any] | None = None, started: bool = True,
               **changes: Any) -> Stack:
-        page, verify = FakeStatusPage(), FakeVerifyAPI()
-        settings: dict[str, Any] = {
-            "status_url": "https://status.test", "verify_url": "https://verify.test" + verify.path,
-            "private_key": verify.private_key, "protected_paths": PROTECTED,
-            # The watcher reads the page once at start; tests flip the flag through the guard's
-            # confirmation (a tiny TTL: every failing verify checks again) or an override.
-            "poll_interval": 3600.0, "confirm_ttl": 0.001, "retry_after": 7,
-        }
-        settings.update(changes)
-        runtime = FailOpen(Config(**settings), status_transport=page.transport(),
-                           verify_transport=verify.transport(),
-                           verify_async_transport=verify.transport(), **(runtime_kwargs or {}))
+        page, verify, runtime = runtime_over_fakes(PROTECTED, changes, runtime_kwargs)
         recorder = Recorder()
         app_inner = inner if inner is not None else starlette_app()
 
@@ -67,12 +84,7 @@ async def make_asgi(
         stack = Stack(page, verify, runtime, app, recorder, client)
         stacks.append(stack)
         if started:
-            # The watcher's first reading is in before the test changes what the page says.
-            runtime.start()
-            deadline = time.monotonic() + 5
-            while runtime.state.source == "default" and time.monotonic() < deadline:
-                time.sleep(0.001)
-            assert runtime.state.source == "watcher", runtime.state
+            start_and_read_once(runtime)
         return stack
 
     yield build
@@ -89,15 +101,7 @@ def make_wsgi() -> Iterator[Callable[..., WsgiStack]]:
     def build(*, inner: Any = None, prefix: str = "/failopen", snippet_path: Path | None = None,
               runtime_kwargs: dict[str, Any] | None = None, started: bool = True,
               **changes: Any) -> WsgiStack:
-        page, verify = FakeStatusPage(), FakeVerifyAPI()
-        settings: dict[str, Any] = {
-            "status_url": "https://status.test", "verify_url": "https://verify.test" + verify.path,
-            "private_key": verify.private_key, "protected_paths": WSGI_PROTECTED,
-            "poll_interval": 3600.0, "confirm_ttl": 0.001, "retry_after": 7,
-        }
-        settings.update(changes)
-        runtime = FailOpen(Config(**settings), status_transport=page.transport(),
-                           verify_transport=verify.transport(), **(runtime_kwargs or {}))
+        page, verify, runtime = runtime_over_fakes(WSGI_PROTECTED, changes, runtime_kwargs)
         recorder = WsgiRecorder()
         app_inner = inner if inner is not None else flask_app()
 
@@ -110,11 +114,7 @@ def make_wsgi() -> Iterator[Callable[..., WsgiStack]]:
         stack = WsgiStack(page, verify, runtime, app, recorder, client)
         stacks.append(stack)
         if started:
-            runtime.start()
-            deadline = time.monotonic() + 5
-            while runtime.state.source == "default" and time.monotonic() < deadline:
-                time.sleep(0.001)
-            assert runtime.state.source == "watcher", runtime.state
+            start_and_read_once(runtime)
         return stack
 
     yield build
