@@ -106,6 +106,7 @@ class EnforcementFlag:
         *,
         store: OverrideStore | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        load: bool = True,
     ) -> None:
         self._clock = clock
         self._store = store
@@ -117,7 +118,10 @@ class EnforcementFlag:
         )
         self._override: Override | None = None
         self._state = self._auto
-        if store is not None:
+        # load=False leaves the first read to the watcher thread's first turn (the runtime does
+        # so for a store that ``loads_in_background``: Django builds the runtime inside a
+        # worker's first request, which must never wait on Redis). Until then: enforce.
+        if store is not None and load:
             self.refresh(force=True)
 
     def __repr__(self) -> str:

@@ -70,7 +70,10 @@ class FailOpen:
         self._stopped = False
         self.store = store if store is not None else open_store(config.store,
                                                                 prefix=config.redis_prefix)
-        self.flag = EnforcementFlag(store=self.store, clock=clock)
+        self.flag = EnforcementFlag(
+            store=self.store, clock=clock,
+            load=not getattr(self.store, "loads_in_background", False),
+        )
         self.status: StatusClient | None = None
         confirmer: OutageConfirmer | None = None
         if config.status_url is not None:

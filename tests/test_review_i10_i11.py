@@ -50,13 +50,6 @@ def test_an_unusable_reading_does_not_cut_a_process_off_from_overrides(
     assert runtime.fleet is not None and runtime.fleet.store_state == "local"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "EnforcementFlag.__init__ loads the override (refresh(force=True)), a Redis GET, and "
-    "Django builds the runtime inside the first request of each worker (holding conf._lock): "
-    "with a blackholed or frozen Redis that request, and every one queued behind the lock, "
-    "waits out the store's 0.5 s connect and 0.5 s read time-outs. Proposed: with a RedisStore "
-    "leave the first load to the watcher thread's first sync, and keep requests enforcing "
-    "(and off the confirm path) until that sync has run once."))
 def test_building_the_runtime_makes_no_redis_call_in_the_callers_thread(
     failopen_config: Config, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -75,6 +68,48 @@ def test_building_the_runtime_makes_no_redis_call_in_the_callers_thread(
     runtime = FailOpen(failopen_config.replace(store=redis_server.url))  # what conf.runtime() does
     try:
         assert threading.current_thread().name not in callers
+    finally:
+        runtime.stop()
+
+
+def test_an_override_already_in_redis_applies_on_the_watchers_first_turn(
+    failopen_config: Config, redis_server: RedisServer
+) -> None:
+    """The runtime does not read Redis while it is built, but loses nothing by it: a force-off
+    placed before this process started is in force after the watcher's first turn."""
+    from failopen.flag import EnforcementFlag
+    from failopen.stores import open_store
+
+    EnforcementFlag(store=open_store(redis_server.url)).force_off("INC-12", ttl=600)
+    runtime = FailOpen(failopen_config.replace(store=redis_server.url))
+    try:
+        assert runtime.state.enforce is True  # not read yet: the safe side
+        assert runtime.fleet is not None
+        runtime.fleet.sync()
+        runtime.watcher.tick()
+        assert (runtime.state.enforce, runtime.state.source) == (False, "override")
+    finally:
+        runtime.stop()
+
+
+def test_a_sync_read_before_a_local_override_does_not_drop_it(
+    failopen_config: Config, redis_server: RedisServer
+) -> None:
+    """The watcher's sync reads the store, an operator in this process places a force-off, then
+    the sync adopts what it read. It used to drop the force-off just placed (until the next
+    sync), and a FLUSHALL at that moment made this process restore the store without it."""
+    runtime = FailOpen(failopen_config.replace(store=redis_server.url))
+    try:
+        store, fleet = runtime.store, runtime.fleet
+        assert fleet is not None
+        snapshot = store.snapshot()  # type: ignore[attr-defined]  # the sync's read
+        runtime.flag.force_off("INC-13", ttl=600)  # lands between the read and its use
+        store.note_synced(snapshot[1])  # type: ignore[attr-defined]
+        runtime.watcher.tick()
+        assert (runtime.state.enforce, runtime.state.reason) == (False, "INC-13")
+        redis_server.client().flushall()
+        fleet.sync()  # this process notices first: it restores what it holds
+        assert redis_server.client().get("failopen:override") is not None
     finally:
         runtime.stop()
 

@@ -24,6 +24,7 @@ import contextlib
 import importlib.util
 import json
 import math
+import threading
 from typing import Any
 
 from failopen.exceptions import ConfigError, StoreError
@@ -125,6 +126,11 @@ def override_ttl_ms(override: Override, now: float) -> int | None:
 class RedisStore:
     """Overrides and fleet state in Redis. Thread-safe (redis-py pools its connections)."""
 
+    #: The runtime leaves the first read to the watcher thread: Django builds the runtime inside
+    #: a worker's first request, which must not wait on a frozen or unreachable Redis. Until that
+    #: first read the process enforces (the flag's default), which is the safe side.
+    loads_in_background = True
+
     def __init__(self, url: str, *, prefix: str = "failopen:",
                  timeout: float = DEFAULT_TIMEOUT, clock_time: Any = None) -> None:
         from failopen.stores import mask_url
@@ -167,6 +173,13 @@ class RedisStore:
         self._synced = False
         self._synced_raw: Any = None
         self._loaded_raw: Any = object()
+        # A sync's snapshot taken before this process wrote the override is older than what the
+        # flag now holds: adopting it would drop an override just placed here (and a FLUSHALL at
+        # that moment would restore the store without it). Writes are counted; a snapshot taken
+        # before the latest write is not adopted (the next sync reads the new value).
+        self._raw_lock = threading.Lock()
+        self._writes = 0
+        self._snapshot_writes = 0
 
     def __repr__(self) -> str:
         return f"RedisStore({self.shown!r}, prefix={self.prefix!r})"
@@ -187,26 +200,34 @@ class RedisStore:
 
     def load(self) -> Override | None:
         """The override in Redis (None when there is none). Raises StoreError."""
-        raw = self._synced_raw if self._synced else self.call(
-            "GET", self.client.get, self.key_override)
-        self._loaded_raw = raw
+        if self._synced:
+            with self._raw_lock:
+                raw = self._loaded_raw = self._synced_raw
+        else:
+            raw = self.call("GET", self.client.get, self.key_override)
+            self._loaded_raw = raw
         return parse_override(raw)
 
     def save(self, override: Override | None) -> None:
         """Place an override (its expiry becomes the key's TTL), or lift it with None."""
-        if override is None:
-            self.call("DEL", self.client.delete, self.key_override)
-            return
-        if override.expired(self._time()):
-            # Already over: nothing to place (SET PX would refuse a TTL of zero or less).
-            self.call("DEL", self.client.delete, self.key_override)
+        if override is None or override.expired(self._time()):
+            # Lifted, or already over: nothing to place (SET PX refuses a TTL of zero or less).
+            self._write(None, lambda: self.client.delete(self.key_override), "DEL")
             return
         value = json.dumps(override.to_json(), sort_keys=True)
         ttl = override_ttl_ms(override, self._time())
         pipe = self.client.pipeline(transaction=True)
         pipe.set(self.key_epoch, "1", nx=True)
         pipe.set(self.key_override, value, px=ttl)
-        self.call("SET", pipe.execute)
+        self._write(value.encode(), pipe.execute, "SET")
+
+    def _write(self, raw: bytes | None, fn: Any, what: str) -> None:
+        with self._raw_lock:
+            self._writes += 1  # counted first: a snapshot racing the write is not adopted
+        self.call(what, fn)
+        with self._raw_lock:
+            # The flag adopts what was written (``_place``): that is now the value last loaded.
+            self._synced_raw = self._loaded_raw = raw
 
     def changed(self) -> bool:
         """True when the override value differs from the one last loaded."""
@@ -217,19 +238,25 @@ class RedisStore:
 
     def note_synced(self, raw: Any) -> None:
         """The override value a fleet sync just read (called from the background thread)."""
-        self._synced_raw = raw
-        self._synced = True
+        with self._raw_lock:
+            if self._writes != self._snapshot_writes:
+                return  # read before this process's latest write: older than the flag's
+            self._synced_raw = raw
+            self._synced = True
 
     def stop_syncing(self) -> None:
         """Fallen back: ``changed`` says False (no round trip, no error each second)."""
-        self._synced = True
-        self._synced_raw = self._loaded_raw
+        with self._raw_lock:
+            self._synced = True
+            self._synced_raw = self._loaded_raw
 
     # --- fleet primitives ----------------------------------------------------------------------
 
     def snapshot(self) -> list[Any]:
         """One round trip: the epoch marker, override, reading and leader values."""
         keys = (self.key_epoch, self.key_override, self.key_reading, self.key_leader)
+        with self._raw_lock:
+            self._snapshot_writes = self._writes
         return list(self.call("MGET", self.client.mget, keys))
 
     def restore(self, override: Override | None) -> bool:
