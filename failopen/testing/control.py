@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CONTROL_PATH", "ControlError", "Controls", "StatusPageControls", "VendorScriptControls",
     "VerifyAPIControls", "answer_control", "check_fault", "check_status", "control_url",
-    "read_control", "send_control", "with_control",
+    "loopback_refusal", "read_control", "send_control", "with_control",
 ]
 
 CONTROL_PATH = "/_control"
@@ -248,12 +248,24 @@ def _error(status: int, message: str, headers: list[tuple[str, str]] | None = No
                       headers=[("Cache-Control", "no-store"), *(headers or [])])
 
 
+def loopback_refusal(client: str | None, host: str | None) -> str | None:
+    """Why a control request from ``client`` naming ``host`` is refused, or None if it is not.
+
+    ``client`` None means in-process (the same process asked). The ``Host`` check stops a page
+    whose name resolves to 127.0.0.1 (DNS rebinding) from driving a developer's fakes.
+    """
+    if client is not None and not _is_loopback_address(client):
+        return f"control requests come from loopback only, not {client}"
+    if not _host_is_loopback(host):
+        return "control requests name a loopback Host (127.0.0.1, localhost, [::1])"
+    return None
+
+
 def answer_control(request: FakeRequest, controls: Controls) -> Reply:
     """Answer one request to :data:`CONTROL_PATH` (the caller routed it here)."""
-    if request.client is not None and not _is_loopback_address(request.client):
-        return _error(403, f"control requests come from loopback only, not {request.client}")
-    if not _host_is_loopback(request.headers.get("host")):
-        return _error(403, "control requests name a loopback Host (127.0.0.1, localhost, [::1])")
+    refusal = loopback_refusal(request.client, request.headers.get("host"))
+    if refusal is not None:
+        return _error(403, refusal)
     if request.method in ("GET", "HEAD"):
         return Reply.json(controls.state(), headers=[("Cache-Control", "no-store")])
     if request.method != "POST":
