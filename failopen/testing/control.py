@@ -93,14 +93,14 @@ class Controls(ABC):
 
 def check_status(value: Any, where: str) -> str:
     """``value`` if it is a status of spec 3.2; ControlError starting with ``where`` if not."""
-    if value not in KNOWN_STATUSES:
+    if not isinstance(value, str) or value not in KNOWN_STATUSES:
         raise ControlError(f"{where}: {value!r} is not a status; choose from {', '.join(STATUSES)}")
     return str(value)
 
 
 def check_fault(value: Any, faults: frozenset[str], where: str = "fault") -> str | None:
     """``value`` if it is one of ``faults`` or None; ControlError starting with ``where`` if not."""
-    if value is not None and value not in faults:
+    if value is not None and (not isinstance(value, str) or value not in faults):
         raise ControlError(f"{where}: {value!r} is not a fault; choose from "
                            f"{', '.join(sorted(faults))}, or null to clear it")
     return None if value is None else str(value)
