@@ -333,6 +333,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = verbs.add_parser("demo", help="play an outage against the embedded fakes")
     demo.add_argument("--step", type=float, default=0.6, help="seconds per scene")
+    demo.add_argument("--web", action="store_true",
+                      help="serve the demo as a page on 127.0.0.1 until Ctrl-C")
+    demo.add_argument("--port", type=int, default=None,
+                      help="with --web: the port (default 8400; 0 picks a free one)")
     demo.set_defaults(func=_cmd_demo)
 
     emulate = verbs.add_parser("emulate", help="serve a test-kit fake on loopback")
@@ -342,6 +346,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.web:
+        from failopen.demo_web import DEFAULT_PORT, run_web_demo
+
+        return run_web_demo(port=DEFAULT_PORT if args.port is None else args.port)
+    if args.port is not None:
+        print("failopen demo: --port goes with --web", file=sys.stderr)
+        return EXIT_UNKNOWN
     from failopen.demo import run_demo
 
     return run_demo(step=args.step)

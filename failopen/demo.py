@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TextIO
 
 from failopen.config import Config
-from failopen.flag import FlagState
+from failopen.flag import FlagState, rfc3339
 from failopen.runtime import FailOpen
 from failopen.testing.status_page import FakeStatusPage
 from failopen.testing.verify_api import FakeVerifyAPI
@@ -25,13 +25,29 @@ from failopen.watcher import PollResult
 __all__ = ["run_demo"]
 
 
+@dataclass
+class _World:
+    """What a scene may change: the fakes, and (for the operator's scene) the runtime."""
+
+    page: FakeStatusPage
+    verify: FakeVerifyAPI
+    runtime: FailOpen
+    printer: _Printer
+    step: float
+
+
 @dataclass(frozen=True)
 class _Scene:
     title: str
-    setup: Callable[[FakeStatusPage, FakeVerifyAPI], None]
+    setup: Callable[[_World], None]
+    enforce: bool  # what the flag says once the scene has played
+    note: str = ""
+    #: Plays the scene after setup; the default lets the watcher catch up, then tries to log in.
+    play: Callable[[_World, bool], None] | None = None
 
 
-def _healthy(page: FakeStatusPage, verify: FakeVerifyAPI) -> None:
+def _healthy(world: _World) -> None:
+    page, verify = world.page, world.verify
     page.set_fault(None)
     page.set_global("operational")
     for region in ("us-east-1", "eu-west-1"):
@@ -39,25 +55,63 @@ def _healthy(page: FakeStatusPage, verify: FakeVerifyAPI) -> None:
     verify.set_fault(None)
 
 
-def _regional(page: FakeStatusPage, verify: FakeVerifyAPI) -> None:
-    page.set_region("eu-west-1", "major_outage")  # failover done: global stays operational
+def _regional(world: _World) -> None:
+    world.page.set_region("eu-west-1", "major_outage")  # failover done: global stays operational
 
 
-def _global_outage(page: FakeStatusPage, verify: FakeVerifyAPI) -> None:
-    page.set_global("major_outage")
-    verify.set_fault("503")
+def _global_outage(world: _World) -> None:
+    world.page.set_global("major_outage")
+    world.verify.set_fault("503")
 
 
-def _status_errors(page: FakeStatusPage, verify: FakeVerifyAPI) -> None:
-    page.set_fault("500")
+def _status_errors(world: _World) -> None:
+    world.page.set_fault("500")
+
+
+def _verify_down(world: _World) -> None:
+    world.verify.set_fault("503")  # the status page still says operational
+
+
+def _override_off(world: _World) -> None:
+    _healthy(world)
+    _settle(world.runtime, True, grace=2 * world.step)
+
+
+def _play_override_off(world: _World, want: bool) -> None:
+    """The operator turns enforcement off with a ttl; it lapses back to enforcement by itself."""
+    runtime, printer = world.runtime, world.printer
+    # The runbook's `failopen override off --ttl 30m`, with a ttl the demo can wait out.
+    ttl = 3 * world.step
+    state = runtime.flag.force_off("demo: ops turns enforcement off for a vendor incident",
+                                   ttl=ttl, set_by="demo")
+    printer.line(f"    override off placed: enforce={state.enforce} source={state.source} "
+                 f"expires {rfc3339(state.expires_at)} (in {ttl:g}s)")
+    _attempts(runtime, world.verify, printer)
+    expires = state.expires_at if state.expires_at is not None else time.time()
+    time.sleep(max(0.0, expires - time.time()))
+    _settle(runtime, want, grace=2 * world.step)
+    after = runtime.flag.state
+    printer.line(f"    override lapsed at its expiry: enforce={after.enforce} "
+                 f"source={after.source}")
+    _attempts(runtime, world.verify, printer)
 
 
 _SCENES = (
-    _Scene("healthy: every component operational", _healthy),
-    _Scene("regional impairment: eu-west-1 down, failover complete", _regional),
-    _Scene("global outage: the platform is down, verify calls fail", _global_outage),
-    _Scene("status page errors: HTTP 500 (not evidence of anything)", _status_errors),
-    _Scene("recovery: everything operational again", _healthy),
+    _Scene("healthy: every component operational", _healthy, True),
+    _Scene("regional impairment: eu-west-1 down, failover complete", _regional, True),
+    _Scene("global outage: the platform is down, verify calls fail", _global_outage, False),
+    _Scene(
+        "status page erroring (HTTP 500): the last good reading stands", _status_errors, False,
+        note="an error is no evidence either way: the last good reading (global=major_outage) "
+             "stands;\n    had it been operational, enforcement would go on",
+    ),
+    _Scene("recovery: everything operational again", _healthy, True),
+    _Scene("verify API down, status page operational: cannot verify now, never a bypass",
+           _verify_down, True,
+           note="the verify call fails, so the guard asks the status page: operational, so no "
+                "outage is confirmed"),
+    _Scene("operator override: `override off` until its expiry", _override_off, True,
+           play=_play_override_off),
 )
 
 
@@ -183,19 +237,24 @@ def run_demo(*, step: float = 0.6, out: TextIO | None = None) -> int:
         printer.line(
             f"polling every {interval:g}s; bypass on {', '.join(sorted(config.bypass_on))}"
         )
-        expected = (True, True, False, False, True)  # enforce at the end of each scene
+        world = _World(page, verify, runtime, printer, step)
         ok = True
         runtime.start()
         try:
-            for number, (scene, want) in enumerate(zip(_SCENES, expected, strict=True), start=1):
+            for number, scene in enumerate(_SCENES, start=1):
                 printer.line(f"\n[{number}/{len(_SCENES)}] {scene.title}")
-                scene.setup(page, verify)
-                time.sleep(step)
-                _settle(runtime, want, grace=2 * step)
-                _attempts(runtime, verify, printer)
-                if runtime.flag.state.enforce != want:
+                if scene.note:
+                    printer.line(f"    {scene.note}")
+                scene.setup(world)
+                if scene.play is not None:
+                    scene.play(world, scene.enforce)
+                else:
+                    time.sleep(step)
+                    _settle(runtime, scene.enforce, grace=2 * step)
+                    _attempts(runtime, verify, printer)
+                if runtime.flag.state.enforce != scene.enforce:
                     ok = False
-                    printer.line(f"  !! expected enforce={want}")
+                    printer.line(f"  !! expected enforce={scene.enforce}")
             printer.line(
                 "\nops: `failopen override on --ttl 30m` forces enforcement whatever the "
                 "status page says; `failopen override auto` hands back to the watcher."

@@ -19,8 +19,10 @@ SCENES = (
     "healthy: every component operational",
     "regional impairment: eu-west-1 down, failover complete",
     "global outage: the platform is down, verify calls fail",
-    "status page errors: HTTP 500 (not evidence of anything)",
+    "status page erroring (HTTP 500): the last good reading stands",
     "recovery: everything operational again",
+    "verify API down, status page operational: cannot verify now, never a bypass",
+    "operator override: `override off` until its expiry",
 )
 LOGGERS = ("failopen", "failopen.audit", "failopen.watcher", "failopen.guard", "failopen.flag")
 
@@ -35,7 +37,7 @@ def logging_state() -> dict[str, tuple[int, bool, tuple[logging.Handler, ...], b
 def scenes(output: str) -> dict[str, str]:
     """Each scene's section of the output, by title (the epilogue cut off the last one)."""
     body = output.split("\nops:", 1)[0]
-    parts = re.split(r"^\[(\d)/5\] (.*)$", body, flags=re.MULTILINE)
+    parts = re.split(rf"^\[(\d)/{len(SCENES)}\] (.*)$", body, flags=re.MULTILINE)
     # parts: [preamble, number, title, section, number, title, section, ...]
     return {parts[i + 1]: parts[i + 2] for i in range(1, len(parts) - 1, 3)}
 
@@ -61,7 +63,8 @@ def test_demo_exits_0_and_says_so(played: tuple[int, str]) -> None:
 
 def test_demo_plays_every_scene_in_order(played: tuple[int, str]) -> None:
     _, output = played
-    positions = [output.index(f"[{n}/5] {title}") for n, title in enumerate(SCENES, start=1)]
+    positions = [output.index(f"[{n}/{len(SCENES)}] {title}")
+                 for n, title in enumerate(SCENES, start=1)]
     assert positions == sorted(positions)
     assert list(scenes(output)) == list(SCENES)
 
@@ -69,7 +72,7 @@ def test_demo_plays_every_scene_in_order(played: tuple[int, str]) -> None:
 def test_demo_bypasses_only_during_the_outage(played: tuple[int, str]) -> None:
     _, output = played
     by_title = scenes(output)
-    healthy, regional, outage, errors, recovery = (by_title[t] for t in SCENES)
+    healthy, regional, outage, errors, recovery = (by_title[t] for t in SCENES[:5])
     for section in (healthy, regional, recovery):
         assert bypasses(section) == 0, section
         assert "audit: bypass" not in section
@@ -90,8 +93,52 @@ def test_demo_refuses_a_failed_challenge_for_what_it_is(played: tuple[int, str])
     _, output = played
     refused = [line for line in output.splitlines()
                if "log-in with bad token    -> refused 403" in line]
-    assert len(refused) == 3, output
+    assert len(refused) == 4, output  # healthy, regional, recovery, after the override lapsed
     assert all("challenge not solved" in line for line in refused), refused
+
+
+def test_demo_status_page_errors_keep_the_last_good_reading(played: tuple[int, str]) -> None:
+    # A reader must not come away thinking errors cause a bypass: the outage read before the
+    # errors is what keeps enforcement off, and the scene says so.
+    _, output = played
+    errors = scenes(output)[SCENES[3]]
+    assert "an error is no evidence either way: the last good reading (global=major_outage) " \
+           "stands" in errors
+    assert "had it been operational, enforcement would go on" in errors
+    assert "stale=True" in errors
+
+
+def test_demo_verify_api_down_is_503_never_a_bypass(played: tuple[int, str]) -> None:
+    _, output = played
+    section = scenes(output)[SCENES[5]]
+    assert bypasses(section) == 0, section
+    assert "audit: bypass" not in section
+    assert "[confirmed] global component operational" in section  # the guard asked the page
+    for label in ("valid token ", "bad token   "):
+        line = next(li for li in section.splitlines() if f"log-in with {label}" in li)
+        assert "-> refused 503" in line and "cannot verify now" in line, line
+        assert "no outage confirmed" in line
+    assert "log-in with no token     -> refused 403" in section
+
+
+def test_demo_override_off_shows_its_expiry_and_lapses_to_enforcement(
+    played: tuple[int, str]
+) -> None:
+    _, output = played
+    section = scenes(output)[SCENES[6]]
+    placed, after = section.split("override lapsed", 1)
+    expiry = re.search(r"override off placed: enforce=False source=override "
+                       r"expires (\d{4}-\d\d-\d\dT[\d:.]+Z) \(in [\d.]+s\)", placed)
+    assert expiry, placed
+    assert bypasses(placed) == 3, placed  # every attempt, while the operator said so
+    assert "enforcement off (override)" in placed
+    assert ">> flag: enforce True -> False [override]" in placed
+    lapse = section.index(">> flag: enforce False -> True [watcher]")
+    assert section.index("override off placed") < lapse < section.index("override lapsed")
+    assert re.search(r": enforce=True source=watcher", after), after
+    assert bypasses(after) == 0, after
+    assert "log-in with valid token  -> admitted " in after
+    assert "log-in with bad token    -> refused 403" in after
 
 
 def test_demo_prints_the_transitions(played: tuple[int, str]) -> None:

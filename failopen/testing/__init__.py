@@ -8,6 +8,8 @@
 * :class:`FakeClock` — time that moves only when told to.
 * :class:`LoopbackServer`, :class:`Reply`, :func:`as_transport` — serve any fake on 127.0.0.1,
   or hand it to httpx in-process; :func:`free_port` for a real server your test starts.
+* :mod:`failopen.testing.control` — ``GET``/``POST /_control``: change a fake served with
+  ``serve(control=True)`` (or by ``failopen emulate``) from another process, loopback only.
 
 pytest fixtures (``fake_status_page``, ``fake_verify_api``, ``fake_vendor_script``,
 ``fake_clock``, ``failopen_config``, ``rai_emulator``) are registered automatically when failopen

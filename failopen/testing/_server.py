@@ -34,6 +34,8 @@ class FakeRequest:
     query: dict[str, list[str]]
     headers: dict[str, str]  # lower-case names
     body: bytes
+    #: The client's address on a real socket; None in-process (the same process asked).
+    client: str | None = None
 
     def json(self) -> Any:
         """The body decoded as JSON (raises ValueError when it is not)."""
@@ -93,6 +95,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             query=query,
             headers={k.lower(): v for k, v in self.headers.items()},
             body=body,
+            client=str(self.client_address[0]),
         )
         try:
             reply = self.server.handler(request)

@@ -63,14 +63,32 @@ def _region_status(text: str) -> tuple[str, str]:
     return name.strip(), status.strip()
 
 
+# --- serving ------------------------------------------------------------------------------------
+
+DEFAULT_PORTS = {"status": 8401, "verify": 8402, "vendor": 8404}
+DEFAULT_REGIONS = "us-east-1,eu-west-1"
+DEFAULT_PRIVATE_KEY = "test-private-key"
+CONTROL_HINT = "  change it while it runs: failopen emulate {fake} --set {example}"
+
+
+def _serving_port(args: argparse.Namespace, fake: str) -> int:
+    return int(args.port) if args.port is not None else DEFAULT_PORTS[fake]
+
+
 def _status(args: argparse.Namespace) -> int:
+    if args.set or args.show:
+        return _control("status", args)
+    if args.url is not None:
+        return _usage_error("status", "--url names a running fake for --set or --show")
     from failopen.testing.status_page import FakeStatusPage
 
+    regions = args.regions if args.regions is not None else DEFAULT_REGIONS
+    global_status = args.global_status if args.global_status is not None else "operational"
     try:
-        page = FakeStatusPage(regions=tuple(r.strip() for r in args.regions.split(",")))
+        page = FakeStatusPage(regions=tuple(r.strip() for r in regions.split(",")))
     except ValueError as exc:
         return _usage_error("status", f"--regions: {exc}")
-    page.set_global(args.global_status)
+    page.set_global(global_status)
     for name, status in args.region or []:
         if name not in page.region_ids:
             return _usage_error("status", f"--region {name}: no such region; "
@@ -78,28 +96,41 @@ def _status(args: argparse.Namespace) -> int:
         page.set_region(name, status)
     if args.fault:
         page.set_fault(args.fault)
-    return _serve_until_signalled("status", args.port, lambda: page.serve(args.port), lambda url: (
-        f"fake status page: {url}\n"
-        f"  global component: {args.global_status}\n"
-        f"  FAILOPEN_STATUS_URL={url}"
-    ))  # fmt: skip
+    port = _serving_port(args, "status")
+    return _serve_until_signalled(
+        "status", port, lambda: page.serve(port, control=True), lambda url: (
+            f"fake status page: {url}\n"
+            f"  global component: {global_status}\n"
+            f"  FAILOPEN_STATUS_URL={url}\n"
+            + CONTROL_HINT.format(fake="status", example="global=major_outage")
+            + ("" if port == DEFAULT_PORTS["status"] else f" --url {url}")
+        ))  # fmt: skip
 
 
 def _verify(args: argparse.Namespace) -> int:
+    if args.set or args.show:
+        return _control("verify", args)
+    if args.url is not None:
+        return _usage_error("verify", "--url names a running fake for --set or --show")
     from failopen.testing.verify_api import FakeVerifyAPI
 
+    key = args.private_key if args.private_key is not None else DEFAULT_PRIVATE_KEY
     # No session lifetime: the built-in tokens began when the emulator started, perhaps long
     # before someone first tries them by hand.
-    api = FakeVerifyAPI(private_key=args.private_key, session_lifetime=None)
+    api = FakeVerifyAPI(private_key=key, session_lifetime=None)
     if args.fault:
         api.set_fault(args.fault)
-    return _serve_until_signalled("verify", args.port, lambda: api.serve(args.port), lambda url: (
-        f"fake verify API: {url}{api.path}\n"
-        f"  FAILOPEN_VERIFY_URL={url}{api.path}\n"
-        f"  FAILOPEN_PRIVATE_KEY={args.private_key}\n"
-        f"  tokens: {api.GOOD} (valid once, like a real solve), {api.BAD} (unsolved), "
-        f"{api.DENIED} (denied)"
-    ))  # fmt: skip
+    port = _serving_port(args, "verify")
+    return _serve_until_signalled(
+        "verify", port, lambda: api.serve(port, control=True), lambda url: (
+            f"fake verify API: {url}{api.path}\n"
+            f"  FAILOPEN_VERIFY_URL={url}{api.path}\n"
+            f"  FAILOPEN_PRIVATE_KEY={key}\n"
+            f"  tokens: {api.GOOD} (valid once, like a real solve), {api.BAD} (unsolved), "
+            f"{api.DENIED} (denied)\n"
+            + CONTROL_HINT.format(fake="verify", example="fault=503")
+            + ("" if port == DEFAULT_PORTS["verify"] else f" --url {url}")
+        ))  # fmt: skip
 
 
 def _vendor_mode(text: str) -> str:
@@ -113,16 +144,46 @@ def _vendor_mode(text: str) -> str:
 
 
 def _vendor(args: argparse.Namespace) -> int:
+    if args.set or args.show:
+        return _control("vendor", args)
+    if args.url is not None:
+        return _usage_error("vendor", "--url names a running fake for --set or --show")
     from failopen.testing.vendor_script import FakeVendorScript
 
     # No verify API in this process: the tokens are the fake verify API's GOOD token, which
     # ``failopen emulate verify`` accepts.
+    mode = args.mode if args.mode is not None else "ok"
     vendor = FakeVendorScript()
-    vendor.set_mode(args.mode)
-    return _serve_until_signalled("vendor", args.port, lambda: vendor.serve(args.port),
-                                  lambda url: (f"fake vendor script: {url}/v2/<public key>/api.js\n"
-                                               f"  mode: {args.mode}\n"
-                                               f"  FAILOPEN_VENDOR_URL={url}"))
+    vendor.set_mode(mode)
+    port = _serving_port(args, "vendor")
+    return _serve_until_signalled(
+        "vendor", port, lambda: vendor.serve(port, control=True), lambda url: (
+            f"fake vendor script: {url}/v2/<public key>/api.js\n"
+            f"  mode: {mode}\n"
+            f"  FAILOPEN_VENDOR_URL={url}\n"
+            + CONTROL_HINT.format(fake="vendor", example="down=true")
+            + ("" if port == DEFAULT_PORTS["vendor"] else f" --url {url}")
+        ))  # fmt: skip
+
+
+# --- controlling a running fake -----------------------------------------------------------------
+
+
+def _control(fake: str, args: argparse.Namespace) -> int:
+    from failopen.testing._control_cli import control
+
+    return control(fake, args)
+
+
+def _add_control_flags(parser: argparse.ArgumentParser, fake: str, example: str) -> None:
+    group = parser.add_argument_group(
+        "control a running fake (POST /_control on loopback; the fake is not restarted)")
+    group.add_argument("--set", action="append", metavar="NAME=VALUE",
+                       help=f"change the running fake, e.g. --set {example} (repeatable; "
+                            "exit 2 when the value is invalid or nothing listens)")
+    group.add_argument("--show", action="store_true", help="print the running fake's state")
+    group.add_argument("--url", help=f"the running fake (default http://127.0.0.1:PORT, PORT "
+                                     f"from --port or {DEFAULT_PORTS[fake]})")
 
 
 def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -131,32 +192,36 @@ def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.Argume
     from failopen.testing.verify_api import FakeVerifyAPI
 
     status = emulators.add_parser("status", help="a fake status page (interface B)")
-    status.add_argument("--port", type=_port, default=8401,
+    status.add_argument("--port", type=_port,
                         help="0 picks a free port (default 8401)")
-    status.add_argument("--regions", default="us-east-1,eu-west-1",
-                        help="comma-separated region labels")
-    status.add_argument("--global", dest="global_status", default="operational",
-                        help="status of the global component")
+    status.add_argument("--regions", help=f"comma-separated region labels (default "
+                                          f"{DEFAULT_REGIONS})")
+    status.add_argument("--global", dest="global_status",
+                        help="status of the global component (default operational)")
     status.add_argument("--region", action="append", type=_region_status, metavar="NAME=STATUS",
                         help="status of one region (repeatable)")
     status.add_argument("--fault", choices=sorted(FakeStatusPage.FAULTS))
+    _add_control_flags(status, "status", "global=major_outage, eu-west-1=degraded_performance, "
+                                         "fault=500 or fault=none")
     status.set_defaults(func=_status)
 
     verify = emulators.add_parser("verify", help="a fake verify endpoint")
-    verify.add_argument("--port", type=_port, default=8402,
+    verify.add_argument("--port", type=_port,
                         help="0 picks a free port (default 8402)")
-    verify.add_argument("--private-key", default="test-private-key",
+    verify.add_argument("--private-key",
                         help="the key the fake accepts (a test value, never a real one; "
-                             "default test-private-key)")
+                             f"default {DEFAULT_PRIVATE_KEY})")
     verify.add_argument("--fault", choices=sorted(FakeVerifyAPI.FAULTS))
+    _add_control_flags(verify, "verify", "fault=503 or fault=none")
     verify.set_defaults(func=_verify)
 
     vendor = emulators.add_parser("vendor", help="the vendor's client script (api.js) for browsers")
-    vendor.add_argument("--port", type=_port, default=8404,
+    vendor.add_argument("--port", type=_port,
                         help="0 picks a free port (default 8404)")
-    vendor.add_argument("--mode", type=_vendor_mode, default="ok",
+    vendor.add_argument("--mode", type=_vendor_mode,
                         help="ok, http404, silent, error_then_ok:N, error, failed or slow:MS "
                              "(default ok)")
+    _add_control_flags(vendor, "vendor", "down=true, down=false or mode=MODE")
     vendor.set_defaults(func=_vendor)
 
 

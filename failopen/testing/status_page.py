@@ -314,12 +314,18 @@ class FakeStatusPage:
         """
         return as_transport(self.handle)
 
-    def serve(self, port: int = 0) -> LoopbackServer:
+    def serve(self, port: int = 0, *, control: bool = False) -> LoopbackServer:
         """Start serving on ``127.0.0.1:port`` (0 picks a free port); stop it, or use ``with``.
 
-        The server is also kept as :attr:`server`, so :attr:`url` names it.
+        The server is also kept as :attr:`server`, so :attr:`url` names it. ``control=True`` also
+        answers ``GET``/``POST /_control`` (:mod:`failopen.testing.control`).
         """
-        self.server = LoopbackServer(self.handle, port=port).start()
+        handler: Handler = self.handle
+        if control:
+            from failopen.testing.control import StatusPageControls, with_control
+
+            handler = with_control(handler, StatusPageControls(self))
+        self.server = LoopbackServer(handler, port=port).start()
         return self.server
 
     @property

@@ -35,7 +35,7 @@ import json
 import secrets
 import threading
 
-from failopen.testing._server import FakeRequest, LoopbackServer, Reply
+from failopen.testing._server import FakeRequest, Handler, LoopbackServer, Reply
 from failopen.testing.verify_api import FakeVerifyAPI
 
 __all__ = ["FakeVendorScript"]
@@ -128,9 +128,17 @@ class FakeVendorScript:
         return Reply(body=body, headers=list(_HEADERS),
                      delay=number / 1000 if kind == "slow" else 0.0)
 
-    def serve(self, port: int = 0) -> LoopbackServer:
-        """This fake on a started loopback server, also kept as :attr:`server`; see :attr:`url`."""
-        self.server = LoopbackServer(self.handler, port=port).start()
+    def serve(self, port: int = 0, *, control: bool = False) -> LoopbackServer:
+        """This fake on a started loopback server, also kept as :attr:`server`; see :attr:`url`.
+
+        ``control=True`` also answers ``GET``/``POST /_control`` (:mod:`failopen.testing.control`).
+        """
+        handler: Handler = self.handler
+        if control:
+            from failopen.testing.control import VendorScriptControls, with_control
+
+            handler = with_control(handler, VendorScriptControls(self))
+        self.server = LoopbackServer(handler, port=port).start()
         return self.server
 
     @property

@@ -72,7 +72,7 @@ from typing import Any
 import httpx
 
 from failopen.clock import SYSTEM_CLOCK, Clock
-from failopen.testing._server import FakeRequest, LoopbackServer, Reply, as_transport
+from failopen.testing._server import FakeRequest, Handler, LoopbackServer, Reply, as_transport
 
 __all__ = ["FakeVerifyAPI"]
 
@@ -159,6 +159,11 @@ class FakeVerifyAPI:
         with self._lock:
             self._fault, self._retry_after = fault, retry_after
 
+    @property
+    def fault(self) -> str | None:
+        """The fault in force, or None."""
+        return self._fault
+
     def reset(self) -> None:
         """Clear the fault, the counters and the replay memory; known tokens get new sessions."""
         with self._lock:
@@ -204,9 +209,17 @@ class FakeVerifyAPI:
         """This fake as an in-process httpx transport (sync and async)."""
         return as_transport(self.handler)
 
-    def serve(self, port: int = 0) -> LoopbackServer:
-        """This fake on a started loopback server, also kept as :attr:`server`; see :attr:`url`."""
-        self.server = LoopbackServer(self.handler, port=port).start()
+    def serve(self, port: int = 0, *, control: bool = False) -> LoopbackServer:
+        """This fake on a started loopback server, also kept as :attr:`server`; see :attr:`url`.
+
+        ``control=True`` also answers ``GET``/``POST /_control`` (:mod:`failopen.testing.control`).
+        """
+        handler: Handler = self.handler
+        if control:
+            from failopen.testing.control import VerifyAPIControls, with_control
+
+            handler = with_control(handler, VerifyAPIControls(self))
+        self.server = LoopbackServer(handler, port=port).start()
         self._verify_url = None
         return self.server
 

@@ -1,0 +1,245 @@
+"""``failopen demo --web`` in Chromium: the real command, every button, what the page shows after
+each, and a screenshot of each state under ``test-artifacts/demo-web/``.
+
+The story a visitor watches: a log-in succeeds with a challenge, then without one during a global
+outage, then with one again after recovery; nothing else (a regional impairment, a status page
+that errors, the vendor script or the verify API failing) lets a log-in through unchecked.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from _browser_kit import ROOT, wait_until
+
+from failopen.testing import free_port
+
+pytestmark = pytest.mark.slow
+
+FAILOPEN = Path(sys.executable).with_name("failopen")
+SHOTS = ROOT / "test-artifacts" / "demo-web"
+WAIT = 20.0  # seconds for the watcher (0.5 s polls) and the snippet to catch up
+
+
+@pytest.fixture(scope="module")
+def demo() -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """``failopen demo --web --port N``, as a user starts it."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAILOPEN_")}
+    proc = subprocess.Popen([str(FAILOPEN), "demo", "--web", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd="/")  # not the repository: the page comes from the package
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    assert first.startswith(f"failopen demo --web: open http://127.0.0.1:{port}/"), (
+        first + (proc.stderr.read() if proc.stderr and proc.poll() is not None else ""))
+    try:
+        yield f"http://127.0.0.1:{port}", proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+
+
+class DemoPage:
+    """The demo page in Chromium, with the moves a visitor makes."""
+
+    def __init__(self, page: Any, base: str) -> None:
+        self.page = page
+        self.base = base
+        self.shots: list[Path] = []
+
+    def text(self, selector: str) -> str:
+        return str(self.page.text_content(selector) or "")
+
+    def attribute(self, selector: str, name: str) -> str:
+        return str(self.page.get_attribute(selector, name) or "")
+
+    def until(self, predicate: Any, what: str) -> None:
+        wait_until(lambda: (self.page.wait_for_timeout(25), predicate())[1], WAIT, what)
+
+    def press(self, kind: str, name: str) -> None:
+        before = self.text("#action-note")
+        self.page.click(f"button[data-{kind}={name}]")
+        self.until(lambda: self.text("#action-note") != before
+                   and "applied" in self.text("#action-note"), f"{kind} {name} to be applied")
+
+    def flag(self, enforce: str, source: str | None = None) -> None:
+        self.until(lambda: self.text("#flag-enforce") == enforce
+                   and (source is None or self.text("#flag-source") == source),
+                   f"flag enforce={enforce} source={source}")
+
+    def polled(self, polls: int = 3) -> None:
+        """Until the watcher has read the status page ``polls`` more times."""
+        def requests() -> int:
+            return int(httpx.get(self.base + "/demo/state", timeout=5).json()
+                       ["fakes"]["status"]["requests"])
+        start = requests()
+        wait_until(lambda: requests() >= start + polls, WAIT, f"{polls} status polls")
+
+    def form(self, *states: str) -> None:
+        self.until(lambda: self.attribute("#form-state", "data-state") in states,
+                   f"the form's security check to be {states}")
+
+    def log_in(self) -> tuple[str, str]:
+        """Press "Log in" in the form; the page's verdict: (kind, outcome)."""
+        seq = int(self.attribute("#login-result", "data-seq"))
+        frame = self.page.frame_locator("#login-frame")
+        for _ in range(3):  # the page may swap the form for a fresh one as the flag flips
+            frame.locator("button").click()
+            try:
+                wait_until(lambda: (self.page.wait_for_timeout(25),
+                                    int(self.attribute("#login-result", "data-seq")) > seq)[1],
+                           6, "the log-in to be answered")
+                break
+            except AssertionError:
+                continue
+        assert int(self.attribute("#login-result", "data-seq")) == seq + 1
+        return (self.attribute("#login-result", "data-kind"),
+                self.attribute("#login-result", "data-outcome"))
+
+    def decisions(self) -> int:
+        return int(self.page.locator("#decisions li").count())
+
+    def shot(self, name: str) -> None:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        path = SHOTS / f"{len(self.shots) + 1:02d}-{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        self.shots.append(path)
+
+
+def test_demo_web_through_every_button(
+    browser: Any, demo: tuple[str, subprocess.Popen[str]]
+) -> None:
+    base, proc = demo
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.route(lambda target: not target.startswith("http://127.0.0.1:"),
+                  lambda route: route.abort())
+    try:
+        page = context.new_page()
+        page.goto(base + "/")
+        ui = DemoPage(page, base)
+
+        # 1. Healthy: the log-in solves a challenge and its token is verified.
+        ui.flag("on", "watcher")
+        ui.form("ready")
+        assert ui.log_in() == ("admitted", "valid")
+        assert "ENFORCING" in ui.text("#flag-banner")
+        ui.form("ready")
+        ui.shot("healthy-login-with-challenge")
+
+        # 2. A regional impairment, failover done: not an outage; still a challenge.
+        ui.press("scene", "regional")
+        ui.until(lambda: "eu-west-1: major_outage" in ui.text("#status-regions"), "the region")
+        ui.polled()
+        ui.flag("on", "watcher")
+        ui.form("ready")
+        assert ui.log_in() == ("admitted", "valid")
+        ui.shot("regional-impairment-still-enforcing")
+
+        # 3. The status page errors: no evidence either way; the last good reading stands.
+        ui.press("scene", "status_errors")
+        ui.until(lambda: ui.text("#flag-stale").startswith("yes"), "the flag to turn stale")
+        ui.until(lambda: "HTTP 500" in ui.text("#flag-error"), "the last error to show")
+        ui.flag("on")
+        ui.form("ready")
+        assert ui.log_in() == ("admitted", "valid")
+        ui.shot("status-page-erroring-still-enforcing")
+
+        # 4. Recovery, then the global outage: the flag turns off, no challenge is asked.
+        ui.press("scene", "recovery")
+        ui.until(lambda: ui.text("#flag-stale") == "no", "a good reading again")
+        ui.press("scene", "global")
+        ui.flag("off", "watcher")
+        assert "NOT ENFORCING" in ui.text("#flag-banner")
+        assert ui.text("#status-global") == "major_outage"
+        ui.form("bypassed")
+        assert ui.log_in() == ("bypassed", "bypassed_flag_off")
+        ui.form("bypassed")
+        ui.shot("global-outage-login-without-challenge")
+
+        # 5. The status page errors during the outage: the outage reading stands (stale).
+        ui.press("scene", "status_errors")
+        ui.until(lambda: ui.text("#flag-stale").startswith("yes"), "the flag to turn stale")
+        ui.flag("off")
+        ui.shot("outage-then-status-page-erroring")
+
+        # 6. Recovery: the challenge is back.
+        ui.press("scene", "recovery")
+        ui.flag("on", "watcher")
+        ui.form("ready")
+        assert ui.log_in() == ("admitted", "valid")
+        ui.shot("recovered-login-with-challenge-again")
+
+        # 7. The vendor script down, status page operational: the form cannot get a token, and
+        #    the browser does not bypass on its own; nothing reaches the server.
+        ui.press("scene", "vendor_down")
+        ui.form("failed")
+        ui.flag("on")
+        before = ui.decisions()
+        page.frame_locator("#login-frame").locator("button").click()
+        page.wait_for_timeout(300)
+        assert ui.decisions() == before
+        message = page.frame_locator("#login-frame").locator("[data-failopen-message]")
+        assert "could not load" in str(message.text_content())
+        ui.shot("vendor-script-down-no-bypass")
+
+        # 8. The verify API down, status page operational: 503 "cannot verify now".
+        ui.press("scene", "recovery")
+        ui.form("ready")
+        ui.press("scene", "verify_down")
+        ui.form("ready")
+        assert ui.log_in() == ("refused", "cannot_verify")
+        ui.flag("on")
+        assert "cannot verify now" in ui.text("#decisions li:first-child")
+        ui.shot("verify-api-down-refused-503")
+
+        # 9. The operator's override: off for five minutes, with its expiry shown.
+        ui.press("scene", "recovery")
+        ui.press("override", "off")
+        ui.flag("off", "override")
+        assert "(in 4m" in ui.text("#flag-expires") or "(in 5m" in ui.text("#flag-expires")
+        ui.form("bypassed")
+        assert ui.log_in() == ("bypassed", "bypassed_flag_off")
+        ui.shot("override-off-for-5-minutes")
+
+        # 10. Override on, then auto: enforcement, then the status page decides again.
+        ui.press("override", "on")
+        ui.flag("on", "override")
+        ui.form("ready")
+        assert ui.log_in() == ("admitted", "valid")
+        ui.shot("override-on")
+        ui.press("override", "auto")
+        ui.flag("on", "watcher")
+        assert ui.text("#flag-expires").startswith("never")
+
+        transitions = ui.text("#transitions")
+        for words in ("off watcher · global component major_outage",
+                      "off override · demo page: operator turns enforcement off · until",
+                      "enforce override · demo page: operator forces enforcement on"):
+            assert words in transitions, transitions
+        newest = ui.text("#transitions li:first-child")
+        assert "enforce watcher · global component operational" in newest, newest
+        decisions = ui.text("#decisions")
+        for verdict in ("admitted: challenge passed", "admitted without a challenge",
+                        "refused 503: cannot verify now"):
+            assert verdict in decisions, decisions
+        ui.shot("timelines-after-the-tour")
+        assert len(ui.shots) == 11
+    finally:
+        context.close()
+
+    # Ctrl-C ends the demo cleanly.
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert "failopen demo --web: stopped" in out
+    assert "Traceback" not in err
