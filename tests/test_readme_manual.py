@@ -1,0 +1,91 @@
+"""What the README tells a user to type exists: every ``failopen`` verb and flag it shows is one
+the command line accepts, and the test kit's token names are the fakes' own."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from pathlib import Path
+
+from failopen.cli import build_parser
+from failopen.testing import FakeVerifyAPI
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+# What a reader sees: not the notes left in HTML comments.
+SHOWN = re.sub(r"<!--.*?-->", "", README, flags=re.S)
+
+
+def _code() -> list[str]:
+    """Every fenced block's lines and every inline code span of the README."""
+    blocks = re.findall(r"^```[a-z]*\n(.*?)^```", SHOWN, re.S | re.M)
+    spans = re.findall(r"`([^`\n]+)`", re.sub(r"^```.*?^```", "", SHOWN, flags=re.S | re.M))
+    return [line for block in blocks for line in block.splitlines()] + spans
+
+
+def _commands() -> list[list[str]]:
+    """The words after ``failopen`` in each command shown (not ``manage.py failopen``, nor the
+    template tag library's ``{% load failopen %}``)."""
+    found = []
+    for text in _code():
+        for match in re.finditer(r"(?:^|[\s(&;|])(?:\.venv/bin/)?failopen ([^#&;)]*)", text):
+            if "manage.py failopen" in text[:match.end()] or match.group(1).startswith("%}"):
+                continue
+            try:
+                words = shlex.split(match.group(1))
+            except ValueError:
+                words = match.group(1).split()
+            if words:
+                found.append(words)
+    return found
+
+
+def _sub(parser: argparse.ArgumentParser, word: str) -> argparse.ArgumentParser | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and word in action.choices:
+            return action.choices[word]  # type: ignore[no-any-return]
+    return None
+
+
+def _problems(words: list[str]) -> list[str]:
+    parser, verbs, problems = build_parser(), [], []
+    for word in words:
+        if word.startswith("-") or word.startswith("[") or word.upper() == word:
+            break
+        # "status|watch|override": check the first; each is checked where shown alone too.
+        sub = _sub(parser, word.split("|")[0])
+        if sub is None:
+            break
+        parser, verbs = sub, [*verbs, word.split("|")[0]]
+    if not verbs:
+        return [f"failopen {' '.join(words)}: no such command"]
+    for word in words:
+        flag = word.strip("[]").split("=")[0]
+        if flag.startswith("--") and flag not in parser._option_string_actions:
+            problems.append(f"failopen {' '.join(verbs)}: no flag {flag}")
+    return problems
+
+
+def test_the_scan_sees_the_commands() -> None:
+    verbs = {words[0] for words in _commands()}
+    assert {"status", "override", "watch", "emulate", "rai", "demo"} <= verbs, verbs
+
+
+def test_every_failopen_command_in_the_readme_exists() -> None:
+    problems = sorted({p for words in _commands() for p in _problems(words)})
+    assert not problems, "the README shows commands the CLI refuses:\n" + "\n".join(problems)
+
+
+def test_a_wrong_flag_would_be_caught() -> None:
+    assert _problems(["override", "off", "--for", "30m"]) == ["failopen override: no flag --for"]
+    assert _problems(["overide", "off"]) == ["failopen overide off: no such command"]
+
+
+def test_the_token_names_are_the_fakes() -> None:
+    row = next(line for line in README.splitlines() if line.startswith("| `FakeVerifyAPI`"))
+    for name in ("GOOD", "BAD", "DENIED", "UNVERIFIED"):
+        value = getattr(FakeVerifyAPI, name)
+        assert f'`{name}` (`"{value}"`' in row, f"the FakeVerifyAPI row should show {name} as {value}"
+    # What `failopen emulate verify` prints and the browser recipes use.
+    assert FakeVerifyAPI.GOOD == "good-token" and "`good-token`" in README
