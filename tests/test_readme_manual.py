@@ -86,6 +86,6 @@ def test_the_token_names_are_the_fakes() -> None:
     row = next(line for line in README.splitlines() if line.startswith("| `FakeVerifyAPI`"))
     for name in ("GOOD", "BAD", "DENIED", "UNVERIFIED"):
         value = getattr(FakeVerifyAPI, name)
-        assert f'`{name}` (`"{value}"`' in row, f"the FakeVerifyAPI row should show {name} as {value}"
+        assert f'`{name}` (`"{value}"`' in row, f"the FakeVerifyAPI row: show {name} as {value}"
     # What `failopen emulate verify` prints and the browser recipes use.
     assert FakeVerifyAPI.GOOD == "good-token" and "`good-token`" in README
