@@ -89,3 +89,34 @@ def test_the_token_names_are_the_fakes() -> None:
         assert f'`{name}` (`"{value}"`' in row, f"the FakeVerifyAPI row: show {name} as {value}"
     # What `failopen emulate verify` prints and the browser recipes use.
     assert FakeVerifyAPI.GOOD == "good-token" and "`good-token`" in README
+
+
+def _slugs(markdown: str) -> set[str]:
+    """GitHub's anchors for the headings: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"^```.*?^```", "", markdown, flags=re.S | re.M)
+    return {re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+            for title in re.findall(r"^#{1,6} (.+)$", text, re.M)}
+
+
+def test_every_link_to_a_section_resolves() -> None:
+    targets = {"": _slugs(README)}
+    for doc in (ROOT / "docs").glob("*.md"):
+        targets[f"docs/{doc.name}"] = _slugs(doc.read_text())
+    links = [("README.md", m) for m in re.findall(r"\]\(([^)\s]*)\)", SHOWN)]
+    for doc in (ROOT / "docs").glob("*.md"):
+        links += [(f"docs/{doc.name}", m)
+                  for m in re.findall(r"\]\(([^)\s]*)\)", doc.read_text())]
+    broken = []
+    for source, link in links:
+        if link.startswith(("http://", "https://")):
+            continue
+        page, _, anchor = link.partition("#")
+        if source.startswith("docs/") and page == "":
+            page = source
+        if page not in targets:
+            if not (ROOT / page).exists():
+                broken.append(f"{source}: {link}")
+            continue
+        if anchor and anchor not in targets[page]:
+            broken.append(f"{source}: {link}")
+    assert not broken, f"links to nowhere: {broken}"
