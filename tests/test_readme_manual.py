@@ -49,22 +49,23 @@ def _sub(parser: argparse.ArgumentParser, word: str) -> argparse.ArgumentParser 
 
 
 def _problems(words: list[str]) -> list[str]:
-    parser, verbs, problems = build_parser(), [], []
+    parsers, verbs = [build_parser()], []
     for word in words:
-        if word.startswith("-") or word.startswith("[") or word.upper() == word:
+        if word.startswith("-"):
+            continue  # an option: checked below, against the verbs it follows
+        if word.startswith("[") or word.upper() == word:
             break
         # "status|watch|override": check the first; each is checked where shown alone too.
-        sub = _sub(parser, word.split("|")[0])
+        sub = _sub(parsers[-1], word.split("|")[0])
         if sub is None:
+            if not verbs:
+                return [f"failopen {' '.join(words)}: no such command"]
             break
-        parser, verbs = sub, [*verbs, word.split("|")[0]]
-    if not verbs:
-        return [f"failopen {' '.join(words)}: no such command"]
-    for word in words:
-        flag = word.strip("[]").split("=")[0]
-        if flag.startswith("--") and flag not in parser._option_string_actions:
-            problems.append(f"failopen {' '.join(verbs)}: no flag {flag}")
-    return problems
+        parsers, verbs = [*parsers, sub], [*verbs, word.split("|")[0]]
+    known = {option for parser in parsers for option in parser._option_string_actions}
+    return [f"failopen {' '.join(verbs)}: no flag {flag}"
+            for flag in (word.strip("[]").split("=")[0] for word in words)
+            if flag.startswith("-") and flag not in known]
 
 
 def test_the_scan_sees_the_commands() -> None:
@@ -80,6 +81,8 @@ def test_every_failopen_command_in_the_readme_exists() -> None:
 def test_a_wrong_flag_would_be_caught() -> None:
     assert _problems(["override", "off", "--for", "30m"]) == ["failopen override: no flag --for"]
     assert _problems(["overide", "off"]) == ["failopen overide off: no such command"]
+    assert _problems(["-v", "status", "--json"]) == []
+    assert _problems(["--verbosity"]) == ["failopen : no flag --verbosity"]
 
 
 def test_the_token_names_are_the_fakes() -> None:
