@@ -1,4 +1,4 @@
-"""A Starlette log-in page guarded by failopen: ``uvicorn examples.asgi_app:app``.
+"""A Starlette log-in page guarded by failopen: ``uvicorn --app-dir examples asgi_app:app``.
 
 Configuration comes from ``FAILOPEN_*`` variables (``FAILOPEN_PROTECTED_PATHS`` defaults to
 ``/login`` here). Against the test kit's fakes::
@@ -10,7 +10,11 @@ Configuration comes from ``FAILOPEN_*`` variables (``FAILOPEN_PROTECTED_PATHS`` 
     FAILOPEN_VERIFY_URL=http://127.0.0.1:8402/api/v4/verify/ \\
     FAILOPEN_VENDOR_URL=http://127.0.0.1:8404 \\
     FAILOPEN_PRIVATE_KEY=test-private-key FAILOPEN_PUBLIC_KEY=test-public-key \\
-        uvicorn examples.asgi_app:app
+        .venv/bin/uvicorn --app-dir examples asgi_app:app
+
+From the repository root, ``--app-dir examples`` (not ``examples.asgi_app``) keeps the root off
+``sys.path``: there the source folder ``failopen/`` would hide an installed (non-editable)
+failopen, which alone has ``failopen.integrations``.
 
 ``GET /`` is the log-in page with the browser snippet, served with
 ``Content-Security-Policy: script-src 'self' <vendor>``; the form is a normal browser POST to

@@ -1,4 +1,4 @@
-"""The Starlette example's log-in flow with FastAPI: ``uvicorn examples.fastapi_app:app``.
+"""The Starlette example's log-in flow with FastAPI: ``uvicorn --app-dir examples fastapi_app:app``.
 
 Needs ``pip install fastapi`` (not in failopen's extras). Configuration comes from ``FAILOPEN_*``
 variables as in ``examples/asgi_app.py``; ``FAILOPEN_PROTECTED_PATHS`` defaults to ``/login``.

@@ -1,4 +1,4 @@
-"""A Flask log-in page guarded by failopen: ``gunicorn examples.flask_app:app``.
+"""A Flask log-in page guarded by failopen: ``cd examples && gunicorn flask_app:app``.
 
 Configuration comes from ``FAILOPEN_*`` variables (``FAILOPEN_PROTECTED_PATHS`` defaults to
 ``/login`` here). Against the test kit's fakes::
@@ -10,7 +10,11 @@ Configuration comes from ``FAILOPEN_*`` variables (``FAILOPEN_PROTECTED_PATHS`` 
     FAILOPEN_VERIFY_URL=http://127.0.0.1:8402/api/v4/verify/ \\
     FAILOPEN_VENDOR_URL=http://127.0.0.1:8404 \\
     FAILOPEN_PRIVATE_KEY=test-private-key FAILOPEN_PUBLIC_KEY=test-public-key \\
-        gunicorn --preload -w 2 examples.flask_app:app
+        sh -c 'cd examples && ../.venv/bin/gunicorn --preload -w 2 flask_app:app'
+
+gunicorn puts the directory it starts in on ``sys.path``: started from the repository root, the
+source folder ``failopen/`` would hide an installed (non-editable) failopen, which alone has
+``failopen.integrations``. Hence ``cd examples``.
 
 ``GET /`` is the log-in page with the browser snippet; the form is a normal browser POST to
 ``/login``, which is protected and answers ``{"ok": true, "decision": {...}, "bypassed": bool}``

@@ -7,6 +7,7 @@ reads it while the test runs, and a full pipe would block the workers on their n
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -58,7 +59,8 @@ def served(argv: Sequence[str], *, port: int, env: dict[str, str], log_path: Pat
                 time.sleep(0.05)
             yield url
         finally:
-            os.killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):  # it died on its own, group and all
+                os.killpg(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from _wheel import build_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,12 +29,8 @@ def test_readme_first_screen_has_the_demo_line() -> None:
 
 
 @pytest.mark.slow
-def test_wheel_has_no_top_level_integrations(tmp_path: Path) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT)],
-        check=True, capture_output=True,
-    )
-    (wheel,) = tmp_path.glob("failopen-*.whl")
+def test_wheel_has_no_top_level_integrations(tmp_path_factory: pytest.TempPathFactory) -> None:
+    wheel = build_wheel(tmp_path_factory)  # shared with tests/test_examples_installed.py
     names = zipfile.ZipFile(wheel).namelist()
     assert not [n for n in names if n.startswith("integrations/")]
     assert "failopen/integrations/__init__.py" in names
