@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -365,3 +366,47 @@ def test_verify_and_vendor_set_refuse_what_they_do_not_take(
                              "--set", "fault=timeout")
         assert code == 0, err
         assert api.fault == "timeout"
+
+
+def _served_tokens(vendor_url: str) -> list[str]:
+    script = httpx.get(vendor_url + "/v2/k/api.js", timeout=5).text
+    config = json.loads(script.split("var cfg = ", 1)[1].split(", me = ", 1)[0])
+    return list(config["tokens"])
+
+
+def _verify(verify_url: str, token: str, key: str = "test-private-key") -> Any:
+    return httpx.post(verify_url + FakeVerifyAPI.path, timeout=5,
+                      json={"private_key": key, "session_token": token}).json()
+
+
+def test_every_solve_of_the_vendor_emulator_is_good_once_at_the_verify_emulator() -> None:
+    """Two emulator processes, as a developer runs them: every log-in solves a fresh challenge.
+    Both used to agree only on ``good-token``, which the verify fake takes once, so each log-in
+    after the first was refused as a replay until the verify fake restarted."""
+    verify, verify_banner = _start("emulate", "verify", "--port", "0", lines=1)
+    vendor, vendor_banner = _start("emulate", "vendor", "--port", "0", lines=1)
+    try:
+        verify_url = verify_banner[0].split(": ", 1)[1].strip().removesuffix(FakeVerifyAPI.path)
+        vendor_url = vendor_banner[0].split(": ", 1)[1].strip().split("/v2/", 1)[0]
+        first, second = _served_tokens(vendor_url)[0], _served_tokens(vendor_url)[0]
+        assert first != second
+        for token in (first, second):
+            details = _verify(verify_url, token)["session_details"]
+            assert details["session_is_legit"] and not details["previously_verified"]
+        again = _verify(verify_url, first)["session_details"]
+        assert again["previously_verified"] and not again["session_is_legit"]
+        # A token the vendor fake did not sign (another key, an edited signature) is unknown.
+        forged = first[:-1] + ("0" if first[-1] != "0" else "1")
+        assert _verify(verify_url, forged) == {"error": "DENIED ACCESS"}
+    finally:
+        codes = [_stop(proc) for proc in (verify, vendor)]
+    assert [code for code, _ in codes] == [0, 0], codes
+
+
+def test_a_token_signed_with_another_key_is_unknown() -> None:
+    vendor = FakeVendorScript(signing_key="key-a")
+    api = FakeVerifyAPI(private_key="key-b")
+    with vendor.serve(), api.serve():
+        token = _served_tokens(vendor.url)[0]
+        assert _verify(api.url, token, key="key-b") == {
+            "error": "DENIED ACCESS"}

@@ -126,8 +126,8 @@ def _verify(args: argparse.Namespace) -> int:
             f"fake verify API: {url}{api.path}\n"
             f"  FAILOPEN_VERIFY_URL={url}{api.path}\n"
             f"  FAILOPEN_PRIVATE_KEY={key}\n"
-            f"  tokens: {api.GOOD} (valid once, like a real solve), {api.BAD} (unsolved), "
-            f"{api.DENIED} (denied)\n"
+            f"  tokens: each solve of `failopen emulate vendor` with this key, and {api.GOOD}, "
+            f"once each like a real solve; {api.BAD} (unsolved), {api.DENIED} (denied)\n"
             + CONTROL_HINT.format(fake="verify", example="fault=503")
             + ("" if port == DEFAULT_PORTS["verify"] else f" --url {url}")
         ))  # fmt: skip
@@ -150,10 +150,11 @@ def _vendor(args: argparse.Namespace) -> int:
         return _usage_error("vendor", "--url names a running fake for --set or --show")
     from failopen.testing.vendor_script import FakeVendorScript
 
-    # No verify API in this process: the tokens are the fake verify API's GOOD token, which
-    # ``failopen emulate verify`` accepts.
+    # No verify API in this process: each solve's token is signed with the private key, so
+    # ``failopen emulate verify`` (same key) accepts every fresh solve once, as the vendor would.
     mode = args.mode if args.mode is not None else "ok"
-    vendor = FakeVendorScript()
+    key = args.private_key if args.private_key is not None else DEFAULT_PRIVATE_KEY
+    vendor = FakeVendorScript(signing_key=key)
     vendor.set_mode(mode)
     port = _serving_port(args, "vendor")
     return _serve_until_signalled(
@@ -221,6 +222,9 @@ def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.Argume
     vendor.add_argument("--mode", type=_vendor_mode,
                         help="ok, http404, silent, error_then_ok:N, error, failed or slow:MS "
                              "(default ok)")
+    vendor.add_argument("--private-key",
+                        help="sign each solve's token with this key, which `failopen emulate "
+                             f"verify` must share (a test value; default {DEFAULT_PRIVATE_KEY})")
     _add_control_flags(vendor, "vendor", "down=true, down=false or mode=MODE")
     vendor.set_defaults(func=_vendor)
 

@@ -23,7 +23,9 @@ Modes (:meth:`set_mode`; each page load gets the mode current when the script wa
 =====================  ===========================================================================
 
 Each served script carries fresh tokens, registered with ``verify_api`` when one is given (so a
-server refusing replayed tokens still accepts them); without one, every token is
+server refusing replayed tokens still accepts them); with ``signing_key`` instead, tokens that a
+``FakeVerifyAPI`` with that private key accepts once each, wherever it runs (``failopen emulate
+vendor`` does this); with neither, every token is
 :attr:`FakeVerifyAPI.GOOD <failopen.testing.FakeVerifyAPI.GOOD>`. :attr:`script_requests` counts
 requests for the script, :attr:`public_keys` lists the keys they named; :meth:`reset` clears
 both and returns to ``ok``.
@@ -36,7 +38,7 @@ import secrets
 import threading
 
 from failopen.testing._server import FakeRequest, Handler, LoopbackServer, Reply
-from failopen.testing.verify_api import FakeVerifyAPI
+from failopen.testing.verify_api import FakeVerifyAPI, signed_token
 
 __all__ = ["FakeVendorScript"]
 
@@ -79,8 +81,12 @@ class FakeVendorScript:
         {"ok", "http404", "silent", "error_then_ok:N", "error", "failed", "slow:MS"}
     )
 
-    def __init__(self, *, verify_api: FakeVerifyAPI | None = None) -> None:
+    def __init__(self, *, verify_api: FakeVerifyAPI | None = None,
+                 signing_key: str | None = None) -> None:
         self.verify_api = verify_api
+        #: Without ``verify_api``: sign fresh tokens that a FakeVerifyAPI with this private key
+        #: accepts once each (:func:`~failopen.testing.verify_api.signed_token`); None: GOOD.
+        self.signing_key = signing_key
         self._lock = threading.Lock()
         self._mode = "ok"
         self.script_requests = 0
@@ -150,6 +156,8 @@ class FakeVendorScript:
 
     def _tokens(self) -> list[str]:
         api = self.verify_api
+        if api is None and self.signing_key is not None:
+            return [signed_token(self.signing_key) for _ in range(_TOKENS_PER_PAGE)]
         if api is None:
             return [FakeVerifyAPI.GOOD]
         tokens = [f"fake-vendor-{secrets.token_hex(8)}" for _ in range(_TOKENS_PER_PAGE)]
