@@ -331,6 +331,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_fleet(verbs)
 
+    from failopen.audit_cli import register_audit
+
+    register_audit(verbs)
+
     demo = verbs.add_parser("demo", help="play an outage against the embedded fakes")
     demo.add_argument("--step", type=float, default=0.6, help="seconds per scene")
     demo.set_defaults(func=_cmd_demo)
