@@ -216,31 +216,14 @@ def _cmd_windows(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-WINDOWS_HELP = """\
-Exit codes: 0 read (malformed lines are skipped and counted on stderr),
-2 a file cannot be read, or bad arguments.
-
-Example:
-  failopen audit windows /var/log/failopen/audit.jsonl
-  failopen audit windows --json web1/audit.jsonl web2/audit.jsonl
-"""
-
-
 def register_audit(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``failopen audit windows``."""
+    # Descriptions, exit codes and examples: failopen/_cli_help.py.
     audit = verbs.add_parser(
-        "audit", help="review the audit file (FAILOPEN_AUDIT_FILE) after an outage",
-        description="Review the audit file: one line per request admitted without a check.",
-        epilog="Exit codes: 0 done, 2 a file cannot be read or bad arguments.\n\nExample:\n"
-               "  failopen audit windows /var/log/failopen/audit.jsonl\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+        "audit", help="review the audit file (FAILOPEN_AUDIT_FILE) after an outage")
     kinds = audit.add_subparsers(dest="audit_verb", metavar="VERB", required=True)
     windows = kinds.add_parser(
-        "windows", help="the bypass windows: start, end, reason, requests, distinct clients",
-        description="Print the bypass windows of audit files (rotated backups included).",
-        epilog=WINDOWS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+        "windows", help="the bypass windows: start, end, reason, requests, distinct clients")
     windows.add_argument("files", nargs="+", metavar="FILE",
                          help="an audit file (its .1 .. .N backups are read too); several "
                               "files (one per host) are merged")

@@ -1,14 +1,21 @@
 """The ``failopen`` command: check the status page, watch it, override the flag, run the demo.
 
-Every verb reads the same ``FAILOPEN_*`` variables as the library; flags win over them.
+Every verb reads the same ``FAILOPEN_*`` variables as the library; flags win over them. A verb
+checks the settings it uses: a bad setting it does not use is named in a warning on stderr and
+left out (an operator must be able to read the status page or override during an outage,
+whatever else is misconfigured). Errors name what the user typed: ``--status-url`` for the
+flag, ``FAILOPEN_STATUS_URL`` for the variable.
 Exit codes: 0 success (``status``: no outage — operational, or a known status that is not in
 FAILOPEN_BYPASS_ON), 1 ``status``: outage (would bypass), 2 bad arguments, an unknown or
 unreadable status, a store error, or an unexpected error (never 1: scripts read 1 as "outage").
+Bare ``failopen`` prints the help to stdout and exits 0; each verb's ``--help`` lists its own
+exit codes and an example (failopen/_cli_help.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import re
@@ -50,10 +57,67 @@ def parse_duration(text: str) -> float:
 ConfigFactory = Callable[..., Config]
 
 
-def _config(args: argparse.Namespace, **fields: Any) -> Config:
+#: The flag that sets a Config field, for errors that name what the user typed.
+_FLAGS = {"status_url": "--status-url", "global_component": "--global-component",
+          "poll_interval": "--interval", "store": "--store"}
+
+# The settings each verb uses; any other one that is bad is warned about and left out.
+_STATUS_FIELDS = frozenset({
+    "status_url", "global_component", "indicator_fallback", "status_timeout",
+    "status_max_bytes", "bypass_on"})
+_WATCH_FIELDS = _STATUS_FIELDS | {
+    "poll_interval", "poll_jitter", "open_after", "close_after", "stale_after", "backoff_max",
+    "max_stale_bypass", "store", "store_refresh", "redis_prefix", "fleet_lease"}
+_STORE_FIELDS = frozenset({"store", "redis_prefix"})
+
+
+def _config(args: argparse.Namespace, *, uses: frozenset[str] | None = None,
+            **fields: Any) -> Config:
+    """The Config for a verb; ``uses``: the fields it reads (a bad other one is only warned)."""
     overrides = {name: value for name, value in fields.items() if value is not None}
     factory: ConfigFactory = getattr(args, "config_factory", Config.from_env)
-    return factory(**overrides)
+    try:
+        try:
+            return factory(**overrides)
+        except ConfigError as exc:
+            if uses is None:
+                raise
+            # Every field this verb does not use at its default: what is left is what it needs.
+            unused = {spec.name: spec.default for spec in dataclasses.fields(Config)
+                      if spec.name not in uses and spec.name not in overrides}
+            config = factory(**unused, **overrides)  # a bad setting it uses raises here
+            print(f"failopen {args.command}: warning: ignored a setting this command does not "
+                  f"use: {exc}", file=sys.stderr)
+            return config
+    except ConfigError as exc:
+        raise _named_as_typed(exc, overrides) from None
+
+
+def _named_as_typed(exc: ConfigError, overrides: dict[str, Any]) -> ConfigError:
+    """The error, naming the flag instead of the variable when the value came from a flag."""
+    message = str(exc)
+    for name, flag in _FLAGS.items():
+        variable = f"FAILOPEN_{name.upper()}:"
+        if name in overrides and message.startswith(variable):
+            return ConfigError(flag + ":" + message[len(variable):])
+    return exc
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
+
+
+def _poll_count(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: must be at least 1 (leave --count out to watch until Ctrl-C)")
+    return int(text)
 
 
 def _emit(out: TextIO, data: dict[str, Any]) -> None:
@@ -68,7 +132,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
     from failopen.status import StatusClient
 
     config = _config(
-        args, status_url=args.status_url, global_component=args.global_component,
+        args, uses=_STATUS_FIELDS, status_url=args.status_url,
+        global_component=args.global_component,
         indicator_fallback=True if args.indicator_fallback else None,
     )
     if config.status_url is None:
@@ -157,8 +222,8 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     from failopen.runtime import FailOpen
     from failopen.watcher import PollResult
 
-    config = _config(args, status_url=args.status_url, poll_interval=args.interval,
-                     store=args.store)
+    config = _config(args, uses=_WATCH_FIELDS, status_url=args.status_url,
+                     poll_interval=args.interval, store=args.store)
     if config.status_url is None:
         raise ConfigError("FAILOPEN_STATUS_URL: give --status-url or set FAILOPEN_STATUS_URL")
     done = threading.Event()
@@ -217,8 +282,8 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
 
 def _override_store(args: argparse.Namespace) -> OverrideStore:
-    config = _config(args)
-    url = args.store if args.store is not None else config.store
+    config = _config(args, uses=_STORE_FIELDS, store=args.store)
+    url = config.store
     if url.startswith("memory:"):
         raise ConfigError(
             "FAILOPEN_STORE: the memory: store lives inside each server process, so a command "
@@ -294,7 +359,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Fail open on a confirmed bot-protection outage, and only then.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG")
-    verbs = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    from failopen import __version__
+
+    parser.add_argument("--version", action="version", version=f"failopen {__version__}")
+    # Not required: bare ``failopen`` prints this help and exits 0 (see main).
+    verbs = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     status = verbs.add_parser("status", help="check the status page once")
     status.add_argument("--status-url", help="default: FAILOPEN_STATUS_URL")
@@ -311,10 +380,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     watch = verbs.add_parser("watch", help="run the status watcher in the foreground")
     watch.add_argument("--status-url", help="default: FAILOPEN_STATUS_URL")
-    watch.add_argument("--interval", type=float, help="seconds between polls (default 30)")
+    watch.add_argument("--interval", type=_positive_float,
+                       help="seconds between polls (default: FAILOPEN_POLL_INTERVAL, 30)")
     watch.add_argument("--store", help="override store URL (default: FAILOPEN_STORE)")
     watch.add_argument("--json", action="store_true", help="one JSON object per poll")
-    watch.add_argument("--count", type=int, default=0, help="stop after N polls")
+    watch.add_argument("--count", type=_poll_count, metavar="N",
+                       help="stop after N polls, N >= 1 (default: until Ctrl-C)")
     watch.set_defaults(func=_cmd_watch)
 
     override = verbs.add_parser("override", help="force enforcement off or on, or back to auto")
@@ -342,6 +413,9 @@ def build_parser() -> argparse.ArgumentParser:
     emulate = verbs.add_parser("emulate", help="serve a test-kit fake on loopback")
     emulators = emulate.add_subparsers(dest="emulator", metavar="FAKE", required=True)
     _register_optional(verbs, emulators)
+    from failopen._cli_help import finish
+
+    finish(parser)
     return parser
 
 
@@ -372,6 +446,10 @@ def main(argv: Sequence[str] | None = None, *, config_factory: ConfigFactory | N
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:
+        # What users expect of a bare command: the help, on stdout, and success.
+        parser.print_help()
+        return EXIT_OK
     args.config_factory = config_factory if config_factory is not None else Config.from_env
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,

@@ -160,14 +160,17 @@ async def test_a_request_cannot_forge_a_line(
     guarded = FailOpenMiddleware(app, runtime=runtime)
     page.set_global("major_outage")
     runtime.poll_now()
-    evil = 'Mozilla\r\n{"time": "2020-01-01T00:00:00Z", "window": "x"}'
-    scope_path = "/login" + "\x1b[2J\n" + "A" * 5000
-    runtime.guard.bypass(path=scope_path, client="203.0.113.9\n", user_agent=evil)
+    evil = 'Mozilla\x1b[2J {"time": "2020-01-01T00:00:00Z", "window": "x"}'
+    # The server hands the app the decoded path: a newline and a forged line in it.
+    forged = '/login%0A{"time": "2020-01-01T00:00:00Z"}%1B[2J' + "A" * 5000
+    transport = httpx.ASGITransport(guarded, client=("203.0.113.9", 4711))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        await c.post(forged, headers={"User-Agent": evil})
     runtime.stop()
     raw = audit_path.read_bytes()
     assert raw.count(b"\n") == 1 and raw.isascii()
     (line,) = read_lines(audit_path)
-    assert line["path"].startswith("/login\x1b[2J\n") and len(line["path"]) <= 515
+    assert line["path"].startswith('/login\n{"time"') and len(line["path"]) <= 515
     assert line["ua"] == hash_user_agent(evil)
 
 
