@@ -116,7 +116,10 @@ class BypassAudit:
             cached = self._window
             if cached is not None and cached[0] is state:
                 return cached[1]
-            self._window = (state, window_id(state.source, state.since))
+            # A bypass while the flag still enforces: a confirmed outage of the verify call
+            # (before the hysteresis turns the flag off); named apart from the watcher's window.
+            source = "confirmed" if getattr(state, "enforce", False) else state.source
+            self._window = (state, window_id(source, state.since))
             return self._window[1]
         except Exception:  # noqa: BLE001 - never into a request
             return ""

@@ -26,6 +26,7 @@ logged once per kind of error, never raised.
 
 from __future__ import annotations
 
+import atexit
 import collections
 import contextlib
 import errno
@@ -35,6 +36,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from datetime import datetime, timezone
 from json.encoder import encode_basestring_ascii as _quote
@@ -117,6 +119,17 @@ def _time(timestamp: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
+_open_files: weakref.WeakSet[AuditFile] = weakref.WeakSet()
+
+
+@atexit.register
+def _write_on_exit() -> None:
+    # The writer is a daemon thread: without this, lines queued at exit would be lost.
+    for audit_file in list(_open_files):
+        with contextlib.suppress(Exception):
+            audit_file.close()
+
+
 class AuditFile(BackgroundThread):
     """Appends bypass lines to a rotating JSON-lines file from a background thread. Never raises
     into a caller of :meth:`record`."""
@@ -148,6 +161,7 @@ class AuditFile(BackgroundThread):
         self._last_error: str | None = None
         self._busy = False
         self._second, self._stamp = -1, ""
+        _open_files.add(self)
 
     def __repr__(self) -> str:
         return f"AuditFile({self.path!r}, max_bytes={self.max_bytes}, backups={self.backups})"

@@ -324,3 +324,16 @@ def test_windows_survives_malformed_and_truncated_lines(tmp_path: Path, run: Any
     assert "3 malformed line(s)" in shown.err and "1 incomplete last line" in shown.err
     missing = run("audit", "windows", str(tmp_path / "absent.jsonl"))
     assert missing.code == 2 and "cannot read" in missing.err
+
+
+def test_lines_queued_when_the_process_exits_are_written(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "audit.jsonl"
+    script = ("import sys\nfrom failopen.audit_file import AuditFile\n"
+              "f = AuditFile(sys.argv[1])\n"
+              "for _ in range(500):\n"
+              "    f.record('/login', 'c', 'ua', 'bypassed_flag_off', 'r', 'w')\n")
+    subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=60)
+    assert len(read_lines(path)) == 500
