@@ -68,10 +68,10 @@ _STATUS_FIELDS = frozenset({
 _WATCH_FIELDS = _STATUS_FIELDS | {
     "poll_interval", "poll_jitter", "open_after", "close_after", "stale_after", "backoff_max",
     "max_stale_bypass", "store", "store_refresh", "redis_prefix", "fleet_lease"}
-_STORE_FIELDS = frozenset({"store", "redis_prefix"})
+STORE_FIELDS = frozenset({"store", "redis_prefix"})
 
 
-def _config(args: argparse.Namespace, *, uses: frozenset[str] | None = None,
+def command_config(args: argparse.Namespace, *, uses: frozenset[str] | None = None,
             **fields: Any) -> Config:
     """The Config for a verb; ``uses``: the fields it reads (a bad other one is only warned)."""
     overrides = {name: value for name, value in fields.items() if value is not None}
@@ -131,7 +131,7 @@ def _emit(out: TextIO, data: dict[str, Any]) -> None:
 def _cmd_status(args: argparse.Namespace) -> int:
     from failopen.status import StatusClient
 
-    config = _config(
+    config = command_config(
         args, uses=_STATUS_FIELDS, status_url=args.status_url,
         global_component=args.global_component,
         indicator_fallback=True if args.indicator_fallback else None,
@@ -222,7 +222,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     from failopen.runtime import FailOpen
     from failopen.watcher import PollResult
 
-    config = _config(args, uses=_WATCH_FIELDS, status_url=args.status_url,
+    config = command_config(args, uses=_WATCH_FIELDS, status_url=args.status_url,
                      poll_interval=args.interval, store=args.store)
     if config.status_url is None:
         raise ConfigError("FAILOPEN_STATUS_URL: give --status-url or set FAILOPEN_STATUS_URL")
@@ -282,7 +282,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
 
 def _override_store(args: argparse.Namespace) -> OverrideStore:
-    config = _config(args, uses=_STORE_FIELDS, store=args.store)
+    config = command_config(args, uses=STORE_FIELDS, store=args.store)
     url = config.store
     if url.startswith("memory:"):
         raise ConfigError(

@@ -106,9 +106,11 @@ def _print_text(report: dict[str, Any]) -> None:
 
 
 def _cmd_fleet(args: argparse.Namespace) -> int:
-    config = args.config_factory()
-    url = args.store if args.store is not None else config.store
-    store = open_store(url, prefix=config.redis_prefix)
+    from failopen.cli import STORE_FIELDS, command_config
+
+    # Only the store's settings: a bad unrelated one must not hide the fleet in an outage.
+    config = command_config(args, uses=STORE_FIELDS, store=args.store)
+    store = open_store(config.store, prefix=config.redis_prefix)
     if not isinstance(store, RedisStore):
         raise ConfigError("FAILOPEN_STORE: failopen fleet reads a redis:// store; "
                           f"{store.describe()} has no fleet")

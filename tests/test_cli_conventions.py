@@ -178,3 +178,15 @@ def test_override_is_not_stopped_by_a_setting_it_does_not_use(
                 (tmp_path / "override.json").as_uri())
     assert shown.code == 0, shown.err
     assert "enforce=False" in shown.out
+
+
+def test_fleet_checks_only_the_store_settings(
+    run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FAILOPEN_PROTECTED_PATHS", "login")
+    shown = run("fleet", "--store", (tmp_path / "o.json").as_uri())
+    # Past the unrelated setting (warned about), to the store itself: a file store has no fleet.
+    assert shown.code == 2 and "FAILOPEN_PROTECTED_PATHS" in shown.err
+    assert "reads a redis:// store" in shown.err
+    named = run("fleet", "--store", "mongodb://x")
+    assert named.code == 2 and "--store" in named.err
