@@ -357,6 +357,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="failopen",
         description="Fail open on a confirmed bot-protection outage, and only then.",
+        epilog="Exit codes: 0 success; 1 status: an outage (would bypass), demo: a scene\n"
+               "misbehaved; 2 bad arguments or settings, an unreadable status, a store error;\n"
+               "130 interrupted. failopen rai has more (failopen rai --help); each verb's\n"
+               "--help lists its own.\n\n"
+               "Example:\n  failopen status --status-url https://status.vendor.example\n"
+               "  failopen watch -v",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG")
     from failopen import __version__
