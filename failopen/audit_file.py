@@ -69,7 +69,7 @@ Entry = tuple[float, str, str, str, str, str, str]
 
 
 def check_audit_path(path: object, setting: str = "FAILOPEN_AUDIT_FILE") -> str:
-    """The path, checked where it will be written; ConfigError naming ``setting`` otherwise."""
+    """The absolute path, checked where it will be written; ConfigError naming ``setting``."""
     if not isinstance(path, str) or not path.strip() or "\x00" in path:
         raise ConfigError(f"{setting}: expected a file path, got {path!r}")
     if path.endswith(("/", os.sep)) or os.path.isdir(path):
@@ -86,7 +86,8 @@ def check_audit_path(path: object, setting: str = "FAILOPEN_AUDIT_FILE") -> str:
                           % os.getuid())
     if os.path.exists(path) and (not os.path.isfile(path) or not os.access(path, os.W_OK)):
         raise ConfigError(f"{setting}: {path!r} exists but is not a writable regular file")
-    return path
+    # Absolute: a server that changes directory after start-up still writes where it was told.
+    return os.path.abspath(path)
 
 
 def hash_user_agent(user_agent: str) -> str:
@@ -274,6 +275,8 @@ class AuditFile(BackgroundThread):
         data = b"".join(chunk)
         while data:
             written = self._write(fd, data)
+            if written <= 0:  # a writer that makes no progress must not spin this thread
+                raise OSError(errno.EIO, "write made no progress")
             data = data[written:]
         with self._counts_lock:
             self.written += len(chunk)

@@ -15,7 +15,6 @@ exit codes and an example (failopen/_cli_help.py).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import re
@@ -27,6 +26,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TextIO
 
+from failopen._cli_config import (
+    STATUS_FIELDS,
+    STORE_FIELDS,
+    WATCH_FIELDS,
+    command_config,
+    poll_count,
+    positive_float,
+)
 from failopen._redact import terminal_safe
 from failopen.config import Config
 from failopen.exceptions import ConfigError, FailopenError, StatusError, StoreError
@@ -57,69 +64,6 @@ def parse_duration(text: str) -> float:
 ConfigFactory = Callable[..., Config]
 
 
-#: The flag that sets a Config field, for errors that name what the user typed.
-_FLAGS = {"status_url": "--status-url", "global_component": "--global-component",
-          "poll_interval": "--interval", "store": "--store"}
-
-# The settings each verb uses; any other one that is bad is warned about and left out.
-_STATUS_FIELDS = frozenset({
-    "status_url", "global_component", "indicator_fallback", "status_timeout",
-    "status_max_bytes", "bypass_on"})
-_WATCH_FIELDS = _STATUS_FIELDS | {
-    "poll_interval", "poll_jitter", "open_after", "close_after", "stale_after", "backoff_max",
-    "max_stale_bypass", "store", "store_refresh", "redis_prefix", "fleet_lease"}
-STORE_FIELDS = frozenset({"store", "redis_prefix"})
-
-
-def command_config(args: argparse.Namespace, *, uses: frozenset[str] | None = None,
-            **fields: Any) -> Config:
-    """The Config for a verb; ``uses``: the fields it reads (a bad other one is only warned)."""
-    overrides = {name: value for name, value in fields.items() if value is not None}
-    factory: ConfigFactory = getattr(args, "config_factory", Config.from_env)
-    try:
-        try:
-            return factory(**overrides)
-        except ConfigError as exc:
-            if uses is None:
-                raise
-            # Every field this verb does not use at its default: what is left is what it needs.
-            unused = {spec.name: spec.default for spec in dataclasses.fields(Config)
-                      if spec.name not in uses and spec.name not in overrides}
-            config = factory(**unused, **overrides)  # a bad setting it uses raises here
-            print(f"failopen {args.command}: warning: ignored a setting this command does not "
-                  f"use: {exc}", file=sys.stderr)
-            return config
-    except ConfigError as exc:
-        raise _named_as_typed(exc, overrides) from None
-
-
-def _named_as_typed(exc: ConfigError, overrides: dict[str, Any]) -> ConfigError:
-    """The error, naming the flag instead of the variable when the value came from a flag."""
-    message = str(exc)
-    for name, flag in _FLAGS.items():
-        variable = f"FAILOPEN_{name.upper()}:"
-        if name in overrides and message.startswith(variable):
-            return ConfigError(flag + ":" + message[len(variable):])
-    return exc
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
-    return value
-
-
-def _poll_count(text: str) -> int:
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: must be at least 1 (leave --count out to watch until Ctrl-C)")
-    return int(text)
-
-
 def _emit(out: TextIO, data: dict[str, Any]) -> None:
     out.write(json.dumps(data, sort_keys=True) + "\n")
     out.flush()
@@ -132,7 +76,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     from failopen.status import StatusClient
 
     config = command_config(
-        args, uses=_STATUS_FIELDS, status_url=args.status_url,
+        args, uses=STATUS_FIELDS, status_url=args.status_url,
         global_component=args.global_component,
         indicator_fallback=True if args.indicator_fallback else None,
     )
@@ -222,7 +166,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     from failopen.runtime import FailOpen
     from failopen.watcher import PollResult
 
-    config = command_config(args, uses=_WATCH_FIELDS, status_url=args.status_url,
+    config = command_config(args, uses=WATCH_FIELDS, status_url=args.status_url,
                      poll_interval=args.interval, store=args.store)
     if config.status_url is None:
         raise ConfigError("FAILOPEN_STATUS_URL: give --status-url or set FAILOPEN_STATUS_URL")
@@ -387,11 +331,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     watch = verbs.add_parser("watch", help="run the status watcher in the foreground")
     watch.add_argument("--status-url", help="default: FAILOPEN_STATUS_URL")
-    watch.add_argument("--interval", type=_positive_float,
+    watch.add_argument("--interval", type=positive_float,
                        help="seconds between polls (default: FAILOPEN_POLL_INTERVAL, 30)")
     watch.add_argument("--store", help="override store URL (default: FAILOPEN_STORE)")
     watch.add_argument("--json", action="store_true", help="one JSON object per poll")
-    watch.add_argument("--count", type=_poll_count, metavar="N",
+    watch.add_argument("--count", type=poll_count, metavar="N",
                        help="stop after N polls, N >= 1 (default: until Ctrl-C)")
     watch.set_defaults(func=_cmd_watch)
 

@@ -133,7 +133,8 @@ class Config:
         if self.audit_file is not None:
             # Here, not on the first bypass: a path nobody can write fails the start-up, not
             # the one moment when the trail matters.
-            check_audit_path(self.audit_file, env_name("audit_file"))
+            object.__setattr__(self, "audit_file",
+                               check_audit_path(self.audit_file, env_name("audit_file")))
         token = self.admin_token
         if token is not None and (not isinstance(token, str)
                                   or len(token.strip()) < _MIN_ADMIN_TOKEN):

@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any
 
+from failopen._cli_config import STORE_FIELDS, command_config
 from failopen._redact import terminal_safe
 from failopen.exceptions import ConfigError, StoreError
 from failopen.flag import rfc3339
@@ -106,8 +107,6 @@ def _print_text(report: dict[str, Any]) -> None:
 
 
 def _cmd_fleet(args: argparse.Namespace) -> int:
-    from failopen.cli import STORE_FIELDS, command_config
-
     # Only the store's settings: a bad unrelated one must not hide the fleet in an outage.
     config = command_config(args, uses=STORE_FIELDS, store=args.store)
     store = open_store(config.store, prefix=config.redis_prefix)
