@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import signal
 import sys
@@ -417,6 +418,12 @@ def main(argv: Sequence[str] | None = None, *, config_factory: ConfigFactory | N
         return EXIT_UNKNOWN
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # ``failopen audit windows --json FILE | head``: the reader has what it wanted. Python
+        # would complain again while flushing stdout at exit; point it at /dev/null.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
     except Exception:
         # Exit 1 means "outage" to scripts: a crash must never say that.
         logging.getLogger("failopen").exception("failopen: unexpected error")

@@ -190,3 +190,25 @@ def test_fleet_checks_only_the_store_settings(
     assert "reads a redis:// store" in shown.err
     named = run("fleet", "--store", "mongodb://x")
     assert named.code == 2 and "--store" in named.err
+
+
+def test_a_closed_pipe_is_a_quiet_exit_0(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    path = tmp_path / "audit.jsonl"
+    lines = [json.dumps({"time": f"2026-11-23T{h:02d}:{m:02d}:00.000Z",
+                         "window": f"override:2026-11-23T{h:02d}:{m:02d}:00Z", "client": "c",
+                         "path": "/login", "reason": "drill"})
+             for h in range(24) for m in range(60)]
+    path.write_text("\n".join(lines) + "\n")
+    # ``| head -1``: the reader goes away after the first line of ~300 KB of output.
+    proc = subprocess.Popen([sys.executable, "-m", "failopen.cli", "audit", "windows", "--json",
+                             str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b"{")
+    proc.stdout.close()
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(60) == 0 and b"Traceback" not in err, err
