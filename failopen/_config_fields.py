@@ -30,7 +30,8 @@ _FLOATS = {"poll_interval", "poll_jitter", "status_timeout", "stale_after", "bac
            "max_stale_bypass", "verify_timeout", "confirm_ttl", "store_refresh", "fleet_lease"}
 # Numbers whose None means "derived from the poll interval".
 _DERIVED = {"stale_after", "backoff_max", "max_stale_bypass"}
-_INTS = {"status_max_bytes", "open_after", "close_after", "retry_after", "max_body_bytes"}
+_INTS = {"status_max_bytes", "open_after", "close_after", "retry_after", "max_body_bytes",
+         "audit_max_bytes", "audit_backups"}
 _BOOLS = {"indicator_fallback", "require_verified", "override_endpoint"}
 _STR_SETS = {"bypass_on", "protected_methods"}
 _STR_TUPLES = {"protected_paths", "protected_views"}
@@ -93,6 +94,8 @@ def check_field(name: str, value: Any) -> None:
         "token_header": lambda v: _nonempty(name, v),
         "bypass_on": lambda v: _nonempty_set(name, v),
         "protected_methods": lambda v: _nonempty_set(name, v),
+        "audit_max_bytes": lambda v: _whole(name, v, 4096, 1 << 40),
+        "audit_backups": lambda v: _whole(name, v, 1, 1000),
     }
     if name in checks:
         checks[name](value)
@@ -104,6 +107,12 @@ def check_field(name: str, value: Any) -> None:
             raise ConfigError(f"{env_name(name)}: expected a whole number, got {value!r}")
     elif name in _BOOLS and not isinstance(value, bool):
         raise ConfigError(f"{env_name(name)}: expected true or false, got {value!r}")
+
+
+def _whole(name: str, value: Any, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(f"{env_name(name)}: expected a whole number from {low} to {high}, "
+                          f"got {value!r}")
 
 
 def _fraction(name: str, value: Any) -> None:

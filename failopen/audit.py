@@ -9,6 +9,9 @@ Every bypass is recorded. How it is written is ``FAILOPEN_AUDIT``:
   request costs; a counter costs a fraction of one.
 - ``each``: one line per bypassed request, with its path, client and reason.
 
+With ``FAILOPEN_AUDIT_FILE`` set, every bypass is also appended to a JSON-lines file, whatever
+the mode (:mod:`failopen.audit_file`), for review after the outage.
+
 Bypasses that follow a confirmed outage of the verify call itself (not the flag) are rare and
 always written in full.
 """
@@ -17,9 +20,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Literal
+from collections.abc import Callable
+from typing import Literal, Protocol
 
 from failopen._forksafe import renew_locks_after_fork
+from failopen.audit_file import AuditFile, window_id
 from failopen.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["AuditMode", "BypassAudit"]
@@ -36,6 +41,16 @@ _TOP = 5
 _MAX_KEY = 256
 
 
+class _Window(Protocol):
+    """What names a bypass window: the flag state's source and since when it holds."""
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def since(self) -> float: ...
+
+
 class BypassAudit:
     """Writes bypasses to the audit log, one by one or summarised. Thread-safe; never raises."""
 
@@ -45,8 +60,14 @@ class BypassAudit:
         *,
         interval: float = 10.0,
         clock: Clock = SYSTEM_CLOCK,
+        file: AuditFile | None = None,
+        window: Callable[[], _Window] | None = None,
     ) -> None:
         self.mode = mode
+        #: The JSON-lines audit file (FAILOPEN_AUDIT_FILE), or None.
+        self.file = file
+        self._window_of = window
+        self._window: tuple[object, str] | None = None
         self.interval = interval
         self._clock = clock
         self._lock = threading.Lock()
@@ -59,8 +80,11 @@ class BypassAudit:
     def __repr__(self) -> str:
         return f"BypassAudit(mode={self.mode!r}, interval={self.interval:g})"
 
-    def record(self, path: str, client: str, reason: str, *, first: bool = False) -> None:
+    def record(self, path: str, client: str, reason: str, *, first: bool = False,
+               user_agent: str = "", outcome: str = "bypassed") -> None:
         """One bypassed request. ``first``: the first since the flag changed (written in full)."""
+        if self.file is not None:
+            self.file.record(path, client, user_agent, outcome, reason, self._window_id())
         if self.mode == "each" or first:
             audit.warning("bypass path=%r client=%r reason=%s", path, client, reason)
             if self.mode == "each":
@@ -76,6 +100,29 @@ class BypassAudit:
             summary = self._take(now) if due else None
         if summary is not None:
             audit.warning(*summary)
+
+    def close(self) -> None:
+        """Flush the summary, and write and close the audit file (shutting down)."""
+        self.flush()
+        if self.file is not None:
+            self.file.close()
+
+    def _window_id(self) -> str:
+        """The current bypass window's id, computed once per flag state."""
+        if self._window_of is None:
+            return ""
+        try:
+            state = self._window_of()
+            cached = self._window
+            if cached is not None and cached[0] is state:
+                return cached[1]
+            # A bypass while the flag still enforces: a confirmed outage of the verify call
+            # (before the hysteresis turns the flag off); named apart from the watcher's window.
+            source = "confirmed" if getattr(state, "enforce", False) else state.source
+            self._window = (state, window_id(source, state.since))
+            return self._window[1]
+        except Exception:  # noqa: BLE001 - never into a request
+            return ""
 
     def flush(self) -> None:
         """Write what is counted but not yet written (the flag changed, or shutting down)."""

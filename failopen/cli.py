@@ -1,9 +1,15 @@
 """The ``failopen`` command: check the status page, watch it, override the flag, run the demo.
 
-Every verb reads the same ``FAILOPEN_*`` variables as the library; flags win over them.
+Every verb reads the same ``FAILOPEN_*`` variables as the library; flags win over them. A verb
+checks the settings it uses: a bad setting it does not use is named in a warning on stderr and
+left out (an operator must be able to read the status page or override during an outage,
+whatever else is misconfigured). Errors name what the user typed: ``--status-url`` for the
+flag, ``FAILOPEN_STATUS_URL`` for the variable.
 Exit codes: 0 success (``status``: no outage — operational, or a known status that is not in
 FAILOPEN_BYPASS_ON), 1 ``status``: outage (would bypass), 2 bad arguments, an unknown or
 unreadable status, a store error, or an unexpected error (never 1: scripts read 1 as "outage").
+Bare ``failopen`` prints the help to stdout and exits 0; each verb's ``--help`` lists its own
+exit codes and an example (failopen/_cli_help.py).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import signal
 import sys
@@ -20,6 +27,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TextIO
 
+from failopen._cli_config import (
+    STATUS_FIELDS,
+    STORE_FIELDS,
+    WATCH_FIELDS,
+    command_config,
+    poll_count,
+    positive_float,
+)
 from failopen._redact import terminal_safe
 from failopen.config import Config
 from failopen.exceptions import ConfigError, FailopenError, StatusError, StoreError
@@ -50,12 +65,6 @@ def parse_duration(text: str) -> float:
 ConfigFactory = Callable[..., Config]
 
 
-def _config(args: argparse.Namespace, **fields: Any) -> Config:
-    overrides = {name: value for name, value in fields.items() if value is not None}
-    factory: ConfigFactory = getattr(args, "config_factory", Config.from_env)
-    return factory(**overrides)
-
-
 def _emit(out: TextIO, data: dict[str, Any]) -> None:
     out.write(json.dumps(data, sort_keys=True) + "\n")
     out.flush()
@@ -67,8 +76,9 @@ def _emit(out: TextIO, data: dict[str, Any]) -> None:
 def _cmd_status(args: argparse.Namespace) -> int:
     from failopen.status import StatusClient
 
-    config = _config(
-        args, status_url=args.status_url, global_component=args.global_component,
+    config = command_config(
+        args, uses=STATUS_FIELDS, status_url=args.status_url,
+        global_component=args.global_component,
         indicator_fallback=True if args.indicator_fallback else None,
     )
     if config.status_url is None:
@@ -157,8 +167,8 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     from failopen.runtime import FailOpen
     from failopen.watcher import PollResult
 
-    config = _config(args, status_url=args.status_url, poll_interval=args.interval,
-                     store=args.store)
+    config = command_config(args, uses=WATCH_FIELDS, status_url=args.status_url,
+                     poll_interval=args.interval, store=args.store)
     if config.status_url is None:
         raise ConfigError("FAILOPEN_STATUS_URL: give --status-url or set FAILOPEN_STATUS_URL")
     done = threading.Event()
@@ -217,8 +227,8 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
 
 def _override_store(args: argparse.Namespace) -> OverrideStore:
-    config = _config(args)
-    url = args.store if args.store is not None else config.store
+    config = command_config(args, uses=STORE_FIELDS, store=args.store)
+    url = config.store
     if url.startswith("memory:"):
         raise ConfigError(
             "FAILOPEN_STORE: the memory: store lives inside each server process, so a command "
@@ -292,9 +302,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="failopen",
         description="Fail open on a confirmed bot-protection outage, and only then.",
+        epilog="Exit codes: 0 success; 1 status: an outage (would bypass), demo: a scene\n"
+               "misbehaved; 2 bad arguments or settings, an unreadable status, a store error;\n"
+               "130 interrupted. failopen rai has more (failopen rai --help); each verb's\n"
+               "--help lists its own.\n\n"
+               "Example:\n  failopen status --status-url https://status.vendor.example\n"
+               "  failopen watch -v",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG")
-    verbs = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    from failopen import __version__
+
+    parser.add_argument("--version", action="version", version=f"failopen {__version__}")
+    # Not required: bare ``failopen`` prints this help and exits 0 (see main).
+    verbs = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     status = verbs.add_parser("status", help="check the status page once")
     status.add_argument("--status-url", help="default: FAILOPEN_STATUS_URL")
@@ -311,10 +332,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     watch = verbs.add_parser("watch", help="run the status watcher in the foreground")
     watch.add_argument("--status-url", help="default: FAILOPEN_STATUS_URL")
-    watch.add_argument("--interval", type=float, help="seconds between polls (default 30)")
+    watch.add_argument("--interval", type=positive_float,
+                       help="seconds between polls (default: FAILOPEN_POLL_INTERVAL, 30)")
     watch.add_argument("--store", help="override store URL (default: FAILOPEN_STORE)")
     watch.add_argument("--json", action="store_true", help="one JSON object per poll")
-    watch.add_argument("--count", type=int, default=0, help="stop after N polls")
+    watch.add_argument("--count", type=poll_count, metavar="N",
+                       help="stop after N polls, N >= 1 (default: until Ctrl-C)")
     watch.set_defaults(func=_cmd_watch)
 
     override = verbs.add_parser("override", help="force enforcement off or on, or back to auto")
@@ -331,6 +354,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_fleet(verbs)
 
+    from failopen.audit_cli import register_audit
+
+    register_audit(verbs)
+
     demo = verbs.add_parser("demo", help="play an outage against the embedded fakes")
     demo.add_argument("--step", type=float, default=0.6, help="seconds per scene")
     demo.add_argument("--web", action="store_true",
@@ -342,6 +369,9 @@ def build_parser() -> argparse.ArgumentParser:
     emulate = verbs.add_parser("emulate", help="serve a test-kit fake on loopback")
     emulators = emulate.add_subparsers(dest="emulator", metavar="FAKE", required=True)
     _register_optional(verbs, emulators)
+    from failopen._cli_help import finish
+
+    finish(parser)
     return parser
 
 
@@ -379,6 +409,10 @@ def main(argv: Sequence[str] | None = None, *, config_factory: ConfigFactory | N
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:
+        # What users expect of a bare command: the help, on stdout, and success.
+        parser.print_help()
+        return EXIT_OK
     args.config_factory = config_factory if config_factory is not None else Config.from_env
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
@@ -395,6 +429,12 @@ def main(argv: Sequence[str] | None = None, *, config_factory: ConfigFactory | N
         return EXIT_UNKNOWN
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # ``failopen audit windows --json FILE | head``: the reader has what it wanted. Python
+        # would complain again while flushing stdout at exit; point it at /dev/null.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
     except Exception:
         # Exit 1 means "outage" to scripts: a crash must never say that.
         logging.getLogger("failopen").exception("failopen: unexpected error")

@@ -17,6 +17,7 @@ from failopen._config_fields import ENV_PREFIX, check_field, coerce, env_name, v
 from failopen._http import check_url
 from failopen._paths import ODD_CHARACTER, spellings
 from failopen._status_url import check_status_url
+from failopen.audit_file import DEFAULT_AUDIT_BACKUPS, DEFAULT_AUDIT_MAX_BYTES, check_audit_path
 from failopen.exceptions import ConfigError
 from failopen.stores import mask_url
 
@@ -97,6 +98,11 @@ class Config:
     admin_token: str | None = field(default=None, repr=False)
     override_endpoint: bool = False
 
+    # The audit file: one JSON line per request admitted without a check (failopen.audit_file).
+    audit_file: str | None = None
+    audit_max_bytes: int = DEFAULT_AUDIT_MAX_BYTES
+    audit_backups: int = DEFAULT_AUDIT_BACKUPS
+
     def __post_init__(self) -> None:
         # Collections given in code may be any iterable; keep one canonical, hashable form.
         # Methods are upper-cased here too: "post" must protect POST, not silently nothing.
@@ -124,6 +130,11 @@ class Config:
             )
         if self.vendor_url is not None:
             object.__setattr__(self, "vendor_url", vendor_url(self.vendor_url))
+        if self.audit_file is not None:
+            # Here, not on the first bypass: a path nobody can write fails the start-up, not
+            # the one moment when the trail matters.
+            object.__setattr__(self, "audit_file",
+                               check_audit_path(self.audit_file, env_name("audit_file")))
         token = self.admin_token
         if token is not None and (not isinstance(token, str)
                                   or len(token.strip()) < _MIN_ADMIN_TOKEN):

@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any
 
+from failopen._cli_config import STORE_FIELDS, command_config
 from failopen._redact import terminal_safe
 from failopen.exceptions import ConfigError, StoreError
 from failopen.flag import rfc3339
@@ -106,9 +107,9 @@ def _print_text(report: dict[str, Any]) -> None:
 
 
 def _cmd_fleet(args: argparse.Namespace) -> int:
-    config = args.config_factory()
-    url = args.store if args.store is not None else config.store
-    store = open_store(url, prefix=config.redis_prefix)
+    # Only the store's settings: a bad unrelated one must not hide the fleet in an outage.
+    config = command_config(args, uses=STORE_FIELDS, store=args.store)
+    store = open_store(config.store, prefix=config.redis_prefix)
     if not isinstance(store, RedisStore):
         raise ConfigError("FAILOPEN_STORE: failopen fleet reads a redis:// store; "
                           f"{store.describe()} has no fleet")

@@ -218,33 +218,38 @@ class Guard:
     def __repr__(self) -> str:
         return f"Guard(mode={self.mode!r}, flag={self.flag!r})"
 
-    def decide(self, token: str | None, *, path: str = "", client: str = "") -> Decision:
-        """Decide for one request to a protected route."""
+    def decide(self, token: str | None, *, path: str = "", client: str = "",
+               user_agent: str = "") -> Decision:
+        """Decide for one request to a protected route (``user_agent`` goes to the audit file)."""
         try:
-            early = self._before_verify(token, path, client)
+            early = self._before_verify(token, path, client, user_agent)
             if early is not None:
                 return early
             result = self.verifier.verify(cast(str, token))  # _before_verify refused the rest
             confirmer = self.confirmer if result.outcome is VerifyOutcome.UNAVAILABLE else None
             confirmed = confirmer.confirm() if confirmer is not None else False
-            return self._finish(self._from_verify(result, confirmed), path, client)
+            return self._finish(self._from_verify(result, confirmed), path, client,
+                                user_agent=user_agent)
         except Exception:
             return self._internal_error()
 
-    async def adecide(self, token: str | None, *, path: str = "", client: str = "") -> Decision:
+    async def adecide(self, token: str | None, *, path: str = "", client: str = "",
+                      user_agent: str = "") -> Decision:
         """Async twin of :meth:`decide`."""
         try:
-            early = self._before_verify(token, path, client)
+            early = self._before_verify(token, path, client, user_agent)
             if early is not None:
                 return early
             result = await self.verifier.averify(cast(str, token))
             confirmer = self.confirmer if result.outcome is VerifyOutcome.UNAVAILABLE else None
             confirmed = await confirmer.aconfirm() if confirmer is not None else False
-            return self._finish(self._from_verify(result, confirmed), path, client)
+            return self._finish(self._from_verify(result, confirmed), path, client,
+                                user_agent=user_agent)
         except Exception:
             return self._internal_error()
 
-    def bypass(self, *, path: str = "", client: str = "") -> Decision | None:
+    def bypass(self, *, path: str = "", client: str = "", user_agent: str = ""
+               ) -> Decision | None:
         """The bypass decision if one needs no token right now (flag off, enforce mode), else None.
 
         Lets an adapter skip reading a request body for a token nobody would look at. None means
@@ -253,7 +258,7 @@ class Guard:
         """
         try:
             if self.mode == "enforce" and not self.flag.state.enforce:
-                return self._bypass_flag_off(path, client)
+                return self._bypass_flag_off(path, client, user_agent)
         except Exception:
             logger.exception("failopen bypass check failed; deciding with the token instead")
         return None
@@ -269,7 +274,7 @@ class Guard:
         with self._counts_lock:
             self._counts[outcome] = self._counts.get(outcome, 0) + 1
 
-    def _bypass_flag_off(self, path: str, client: str) -> Decision:
+    def _bypass_flag_off(self, path: str, client: str, user_agent: str) -> Decision:
         state = self.flag.state
         cached = self._bypass_for
         first = cached is None or cached[0] is not state
@@ -281,12 +286,13 @@ class Guard:
                 reason=f"enforcement off ({state.source}): {state.reason}",
             )
             self._bypass_for = (state, decision)
-        return self._finish(decision, path, client, first=first)
+        return self._finish(decision, path, client, first=first, user_agent=user_agent)
 
-    def _before_verify(self, token: str | None, path: str, client: str) -> Decision | None:
+    def _before_verify(self, token: str | None, path: str, client: str,
+                       user_agent: str) -> Decision | None:
         """The decision when no verify call is needed: flag off, or no usable token."""
         if self.mode == "enforce" and not self.flag.state.enforce:
-            return self._bypass_flag_off(path, client)
+            return self._bypass_flag_off(path, client, user_agent)
         if not token:
             return self._finish(self._missing, path, client)
         if not isinstance(token, str) or len(token) > _MAX_TOKEN or not token.isprintable():
@@ -330,13 +336,15 @@ class Guard:
         )
 
     def _finish(
-        self, decision: Decision, path: str, client: str, *, first: bool = True
+        self, decision: Decision, path: str, client: str, *, first: bool = True,
+        user_agent: str = "",
     ) -> Decision:
         if self.mode == "shadow":
             decision = self._shadow(decision, path, client)
         self._count(decision.outcome)
         if decision.bypassed:
-            self.audit.record(path, client, decision.reason, first=first)
+            self.audit.record(path, client, decision.reason, first=first,
+                              user_agent=user_agent, outcome=decision.outcome)
         elif not decision.allow:
             if logger.isEnabledFor(logging.INFO):
                 logger.info("reject path=%r status=%d reason=%s", path, decision.status_code,

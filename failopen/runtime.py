@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from failopen.audit import BypassAudit
+from failopen.audit_file import AuditFile
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.config import Config
 from failopen.exceptions import ConfigError
@@ -122,8 +123,21 @@ class FailOpen:
         self.confirmer = confirmer
         self.guard = Guard(
             self.flag, self.verifier, confirmer, mode=config.mode, retry_after=config.retry_after,
-            audit=BypassAudit(config.audit, clock=clock),
+            audit=BypassAudit(config.audit, clock=clock, file=self._audit_file(config),
+                              window=lambda: self.flag.state),
         )
+
+    @staticmethod
+    def _audit_file(config: Config) -> AuditFile | None:
+        if config.audit_file is None:
+            return None
+        return AuditFile(config.audit_file, max_bytes=config.audit_max_bytes,
+                         backups=config.audit_backups)
+
+    @property
+    def wants_user_agent(self) -> bool:
+        """True when the audit file records a hash of the User-Agent (adapters pass it then)."""
+        return self.guard.audit.file is not None
 
     @classmethod
     def from_env(cls, **kwargs: Any) -> FailOpen:
@@ -159,7 +173,7 @@ class FailOpen:
             self.fleet.stop()
         if isinstance(self.store, RedisStore):
             self.store.close()  # its sockets; a later start() connects again
-        self.guard.audit.flush()
+        self.guard.audit.close()
         if self.status is not None:
             self.status.close()
         close = getattr(self.verifier, "close", None)
@@ -175,7 +189,8 @@ class FailOpen:
         if self.status is not None:
             await self.status.aclose()
 
-    def bypass(self, *, path: str = "", client: str = "") -> Decision | None:
+    def bypass(self, *, path: str = "", client: str = "", user_agent: str = ""
+               ) -> Decision | None:
         """The bypass decision when no token is needed right now, else None (see Guard.bypass).
 
         Adapters call this before reading a body for the token::
@@ -183,17 +198,19 @@ class FailOpen:
             decision = fo.bypass(path=p, client=c) or fo.decide(read_token(), path=p, client=c)
         """
         self.ensure_started()
-        return self.guard.bypass(path=path, client=client)
+        return self.guard.bypass(path=path, client=client, user_agent=user_agent)
 
-    def decide(self, token: str | None, *, path: str = "", client: str = "") -> Decision:
+    def decide(self, token: str | None, *, path: str = "", client: str = "",
+               user_agent: str = "") -> Decision:
         """The guard's decision for one request to a protected route."""
         self.ensure_started()
-        return self.guard.decide(token, path=path, client=client)
+        return self.guard.decide(token, path=path, client=client, user_agent=user_agent)
 
-    async def adecide(self, token: str | None, *, path: str = "", client: str = "") -> Decision:
+    async def adecide(self, token: str | None, *, path: str = "", client: str = "",
+                      user_agent: str = "") -> Decision:
         """Async twin of :meth:`decide`."""
         self.ensure_started()
-        return await self.guard.adecide(token, path=path, client=client)
+        return await self.guard.adecide(token, path=path, client=client, user_agent=user_agent)
 
     def confirm(self) -> FlagState:
         """Check for an outage now (single-flight, cached) and return the fresh state."""

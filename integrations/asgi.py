@@ -157,11 +157,13 @@ class FailOpenMiddleware:
     ) -> tuple[Decision, raw.Receive] | raw.Response | None:
         client = scope.get("client")
         address = client[0] if client else ""
+        # Scanned for only when the audit file keeps its hash.
+        agent = _user_agent(scope) if self.runtime.wants_user_agent else ""
         # Enforcement off: nobody looks at the token, so the body is neither capped nor parsed.
-        decision = self.runtime.bypass(path=path, client=address)
+        decision = self.runtime.bypass(path=path, client=address, user_agent=agent)
         app_receive = receive
         if decision is None:
-            judged = await self._judge(scope, receive, path, address)
+            judged = await self._judge(scope, receive, path, address, agent)
             if judged is None or isinstance(judged, raw.Response):  # 413, or the client left
                 return judged
             decision, app_receive = judged
@@ -172,7 +174,7 @@ class FailOpenMiddleware:
         return decision, app_receive
 
     async def _judge(
-        self, scope: raw.Scope, receive: raw.Receive, path: str, address: str
+        self, scope: raw.Scope, receive: raw.Receive, path: str, address: str, agent: str = ""
     ) -> tuple[Decision, raw.Receive] | raw.Response | None:
         token = content_type = length = None
         # The first of repeated headers, as Starlette and Django read them.
@@ -196,7 +198,8 @@ class FailOpenMiddleware:
             # On the loop: its cost is bounded per byte (failopen.web; bench_asgi_body.py).
             token = web.token_from_body(content_type, body, self.config.token_field)
             app_receive = raw.Replay(messages, receive)
-        return await self.runtime.adecide(token, path=path, client=address), app_receive
+        return await self.runtime.adecide(token, path=path, client=address,
+                                          user_agent=agent), app_receive
 
     # --- failopen's own routes --------------------------------------------------------------
 
@@ -284,3 +287,11 @@ class FailOpenMiddleware:
         # An app without lifespan support raises here as it would unwrapped: the server then
         # runs without lifespan, and the watcher starts on the first guarded request.
         await self.app(scope, lifespan_receive, lifespan_send)
+
+
+def _user_agent(scope: raw.Scope) -> str:
+    """The first User-Agent header, as Starlette reads it ("" when absent)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"user-agent":
+            return bytes(value).decode("latin-1")
+    return ""

@@ -133,7 +133,8 @@ class FailOpenMiddleware:
     def _decide(self, environ: raw.Environ, path: str) -> Decision | raw.Response:
         address = str(environ.get("REMOTE_ADDR") or "")
         # Enforcement off: nobody looks at the token, so the body is neither capped nor parsed.
-        decision = self.runtime.bypass(path=path, client=address)
+        agent = str(environ.get("HTTP_USER_AGENT") or "")
+        decision = self.runtime.bypass(path=path, client=address, user_agent=agent)
         if decision is None:
             token = environ.get(self._token_key) or None
             content_type = environ.get("CONTENT_TYPE")
@@ -146,7 +147,7 @@ class FailOpenMiddleware:
                 if isinstance(body, bytes):
                     token = web.token_from_body(content_type, body, self.config.token_field)
                     raw.replay(environ, body)
-            decision = self.runtime.decide(token, path=path, client=address)
+            decision = self.runtime.decide(token, path=path, client=address, user_agent=agent)
         environ["failopen.decision"] = decision
         return decision
 

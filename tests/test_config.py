@@ -62,6 +62,9 @@ ENV_TABLE: dict[str, tuple[str, object]] = {
     "vendor_url": ("https://client.vendor.example/", "https://client.vendor.example"),
     "admin_token": ("adm-" + "x" * 28, "adm-" + "x" * 28),
     "override_endpoint": ("true", True),
+    "audit_file": ("/tmp/failopen-audit.jsonl", "/tmp/failopen-audit.jsonl"),
+    "audit_max_bytes": ("65536", 65536),
+    "audit_backups": ("3", 3),
 }
 
 

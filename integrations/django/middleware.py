@@ -162,8 +162,9 @@ class FailOpenMiddleware:
             try:
                 runtime, path = conf.runtime(), request.path_info
                 client = request.META.get("REMOTE_ADDR", "")
+                agent = request.META.get("HTTP_USER_AGENT", "")
                 # With enforcement off the token is never looked at: skip reading the body.
-                bypass = runtime.bypass(path=path, client=client)
+                bypass = runtime.bypass(path=path, client=client, user_agent=agent)
                 if bypass is not None:
                     decision = bypass
                 else:
@@ -171,7 +172,7 @@ class FailOpenMiddleware:
                         request, settings.config)
                     if isinstance(token, TooLarge):
                         return body_too_large()
-                    decision = runtime.decide(token, path=path, client=client)
+                    decision = runtime.decide(token, path=path, client=client, user_agent=agent)
             except Exception:
                 decision = _failed(settings)
         request.failopen = RequestDecision(decision)
@@ -195,7 +196,8 @@ class FailOpenMiddleware:
             try:
                 runtime, path = conf.runtime(), request.path_info
                 client = request.META.get("REMOTE_ADDR", "")
-                bypass = runtime.bypass(path=path, client=client)
+                agent = request.META.get("HTTP_USER_AGENT", "")
+                bypass = runtime.bypass(path=path, client=client, user_agent=agent)
                 if bypass is not None:
                     decision = bypass
                 else:
@@ -204,7 +206,8 @@ class FailOpenMiddleware:
                         request, settings.config)
                     if isinstance(token, TooLarge):
                         return body_too_large()
-                    decision = await runtime.adecide(token, path=path, client=client)
+                    decision = await runtime.adecide(token, path=path, client=client,
+                                                      user_agent=agent)
             except Exception:
                 decision = _failed(settings)
         request.failopen = RequestDecision(decision)

@@ -1,0 +1,339 @@
+"""The audit file (FAILOPEN_AUDIT_FILE) and ``failopen audit windows``: what a security team
+reads after an outage. Through a real ASGI stack over the test kit's fakes; disk faults through
+an injected writer."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from failopen.integrations.asgi import FailOpenMiddleware
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from failopen.audit_file import AuditFile, hash_user_agent, window_id
+from failopen.cli import main
+from failopen.config import Config
+from failopen.exceptions import ConfigError
+from failopen.runtime import FailOpen
+from failopen.testing import FakeStatusPage, FakeVerifyAPI
+
+T0 = 1_800_000_000.0
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str]) -> Any:
+    def invoke(*argv: str) -> Run:
+        capsys.readouterr()
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        out, err = capsys.readouterr()
+        return Run(code, out, err)
+
+    return invoke
+
+
+@pytest.fixture(autouse=True)
+def _no_failopen_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("FAILOPEN_"):
+            monkeypatch.delenv(name)
+
+
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def when(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+class Clock:
+    """Wall time for the writer, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# --- end to end: a real ASGI app during a forced outage -----------------------------------------
+
+
+async def _login(request: Request) -> JSONResponse:
+    return JSONResponse({"bypassed": request.state.failopen.bypassed})
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[tuple[FakeStatusPage, FailOpen, Starlette, Path]]:
+    page, verify = FakeStatusPage(), FakeVerifyAPI()
+    audit_path = tmp_path / "audit.jsonl"
+    config = Config(
+        status_url="https://status.test", verify_url="https://verify.test" + verify.path,
+        private_key=verify.private_key, protected_paths=("/login",), poll_interval=3600.0,
+        audit_file=str(audit_path),
+    )
+    runtime = FailOpen(config, status_transport=page.transport(),
+                       verify_transport=verify.transport(),
+                       verify_async_transport=verify.transport())
+    app = Starlette(routes=[Route("/login", _login, methods=["POST"])])
+    yield page, runtime, app, audit_path
+    runtime.stop()
+
+
+@pytest.mark.anyio
+async def test_a_forced_outage_through_asgi_leaves_one_window_in_the_file(
+    stack: tuple[FakeStatusPage, FailOpen, Starlette, Path], run: Any,
+) -> None:
+    page, runtime, app, audit_path = stack
+    guarded = FailOpenMiddleware(app, runtime=runtime)
+    runtime.poll_now()
+    page.set_global("major_outage")
+    runtime.poll_now()
+    assert not runtime.state.enforce
+    sent = 0
+    for address, agent in (("203.0.113.9", "Mozilla/5.0 A"), ("198.51.100.7", "curl/8.0")):
+        transport = httpx.ASGITransport(guarded, client=(address, 4711))
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            for _ in range(3):
+                reply = await c.post("/login", headers={"User-Agent": agent})
+                assert reply.json() == {"bypassed": True}
+                sent += 1
+    page.set_global("operational")
+    runtime.poll_now()
+    runtime.poll_now()
+    assert runtime.state.enforce
+    transport = httpx.ASGITransport(guarded, client=("203.0.113.9", 4711))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        assert (await c.post("/login")).status_code == 403  # enforced again: not in the file
+    runtime.stop()
+
+    lines = read_lines(audit_path)
+    assert len(lines) == sent == 6
+    first = lines[0]
+    assert set(first) == {"time", "window", "path", "client", "ua", "outcome", "reason", "pid"}
+    assert first["path"] == "/login" and first["client"] == "203.0.113.9"
+    assert first["ua"] == "sha256:" + hashlib.sha256(b"Mozilla/5.0 A").hexdigest()[:16]
+    assert first["outcome"] == "bypassed_flag_off" and "major_outage" in first["reason"]
+    assert first["time"].endswith("Z") and first["window"].startswith("watcher:")
+    assert {line["window"] for line in lines} == {first["window"]}, "one window, one id"
+
+    shown = run("audit", "windows", "--json", str(audit_path))
+    assert shown.code == 0, shown.err
+    (window,) = [json.loads(line) for line in shown.out.splitlines()]
+    assert window["requests"] == 6 and window["clients"] == 2
+    assert window["source"] == "watcher" and "major_outage" in window["reason"]
+    assert when(window["start"]) <= when(first["time"]) <= when(lines[-1]["time"]) \
+        <= when(window["end"])
+    table = run("audit", "windows", str(audit_path))
+    assert table.code == 0 and "REQUESTS" in table.out and "watcher" in table.out
+
+
+@pytest.mark.anyio
+async def test_a_request_cannot_forge_a_line(
+    stack: tuple[FakeStatusPage, FailOpen, Starlette, Path],
+) -> None:
+    page, runtime, app, audit_path = stack
+    guarded = FailOpenMiddleware(app, runtime=runtime)
+    page.set_global("major_outage")
+    runtime.poll_now()
+    evil = 'Mozilla\x1b[2J {"time": "2020-01-01T00:00:00Z", "window": "x"}'
+    # The server hands the app the decoded path: a newline and a forged line in it.
+    forged = '/login%0A{"time": "2020-01-01T00:00:00Z"}%1B[2J' + "A" * 5000
+    transport = httpx.ASGITransport(guarded, client=("203.0.113.9", 4711))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        await c.post(forged, headers={"User-Agent": evil})
+    runtime.stop()
+    raw = audit_path.read_bytes()
+    assert raw.count(b"\n") == 1 and raw.isascii()
+    (line,) = read_lines(audit_path)
+    assert line["path"].startswith('/login\n{"time"') and len(line["path"]) <= 515
+    assert line["ua"] == hash_user_agent(evil)
+
+
+# --- rotation, drops, disk errors ----------------------------------------------------------------
+
+
+def test_rotation_keeps_n_backups_and_windows_reads_them_all(tmp_path: Path, run: Any) -> None:
+    path = tmp_path / "audit.jsonl"
+    clock = Clock()
+    audit = AuditFile(str(path), max_bytes=4096, backups=2, time_now=clock)
+    for n in range(200):
+        audit.record("/login", f"198.51.100.{n % 7}", "", "bypassed_flag_off", "outage",
+                     window_id("override", T0))
+        if n % 20 == 0:
+            audit.drain()
+        clock.now += 1
+    audit.close()
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["audit.jsonl", "audit.jsonl.1", "audit.jsonl.2"]
+    kept = sum(len(read_lines(tmp_path / name)) for name in files)
+    assert all((tmp_path / name).stat().st_size <= 4096 for name in files)
+    assert audit.stats()["written"] == 200 and kept < 200  # the oldest rotated away
+    shown = run("audit", "windows", "--json", str(path))
+    (window,) = [json.loads(line) for line in shown.out.splitlines()]
+    assert window["requests"] == kept and window["clients"] == 7
+
+
+def test_a_full_disk_is_counted_and_logged_once_and_never_raises(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    full = threading.Event()
+    full.set()
+
+    def write(fd: int, data: bytes) -> int:
+        if full.is_set():
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return os.write(fd, data)
+
+    caplog.set_level(logging.WARNING, logger="failopen.audit")
+    audit = AuditFile(str(tmp_path / "audit.jsonl"), write=write)
+    for _ in range(5):
+        audit.record("/login", "203.0.113.9", "", "bypassed_flag_off", "outage", "w")
+        audit.drain()
+    assert audit.stats() == {"written": 0, "dropped": 0, "failed": 5}
+    errors = [r for r in caplog.records if "ENOSPC" in r.getMessage()]
+    assert len(errors) == 1, "once per change, not once per line"
+    full.clear()
+    audit.record("/login", "203.0.113.9", "", "bypassed_flag_off", "outage", "w")
+    audit.close()
+    assert audit.stats()["written"] == 1
+    assert any("writing again" in r.getMessage() for r in caplog.records)
+
+
+def test_a_full_queue_drops_and_counts_instead_of_waiting(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    release = threading.Event()
+    entered = threading.Event()
+
+    def slow(fd: int, data: bytes) -> int:
+        entered.set()
+        release.wait(10)
+        return os.write(fd, data)
+
+    caplog.set_level(logging.WARNING, logger="failopen.audit")
+    audit = AuditFile(str(tmp_path / "audit.jsonl"), queue_size=2, write=slow)
+    audit.record("/login", "a", "", "bypassed_flag_off", "outage", "w")
+    assert entered.wait(5)  # the writer is stuck on the disk
+    for _ in range(10):
+        audit.record("/login", "b", "", "bypassed_flag_off", "outage", "w")
+    assert audit.stats()["dropped"] == 8
+    release.set()
+    audit.close()
+    assert audit.stats() == {"written": 3, "dropped": 8, "failed": 0}
+    assert any("8 line(s) dropped" in r.getMessage() for r in caplog.records)
+
+
+# --- start-up ------------------------------------------------------------------------------------
+
+
+def test_a_missing_directory_fails_at_start_up_naming_the_setting(tmp_path: Path) -> None:
+    missing = str(tmp_path / "nope" / "audit.jsonl")
+    with pytest.raises(ConfigError, match="FAILOPEN_AUDIT_FILE.*does not exist"):
+        Config(audit_file=missing)
+    with pytest.raises(ConfigError, match="FAILOPEN_AUDIT_FILE"):
+        Config.from_env({"FAILOPEN_AUDIT_FILE": missing})
+    with pytest.raises(ConfigError, match="FAILOPEN_AUDIT_FILE.*directory"):
+        Config(audit_file=str(tmp_path))
+    with pytest.raises(ConfigError, match="FAILOPEN_AUDIT_BACKUPS"):
+        Config.from_env({"FAILOPEN_AUDIT_BACKUPS": "0"})
+    with pytest.raises(ConfigError, match="FAILOPEN_AUDIT_MAX_BYTES"):
+        Config.from_env({"FAILOPEN_AUDIT_MAX_BYTES": "10"})
+    # Django's FAILOPEN dict maps keys to fields generically.
+    good = Config.from_mapping({"AUDIT_FILE": str(tmp_path / "a.jsonl"), "AUDIT_BACKUPS": 3},
+                               environ={})
+    assert good.audit_file == str(tmp_path / "a.jsonl") and good.audit_backups == 3
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+def test_an_unwritable_directory_fails_at_start_up(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    try:
+        with pytest.raises(ConfigError, match="FAILOPEN_AUDIT_FILE.*not writable"):
+            Config(audit_file=str(locked / "audit.jsonl"))
+    finally:
+        locked.chmod(0o700)
+
+
+# --- failopen audit windows ----------------------------------------------------------------------
+
+
+def _line(at: float, window: str, client: str, reason: str = "outage") -> str:
+    moment = datetime.fromtimestamp(at, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    return json.dumps({"time": moment, "window": window, "path": "/login", "client": client,
+                       "ua": "", "outcome": "bypassed_flag_off", "reason": reason, "pid": 1})
+
+
+def test_a_fleet_of_two_processes_over_two_outages_gives_two_windows(
+    tmp_path: Path, run: Any,
+) -> None:
+    # Each process saw the first outage at its own second; the second outage is an override,
+    # whose id every process shares (its time comes from the store).
+    web1 = [_line(T0 + n, window_id("watcher", T0), "a") for n in range(10)]
+    web2 = [_line(T0 + 3 + n, window_id("watcher", T0 + 3), "b") for n in range(10)]
+    later = T0 + 3600
+    web1 += [_line(later + n, window_id("override", later), "c", "drill") for n in range(4)]
+    web2 += [_line(later + n, window_id("override", later), "d", "drill") for n in range(4)]
+    (tmp_path / "web1.jsonl").write_text("\n".join(web1) + "\n")
+    (tmp_path / "web2.jsonl").write_text("\n".join(web2) + "\n")
+    shown = run("audit", "windows", "--json", str(tmp_path / "web1.jsonl"),
+                str(tmp_path / "web2.jsonl"))
+    assert shown.code == 0, shown.err
+    first, second = [json.loads(line) for line in shown.out.splitlines()]
+    assert first["requests"] == 20 and first["clients"] == 2 and len(first["ids"]) == 2
+    assert first["start"] == "2027-01-15T08:00:00Z" and first["end"] == "2027-01-15T08:00:12Z"
+    assert second == {**second, "requests": 8, "clients": 2, "source": "override",
+                      "reason": "drill", "ids": [window_id("override", later)]}
+
+
+def test_windows_survives_malformed_and_truncated_lines(tmp_path: Path, run: Any) -> None:
+    path = tmp_path / "audit.jsonl"
+    good = [_line(T0 + n, "watcher:x", "a") for n in range(3)]
+    path.write_text("\n".join([good[0], "garbage", "[1, 2]", good[1],
+                               '{"time": "yesterday", "window": "w"}', good[2]])
+                    + "\n" + good[0][:20])
+    shown = run("audit", "windows", "--json", str(path))
+    assert shown.code == 0
+    (window,) = [json.loads(line) for line in shown.out.splitlines()]
+    assert window["requests"] == 3
+    assert "3 malformed line(s)" in shown.err and "1 incomplete last line" in shown.err
+    missing = run("audit", "windows", str(tmp_path / "absent.jsonl"))
+    assert missing.code == 2 and "cannot read" in missing.err
+
+
+def test_lines_queued_when_the_process_exits_are_written(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "audit.jsonl"
+    script = ("import sys\nfrom failopen.audit_file import AuditFile\n"
+              "f = AuditFile(sys.argv[1])\n"
+              "for _ in range(500):\n"
+              "    f.record('/login', 'c', 'ua', 'bypassed_flag_off', 'r', 'w')\n")
+    subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=60)
+    assert len(read_lines(path)) == 500

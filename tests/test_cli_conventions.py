@@ -1,0 +1,214 @@
+"""The ``failopen`` command behaves like the commands users know: ``--version``, help when run
+bare, ``-v`` on either side of the verb, every sub-command's help with a description, exit codes
+and an example, errors that name what the user typed, and verbs that use only what they need."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import failopen
+from failopen._cli_help import walk
+from failopen.cli import build_parser, main
+from failopen.testing import FakeStatusPage
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture(autouse=True)
+def _no_failopen_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("FAILOPEN_"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str]) -> Any:
+    def invoke(*argv: str) -> Run:
+        capsys.readouterr()
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        out, err = capsys.readouterr()
+        return Run(code, out, err)
+
+    return invoke
+
+
+@pytest.fixture
+def page() -> Iterator[FakeStatusPage]:
+    fake = FakeStatusPage()
+    with fake.serve():
+        yield fake
+
+
+def test_version(run: Any) -> None:
+    shown = run("--version")
+    assert shown.code == 0 and shown.out.strip() == f"failopen {failopen.__version__}"
+
+
+def test_bare_failopen_prints_help_to_stdout_and_exits_0(run: Any) -> None:
+    shown = run()
+    assert shown.code == 0 and shown.err == ""
+    assert shown.out.startswith("usage: failopen")
+    for verb in ("status", "watch", "override", "audit", "rai", "emulate"):
+        assert verb in shown.out
+
+
+@pytest.mark.parametrize("argv", [
+    ["-v", "watch"], ["watch", "-v"], ["watch", "--verbose"], ["audit", "windows", "f", "-v"],
+    ["-v", "audit", "windows", "f"], ["rai", "sessions", "-v", "--from", "a", "--to", "b",
+                                      "--public-key", "k"],
+])
+def test_verbose_works_before_and_after_the_verb(argv: list[str]) -> None:
+    assert build_parser().parse_args(argv).verbose is True
+
+
+def test_verbose_is_off_unless_asked() -> None:
+    assert build_parser().parse_args(["watch"]).verbose is False
+
+
+def test_verbose_after_the_verb_turns_debug_logging_on(
+    run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[int] = []
+    monkeypatch.setattr("logging.basicConfig", lambda **kw: seen.append(kw["level"]))
+    (tmp_path / "a.jsonl").write_text("")
+    assert run("audit", "windows", str(tmp_path / "a.jsonl"), "-v").code == 0
+    assert seen == [10]
+
+
+def _every_subparser() -> list[tuple[str, argparse.ArgumentParser]]:
+    return [(" ".join(path), sub) for path, sub in walk(build_parser())]
+
+
+@pytest.mark.parametrize("name,sub", _every_subparser(), ids=lambda v: v
+                         if isinstance(v, str) else "")
+def test_every_sub_command_help_has_a_description_exit_codes_and_an_example(
+    name: str, sub: argparse.ArgumentParser,
+) -> None:
+    text = sub.format_help()
+    assert sub.description, f"failopen {name}: no description"
+    first = sub.description.strip().splitlines()[0]
+    assert 10 < len(first) <= 100, f"failopen {name}: the first line is the one-line summary"
+    assert "Exit codes" in text, f"failopen {name}: its exit codes"
+    assert "Example" in text and f"failopen {name}" in text.split("Example", 1)[1], (
+        f"failopen {name}: an example that runs it")
+    # RawDescriptionHelpFormatter: the epilog's line breaks survive.
+    assert "\n  failopen " in text
+
+
+def test_the_walk_reaches_every_level() -> None:
+    names = {name for name, _ in _every_subparser()}
+    assert {"status", "watch", "override", "fleet", "demo", "audit windows", "emulate status",
+            "emulate rai", "rai sessions", "rai sync"} <= names
+
+
+def test_watch_count_0_is_refused(run: Any) -> None:
+    shown = run("watch", "--count", "0", "--status-url", "https://status.example.com")
+    assert shown.code == 2 and "--count" in shown.err and "at least 1" in shown.err
+
+
+def test_a_bad_interval_names_the_flag(run: Any) -> None:
+    shown = run("watch", "--interval", "-5", "--status-url", "https://status.example.com")
+    assert shown.code == 2 and "--interval" in shown.err
+
+
+def test_a_bad_status_url_flag_is_named_as_the_flag(run: Any) -> None:
+    shown = run("status", "--status-url", "ftp://status.example.com")
+    assert shown.code == 2
+    assert "--status-url" in shown.err and "FAILOPEN_STATUS_URL" not in shown.err
+
+
+def test_a_bad_status_url_variable_is_named_as_the_variable(
+    run: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FAILOPEN_STATUS_URL", "ftp://status.example.com")
+    shown = run("status")
+    assert shown.code == 2 and "FAILOPEN_STATUS_URL" in shown.err
+
+
+def test_a_bad_store_flag_is_named_as_the_flag(run: Any) -> None:
+    shown = run("override", "show", "--store", "mongodb://x")
+    assert shown.code == 2 and "--store" in shown.err and "FAILOPEN_STORE:" not in shown.err
+
+
+@pytest.mark.parametrize("name,value", [
+    ("FAILOPEN_STORE", "mongodb://nope"),
+    ("FAILOPEN_PROTECTED_PATHS", "login"),
+    ("FAILOPEN_AUDIT_FILE", "/nonexistent-dir/audit.jsonl"),
+    ("FAILOPEN_FLEET_LEASE", "-1"),
+])
+def test_status_is_not_stopped_by_a_setting_it_does_not_use(
+    run: Any, page: FakeStatusPage, monkeypatch: pytest.MonkeyPatch, name: str, value: str,
+) -> None:
+    monkeypatch.setenv(name, value)
+    shown = run("status", "--status-url", page.url)
+    assert shown.code == 0, shown.err
+    assert "global: operational" in shown.out
+    assert name in shown.err and "ignored" in shown.err  # said, not silently dropped
+
+
+def test_status_still_refuses_a_bad_setting_it_uses(
+    run: Any, page: FakeStatusPage, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FAILOPEN_BYPASS_ON", "sunny")
+    shown = run("status", "--status-url", page.url)
+    assert shown.code == 2 and "FAILOPEN_BYPASS_ON" in shown.err
+
+
+def test_override_is_not_stopped_by_a_setting_it_does_not_use(
+    run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # During an outage an operator must be able to override, whatever else is misconfigured.
+    monkeypatch.setenv("FAILOPEN_PROTECTED_PATHS", "login")
+    shown = run("override", "off", "--ttl", "5m", "--store",
+                (tmp_path / "override.json").as_uri())
+    assert shown.code == 0, shown.err
+    assert "enforce=False" in shown.out
+
+
+def test_fleet_checks_only_the_store_settings(
+    run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FAILOPEN_PROTECTED_PATHS", "login")
+    shown = run("fleet", "--store", (tmp_path / "o.json").as_uri())
+    # Past the unrelated setting (warned about), to the store itself: a file store has no fleet.
+    assert shown.code == 2 and "FAILOPEN_PROTECTED_PATHS" in shown.err
+    assert "reads a redis:// store" in shown.err
+    named = run("fleet", "--store", "mongodb://x")
+    assert named.code == 2 and "--store" in named.err
+
+
+def test_a_closed_pipe_is_a_quiet_exit_0(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    path = tmp_path / "audit.jsonl"
+    lines = [json.dumps({"time": f"2026-11-23T{h:02d}:{m:02d}:00.000Z",
+                         "window": f"override:2026-11-23T{h:02d}:{m:02d}:00Z", "client": "c",
+                         "path": "/login", "reason": "drill"})
+             for h in range(24) for m in range(60)]
+    path.write_text("\n".join(lines) + "\n")
+    # ``| head -1``: the reader goes away after the first line of ~300 KB of output.
+    proc = subprocess.Popen([sys.executable, "-m", "failopen.cli", "audit", "windows", "--json",
+                             str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b"{")
+    proc.stdout.close()
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(60) == 0 and b"Traceback" not in err, err
