@@ -18,7 +18,6 @@ import argparse
 import json
 import logging
 import os
-import re
 import signal
 import sys
 import threading
@@ -29,7 +28,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from failopen._cli_config import (
     STATUS_FIELDS,
-    STORE_FIELDS,
     WATCH_FIELDS,
     command_config,
     poll_count,
@@ -37,10 +35,9 @@ from failopen._cli_config import (
 )
 from failopen._redact import terminal_safe
 from failopen.config import Config
-from failopen.exceptions import ConfigError, FailopenError, StatusError, StoreError
-from failopen.flag import EnforcementFlag, FlagState, rfc3339
-from failopen.stores import OverrideStore, open_store
-from failopen.web import describe_override
+from failopen.exceptions import ConfigError, FailopenError, StatusError
+from failopen.flag import FlagState, rfc3339
+from failopen.override_cli import parse_duration
 
 if TYPE_CHECKING:
     from failopen.status import StatusClient
@@ -48,18 +45,6 @@ if TYPE_CHECKING:
 __all__ = ["main", "build_parser", "parse_duration"]
 
 EXIT_OK, EXIT_OUTAGE, EXIT_UNKNOWN = 0, 1, 2
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text: str) -> float:
-    """``90``, ``90s``, ``30m``, ``2h``, ``1d`` -> seconds."""
-    match = _DURATION.match(text.lower())
-    if not match or float(match.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90s, 30m, 2h or 1d")
-    return float(match.group(1)) * _UNITS[match.group(2)]
-
 
 #: Builds the Config from keyword overrides; adapters pass their own (Django: its settings).
 ConfigFactory = Callable[..., Config]
@@ -223,77 +208,6 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# --- failopen override --------------------------------------------------------------------------
-
-
-def _override_store(args: argparse.Namespace) -> OverrideStore:
-    config = command_config(args, uses=STORE_FIELDS, store=args.store)
-    url = config.store
-    if url.startswith("memory:"):
-        raise ConfigError(
-            "FAILOPEN_STORE: the memory: store lives inside each server process, so a command "
-            "cannot reach it; configure a shared store (redis://host:port/db or file:///path) in "
-            "the app and pass it here with --store or FAILOPEN_STORE"
-        )
-    return open_store(url, prefix=config.redis_prefix)
-
-
-def _stored_override(store: OverrideStore) -> EnforcementFlag:
-    """A flag holding exactly what the store says; StoreError when it cannot be used.
-
-    Not ``EnforcementFlag(store=...)``: that logs an unusable store and carries on with no
-    override, as a server must, which here would print "no override" over a refused or corrupt
-    file that the servers are ignoring.
-    """
-    flag = EnforcementFlag()
-    flag.apply_override(store.load())  # drops an expired one, refuses an endless force-off
-    return flag
-
-
-def _cmd_override(args: argparse.Namespace) -> int:
-    ignored = [name for name, value, verbs in (("--ttl", args.ttl, ("show", "auto")),
-                                               ("--reason", args.reason, ("show",)))
-               if value is not None and args.verb in verbs]
-    if ignored:
-        # Silently dropping an operator's --ttl would leave them believing it applies.
-        print(f"failopen override {args.verb}: {' and '.join(ignored)} do not apply here",
-              file=sys.stderr)
-        return EXIT_UNKNOWN
-    store = _override_store(args)
-    if args.verb == "show":
-        try:
-            flag = _stored_override(store)
-        except StoreError as exc:
-            print(f"failopen override show: the override in {store.describe()} is unusable: "
-                  f"{exc}. Servers ignore it and keep the override they last knew (none if "
-                  "they started since); place a new one with failopen override off|on|auto.",
-                  file=sys.stderr)
-            return EXIT_UNKNOWN
-    else:
-        flag = EnforcementFlag(store=store)
-        reason = args.reason or f"failopen override {args.verb} from the command line"
-        try:
-            if args.verb == "off":
-                flag.force_off(reason, ttl=args.ttl, set_by="cli")
-            elif args.verb == "on":
-                flag.force_on(reason, ttl=args.ttl, set_by="cli")
-            else:
-                flag.automatic(reason)
-        except ValueError as exc:  # a --ttl beyond the limits; the message names them
-            print(f"failopen override {args.verb}: --ttl: {exc}", file=sys.stderr)
-            return EXIT_UNKNOWN
-    shown = describe_override(flag.override)
-    if args.json:
-        _emit(sys.stdout, shown)
-    elif shown["override"] is None:
-        print("no override: the status page decides")
-    else:
-        o = shown["override"]
-        print(terminal_safe(f"override: enforce={o['enforce']} "
-                            f"until={o['expires_at'] or 'lifted'} reason={o['reason']}"))
-    return EXIT_OK
-
-
 # --- the parser ---------------------------------------------------------------------------------
 
 
@@ -340,15 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="stop after N polls, N >= 1 (default: until Ctrl-C)")
     watch.set_defaults(func=_cmd_watch)
 
-    override = verbs.add_parser("override", help="force enforcement off or on, or back to auto")
-    override.add_argument("verb", choices=["off", "on", "auto", "show"])
-    override.add_argument("--ttl", type=parse_duration,
-                          help="lapse after this long: 90s, 30m, 2h, 1d (off: default 1h, at "
-                               "most 7d; on: at most 30d, default until lifted)")
-    override.add_argument("--reason", help="why (recorded and logged)")
-    override.add_argument("--store", help="store URL (default: FAILOPEN_STORE)")
-    override.add_argument("--json", action="store_true")
-    override.set_defaults(func=_cmd_override)
+    from failopen.override_cli import register_override
+
+    register_override(verbs)
 
     from failopen.fleet_cli import register_fleet
 
