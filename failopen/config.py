@@ -97,6 +97,9 @@ class Config:
     admin_token: str | None = field(default=None, repr=False)
     override_endpoint: bool = False
 
+    # Observability: Prometheus metrics (failopen.metrics).
+    metrics: Literal["auto", "on", "off"] = "auto"
+
     def __post_init__(self) -> None:
         # Collections given in code may be any iterable; keep one canonical, hashable form.
         # Methods are upper-cased here too: "post" must protect POST, not silently nothing.

@@ -62,6 +62,7 @@ ENV_TABLE: dict[str, tuple[str, object]] = {
     "vendor_url": ("https://client.vendor.example/", "https://client.vendor.example"),
     "admin_token": ("adm-" + "x" * 28, "adm-" + "x" * 28),
     "override_endpoint": ("true", True),
+    "metrics": ("off", "off"),
 }
 
 
