@@ -8,7 +8,6 @@ message that names the variable and says what to change. Checks that relate two 
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -120,7 +119,9 @@ def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
 
 def _metrics(name: str, value: Any) -> None:
     _choice(name, value, ("auto", "on", "off"))
-    if value == "on" and importlib.util.find_spec("prometheus_client") is None:
+    from failopen.metrics import available
+
+    if value == "on" and not available():
         raise ConfigError(
             f"{env_name(name)}: 'on' needs prometheus_client: pip install \"failopen[prometheus]\" "
             "(or set it to auto: metrics whenever prometheus_client is installed)"

@@ -21,7 +21,6 @@ one dict lookup and one pre-bound ``Counter.inc()`` per decision.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import logging
 import threading
 import weakref
@@ -88,8 +87,13 @@ NO_METRICS = Metrics()
 
 
 def available() -> bool:
-    """True when ``prometheus_client`` can be imported (without importing it)."""
-    return importlib.util.find_spec("prometheus_client") is not None
+    """True when ``prometheus_client`` can be imported (called when a runtime is built, never
+    at import time)."""
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 class _Instruments:
