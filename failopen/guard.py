@@ -174,7 +174,7 @@ class OutageConfirmer:
             # Another process of the fleet checked within the TTL; its reading reaches this
             # one through the store (applied already if it was published).
             self._cache["checked"] = True
-            self.metrics.confirmation("fleet")
+            self._counted("fleet")
             return
         self.requests += 1
         started = self._clock.monotonic()
@@ -195,7 +195,13 @@ class OutageConfirmer:
                 fleet.published(report, at, "confirmed")
             result = "no_outage" if self._watcher.flag.automatic_state.enforce else "outage"
         self._cache["checked"] = True
-        self.metrics.confirmation(result)
+        self._counted(result)
+
+    def _counted(self, result: str) -> None:
+        try:
+            self.metrics.confirmation(result)
+        except Exception:  # counting must never turn a decision into an error
+            logger.exception("metrics failed", extra={"event": "failopen.metrics_failed"})
 
 
 class Guard:
@@ -242,7 +248,7 @@ class Guard:
                 return early
             started = time.perf_counter()
             result = self.verifier.verify(cast(str, token))  # _before_verify refused the rest
-            self.metrics.verify_call(time.perf_counter() - started)
+            self._timed(started)
             confirmer = self.confirmer if result.outcome is VerifyOutcome.UNAVAILABLE else None
             confirmed = confirmer.confirm() if confirmer is not None else False
             return self._finish(self._from_verify(result, confirmed), path, client)
@@ -257,7 +263,7 @@ class Guard:
                 return early
             started = time.perf_counter()
             result = await self.verifier.averify(cast(str, token))
-            self.metrics.verify_call(time.perf_counter() - started)
+            self._timed(started)
             confirmer = self.confirmer if result.outcome is VerifyOutcome.UNAVAILABLE else None
             confirmed = await confirmer.aconfirm() if confirmer is not None else False
             return self._finish(self._from_verify(result, confirmed), path, client)
@@ -286,13 +292,15 @@ class Guard:
 
     # --- internals --------------------------------------------------------------------------
 
+    def _timed(self, started: float) -> None:
+        try:
+            self.metrics.verify_call(time.perf_counter() - started)
+        except Exception:  # counting must never turn a decision into an error
+            logger.exception("metrics failed", extra={"event": "failopen.metrics_failed"})
+
     def _count(self, outcome: str) -> None:
         with self._counts_lock:
             self._counts[outcome] = self._counts.get(outcome, 0) + 1
-        try:  # noqa: SIM105 - suppress() would cost a context manager per request
-            self.metrics.decision(outcome)
-        except Exception:  # counting must never turn a decision into an error
-            pass
 
     def _bypass_flag_off(self, path: str, client: str) -> Decision:
         state = self.flag.state

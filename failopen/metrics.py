@@ -14,8 +14,14 @@ change, two apps) shares one set of collectors there, so building a second one n
 Counters add up across runtimes; the two gauges show the last change any of them saw.
 
 Labels only ever take the bounded values listed in this module (outcome names, flag sources,
-poll readings, confirmation results), never a path, a client or a reason. The request path pays
-one dict lookup and one pre-bound ``Counter.inc()`` per decision.
+poll readings, confirmation results), never a path, a client or a reason.
+
+Decisions cost the request path nothing more: the guard already counts them per outcome (under
+the lock it always took), and those counts reach ``failopen_decisions_total`` as increments of
+pre-bound children when the registry is scraped and on every turn of the watcher (about once a
+second), which a multi-process collector (``PROMETHEUS_MULTIPROC_DIR``) relies on. A pre-bound
+``Counter.inc()`` per request measured +0.4 to +1.4 us per decision (tests/benchmarks/
+bench_metrics.py), more than the whole decision costs.
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ import contextlib
 import logging
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
+
+from failopen._forksafe import renew_locks_after_fork
 
 if TYPE_CHECKING:
     from failopen.flag import FlagState
@@ -63,8 +71,11 @@ class Metrics:
 
     enabled = False
 
-    def decision(self, outcome: str) -> None:
-        """One decision of the guard (the request path: must be cheap, must not raise)."""
+    def bind_decisions(self, counts: Callable[[], Mapping[str, int]]) -> None:
+        """Where the decisions are counted (``Guard.counts``): read by :meth:`flush`."""
+
+    def flush(self) -> None:
+        """Bring the decision counters up to date (the watcher's turn; a scrape)."""
 
     def status_poll(self, result: str, seconds: float) -> None:
         """One status page poll by the watcher, and how long it took."""
@@ -103,7 +114,7 @@ class _Instruments:
         from prometheus_client import Counter, Gauge, Histogram
 
         self.registry = registry
-        self.users = 0
+        self.users: weakref.WeakSet[PrometheusMetrics] = weakref.WeakSet()
         # Built unregistered, then registered one by one: a name someone else already holds in
         # this registry costs that one metric (logged), never an exception at start-up.
         self.decisions = Counter(
@@ -132,6 +143,7 @@ class _Instruments:
             "failopen_override_active", "1 while an operator override is in force, else 0.",
             registry=None, multiprocess_mode="liveall")
         self.collectors = [
+            _FlushOnScrape(self.users),  # first: a scrape sees the counts brought up to date
             self.decisions, self.enforcing, self.transitions, self.polls, self.poll_seconds,
             self.verify_seconds, self.confirmations, self.override_active,
         ]
@@ -158,19 +170,34 @@ _lock = threading.Lock()
 _instruments: weakref.WeakKeyDictionary[Any, _Instruments] = weakref.WeakKeyDictionary()
 
 
-def _attach(registry: Any) -> _Instruments:
+class _FlushOnScrape:
+    """A collector with no metrics of its own: collecting it flushes the decision counts."""
+
+    def __init__(self, users: weakref.WeakSet[PrometheusMetrics]) -> None:
+        self._users = users
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> list[Any]:
+        for user in list(self._users):
+            user.flush()
+        return []
+
+
+def _attach(registry: Any, user: PrometheusMetrics) -> _Instruments:
     with _lock:
         shared = _instruments.get(registry)
         if shared is None:
             shared = _instruments[registry] = _Instruments(registry)
-        shared.users += 1
+        shared.users.add(user)
         return shared
 
 
-def _release(shared: _Instruments) -> None:
+def _release(shared: _Instruments, user: PrometheusMetrics) -> None:
     with _lock:
-        shared.users -= 1
-        if shared.users <= 0 and _instruments.get(shared.registry) is shared:
+        shared.users.discard(user)
+        if not shared.users and _instruments.get(shared.registry) is shared:
             del _instruments[shared.registry]
             shared.unregister()
 
@@ -186,9 +213,12 @@ class PrometheusMetrics(Metrics):
 
             registry = REGISTRY
         self.registry = registry
-        self._shared = _attach(registry)
+        self._counts: Callable[[], Mapping[str, int]] | None = None
+        self._flushed: dict[str, int] = {}
+        self._flush_lock = threading.Lock()
+        renew_locks_after_fork(self, "_flush_lock")
+        self._shared = shared = _attach(registry, self)
         self._attached = True
-        shared = self._shared
         # Children resolved once: the request path never calls .labels().
         self._decided: dict[str, Callable[..., None]] = {
             o: shared.decisions.labels(outcome=o).inc for o in DECISION_OUTCOMES}
@@ -206,10 +236,20 @@ class PrometheusMetrics(Metrics):
     def __repr__(self) -> str:
         return f"PrometheusMetrics(registry={type(self.registry).__name__})"
 
-    def decision(self, outcome: str) -> None:
-        inc = self._decided.get(outcome)
-        if inc is not None:
-            inc()
+    def bind_decisions(self, counts: Callable[[], Mapping[str, int]]) -> None:
+        self._counts = counts
+
+    def flush(self) -> None:
+        counts = self._counts
+        if counts is None:
+            return
+        with self._flush_lock:  # the watcher's turn and a scrape may meet here
+            for outcome, total in counts().items():
+                delta = total - self._flushed.get(outcome, 0)
+                inc = self._decided.get(outcome)
+                if delta > 0 and inc is not None:
+                    inc(delta)
+                    self._flushed[outcome] = total
 
     def status_poll(self, result: str, seconds: float) -> None:
         inc = self._polled.get(result)
@@ -236,8 +276,9 @@ class PrometheusMetrics(Metrics):
     def detach(self) -> None:
         """Stop sharing this registry's collectors; the last user unregisters them."""
         if self._attached:
+            self.flush()
             self._attached = False
-            _release(self._shared)
+            _release(self._shared, self)
 
 
 def metrics_for(setting: str) -> Metrics:

@@ -170,6 +170,7 @@ class FailOpen:
         if self.confirmer is not None:
             self.confirmer.metrics = metrics
         if metrics is not NO_METRICS:
+            metrics.bind_decisions(self.guard.counts)
             self.flag.add_listener(metrics.flag_changed)
             state = self.flag.state
             metrics.flag_changed(state, state)  # the gauges start from the flag as it is
@@ -197,6 +198,10 @@ class FailOpen:
         if isinstance(self.store, RedisStore):
             self.store.close()  # its sockets; a later start() connects again
         self.guard.audit.flush()
+        try:
+            self.metrics.flush()  # the last decisions, before the counters stop moving
+        except Exception:
+            logger.exception("metrics failed", extra={"event": "failopen.metrics_failed"})
         self._changes.stop(timeout=1.0)
         if self.status is not None:
             self.status.close()

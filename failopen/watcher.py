@@ -196,6 +196,10 @@ class StatusWatcher(BackgroundThread):
         except Exception:
             logger.exception("status watcher tick failed; continuing",
                              extra={"event": "failopen.watcher_error"})
+        try:
+            self.metrics.flush()  # the decision counters, for a multi-process collector
+        except Exception:
+            logger.exception("metrics failed", extra={"event": "failopen.metrics_failed"})
 
     def _end_stale_bypass(self) -> None:
         with self._observe_lock:
@@ -263,7 +267,7 @@ class StatusWatcher(BackgroundThread):
         try:
             self.metrics.status_poll(result.reading, self._clock.monotonic() - started)
         except Exception:  # counting must never cost the thread a poll
-            logger.exception("metrics failed", extra={"event": "failopen.watcher_error"})
+            logger.exception("metrics failed", extra={"event": "failopen.metrics_failed"})
         self._report(result)
         return result
 

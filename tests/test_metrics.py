@@ -197,7 +197,13 @@ def test_confirmations_are_counted_by_result(
 def test_metrics_that_fail_never_change_a_decision(page: FakeStatusPage,
                                                    api: FakeVerifyAPI) -> None:
     class Broken(Metrics):
-        def decision(self, outcome: str) -> None:
+        def verify_call(self, seconds: float) -> None:
+            raise RuntimeError("boom")
+
+        def flush(self) -> None:
+            raise RuntimeError("boom")
+
+        def confirmation(self, result: str) -> None:
             raise RuntimeError("boom")
 
         def status_poll(self, result: str, seconds: float) -> None:
