@@ -248,3 +248,39 @@ def test_the_chat_recipe_never_raises_and_never_logs_the_webhook_url(
     # The callbacks raised nothing: no listener failure was logged.
     assert not [r for r in caplog.records if getattr(r, "event", "") ==
                 "failopen.listener_failed"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_worker_reports_its_own_changes_not_the_parents_backlog(fo: FailOpen) -> None:
+    import signal
+
+    release = threading.Event()
+    reasons: list[str] = []
+
+    def slow(old: FlagState, new: FlagState) -> None:
+        release.wait(10)
+        reasons.append(new.reason)
+
+    fo.on_change(slow)
+    fo.flag.force_off("parent 1")  # being delivered: the callback hangs
+    fo.flag.force_off("parent 2")  # queued behind it
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a gunicorn worker forked from a preloading master
+        try:
+            signal.alarm(5)
+            release.set()
+            fo.flag.force_off("child")
+            fo.flush_listeners(3)
+            os.write(write_end, ",".join(reasons).encode() or b"-")
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    child = os.read(read_end, 200).decode()
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    release.set()
+    assert fo.flush_listeners()
+    assert child == "child"  # neither of the parent's changes posted again by the worker
+    assert reasons == ["parent 1", "parent 2"]

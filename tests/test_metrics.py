@@ -332,3 +332,31 @@ def test_the_prometheus_extra_is_part_of_all() -> None:
     extras = project["optional-dependencies"]
     assert extras["prometheus"] == ["prometheus_client>=0.17"]
     assert "prometheus" in extras["all"][0]
+
+
+def test_a_multi_process_collector_sees_decisions_within_a_watcher_turn(tmp_path: Any) -> None:
+    # gunicorn with PROMETHEUS_MULTIPROC_DIR: values live in files, scrapes never reach the
+    # worker's own collectors, so the watcher's turn is what brings the counts there.
+    code = """
+        from failopen import Config, FailOpen
+        from prometheus_client import CollectorRegistry
+        from prometheus_client.multiprocess import MultiProcessCollector
+        fo = FailOpen(Config(verify_url="https://v.example/", private_key="k",
+                             protected_paths=("/login",)))
+        fo.guard.decide(None)
+        fo.guard.decide(None)
+        fo.flag.force_off("x")
+        fo.watcher.tick()
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+        print(registry.get_sample_value("failopen_decisions_total", {"outcome": "missing_token"}))
+        enforcing = [s for m in registry.collect() for s in m.samples
+                     if s.name == "failopen_enforcing"]
+        print([s.value for s in enforcing])
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAILOPEN_")}
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(tmp_path)
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["2.0", "[0.0]"]
