@@ -360,3 +360,14 @@ def test_a_multi_process_collector_sees_decisions_within_a_watcher_turn(tmp_path
                           text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["2.0", "[0.0]"]
+
+
+def test_a_name_already_taken_in_the_registry_costs_that_metric_not_the_start(
+    registry: CollectorRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    prometheus_client.Gauge("failopen_enforcing", "someone else's", registry=registry)
+    metrics = PrometheusMetrics(registry)  # no exception
+    assert [r.event for r in caplog.records] == ["failopen.metrics_conflict"]  # type: ignore[attr-defined]
+    metrics.status_poll("operational", 0.1)
+    assert value(registry, "failopen_status_polls_total", result="operational") == 1.0
+    metrics.detach()
