@@ -86,6 +86,7 @@ def check_field(name: str, value: Any) -> None:
         "poll_jitter": lambda v: _fraction(name, v),
         "mode": lambda v: _choice(name, v, ("enforce", "shadow")),
         "audit": lambda v: _choice(name, v, ("each", "summary")),
+        "metrics": lambda v: _metrics(name, v),
         "store": lambda v: _store(name, v),
         "redis_prefix": lambda v: _prefix(name, v),
         "protected_paths": lambda v: _paths(name, v),
@@ -123,6 +124,17 @@ def _fraction(name: str, value: Any) -> None:
 def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ConfigError(f"{env_name(name)}: expected one of {', '.join(choices)}, got {value!r}")
+
+
+def _metrics(name: str, value: Any) -> None:
+    _choice(name, value, ("auto", "on", "off"))
+    from failopen.metrics import available
+
+    if value == "on" and not available():
+        raise ConfigError(
+            f"{env_name(name)}: 'on' needs prometheus_client: pip install \"failopen[prometheus]\" "
+            "(or set it to auto: metrics whenever prometheus_client is installed)"
+        )
 
 
 def _nonempty(name: str, value: Any) -> None:

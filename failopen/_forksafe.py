@@ -124,5 +124,6 @@ class BackgroundThread:
                     self._thread = None  # the next ensure_running() starts a new one
             if not self._stop.is_set():
                 self._thread_logger.error(
-                    "%s thread ended unexpectedly; it restarts on next use", self._thread_name
+                    "%s thread ended unexpectedly; it restarts on next use", self._thread_name,
+                    extra={"event": "failopen.thread_ended", "thread_role": self._thread_name},
                 )

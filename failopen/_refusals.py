@@ -50,8 +50,12 @@ class RefusalLog:
         if unlogged:
             self._logger.warning(
                 "override refused: %s from %s (%d more refused since the last line; one line "
-                "per %gs)", why, client or "an unknown client", unlogged, self._interval)
+                "per %gs)", why, client or "an unknown client", unlogged, self._interval,
+                extra={"event": "failopen.override_refused", "why": why, "client": client,
+                       "unlogged": unlogged})
         else:
             self._logger.warning(
                 "override refused: %s from %s (more within %gs are counted, not logged)",
-                why, client or "an unknown client", self._interval)
+                why, client or "an unknown client", self._interval,
+                extra={"event": "failopen.override_refused", "why": why, "client": client,
+                       "unlogged": 0})

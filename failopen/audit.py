@@ -86,7 +86,8 @@ class BypassAudit:
         if self.file is not None:
             self.file.record(path, client, user_agent, outcome, reason, self._window_id())
         if self.mode == "each" or first:
-            audit.warning("bypass path=%r client=%r reason=%s", path, client, reason)
+            audit.warning("bypass path=%r client=%r reason=%s", path, client, reason, extra={
+                "event": "failopen.bypass", "path": path, "client": client, "reason": reason})
             if self.mode == "each":
                 return
         now = self._clock.monotonic()
@@ -99,7 +100,7 @@ class BypassAudit:
             due = now - self._since >= self.interval
             summary = self._take(now) if due else None
         if summary is not None:
-            audit.warning(*summary)
+            audit.warning(*summary[0], extra=summary[1])
 
     def close(self) -> None:
         """Flush the summary, and write and close the audit file (shutting down)."""
@@ -129,17 +130,24 @@ class BypassAudit:
         with self._lock:
             summary = self._take(self._clock.monotonic()) if self._total else None
         if summary is not None:
-            audit.warning(*summary)
+            audit.warning(*summary[0], extra=summary[1])
 
-    def _take(self, now: float) -> tuple[object, ...]:
-        """The summary line's format and arguments; resets the counters (lock held)."""
+    def _take(self, now: float) -> tuple[tuple[object, ...], dict[str, object]]:
+        """The summary line's format and arguments, and its ``extra``; resets the counters
+        (lock held)."""
         span = now - (self._since if self._since is not None else now)
         paths, clients, total = self._paths, self._clients, self._total
         self._paths, self._clients, self._total, self._since = {}, {}, 0, None
+        distinct = len(clients) - (_OTHER in clients)
+        extra: dict[str, object] = {
+            "event": "failopen.bypass_summary", "requests": total, "seconds": round(span, 3),
+            "paths": _busiest(paths), "distinct_clients": distinct,
+            "busiest_clients": _busiest(clients),
+        }
         return (
             "bypass summary: %d requests in %.0fs; paths=%s; %d distinct clients, busiest=%s",
-            total, span, _top(paths), len(clients) - (_OTHER in clients), _top(clients),
-        )
+            total, span, _top(paths), distinct, _top(clients),
+        ), extra
 
 
 def _bump(counts: dict[str, int], key: str) -> None:
@@ -150,6 +158,9 @@ def _bump(counts: dict[str, int], key: str) -> None:
     counts[key] = counts.get(key, 0) + 1
 
 
+def _busiest(counts: dict[str, int]) -> dict[str, int]:
+    return dict(sorted(counts.items(), key=lambda item: -item[1])[:_TOP])
+
+
 def _top(counts: dict[str, int]) -> str:
-    busiest = sorted(counts.items(), key=lambda item: -item[1])[:_TOP]
-    return "{" + ", ".join(f"{key!r}: {count}" for key, count in busiest) + "}"
+    return "{" + ", ".join(f"{key!r}: {count}" for key, count in _busiest(counts).items()) + "}"

@@ -338,12 +338,16 @@ class AuditFile(BackgroundThread):
         if kind != self._last_error:  # once per change: a full disk must not flood the log
             self._last_error = kind
             logger.error("audit file %s: cannot write (%s: %s); %d line(s) lost so far, "
-                         "requests go on", self.path, kind, exc.strerror or exc, self.failed)
+                         "requests go on", self.path, kind, exc.strerror or exc, self.failed,
+                         extra={"event": "failopen.audit_file_failed", "file": self.path,
+                                "error": kind, "lost": self.failed})
 
     def _recovered(self) -> None:
         if self._last_error is not None:
             logger.warning("audit file %s: writing again after %s; %d line(s) were lost",
-                           self.path, self._last_error, self.failed)
+                           self.path, self._last_error, self.failed,
+                           extra={"event": "failopen.audit_file_back", "file": self.path,
+                                  "error": self._last_error, "lost": self.failed})
             self._last_error = None
 
     def _tell_drops(self) -> None:
@@ -352,7 +356,9 @@ class AuditFile(BackgroundThread):
             self._dropped_told = dropped
             logger.warning("audit file %s: %d line(s) dropped so far: more bypasses than the "
                            "writer keeps up with (queue of %d)", self.path, dropped,
-                           self.queue_size)
+                           self.queue_size,
+                           extra={"event": "failopen.audit_file_dropped", "file": self.path,
+                                  "dropped": dropped})
 
 
 def describe(stats: dict[str, Any]) -> str:

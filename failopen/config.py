@@ -102,6 +102,8 @@ class Config:
     audit_file: str | None = None
     audit_max_bytes: int = DEFAULT_AUDIT_MAX_BYTES
     audit_backups: int = DEFAULT_AUDIT_BACKUPS
+    # Observability: Prometheus metrics (failopen.metrics).
+    metrics: Literal["auto", "on", "off"] = "auto"
 
     def __post_init__(self) -> None:
         # Collections given in code may be any iterable; keep one canonical, hashable form.

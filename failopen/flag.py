@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
 from failopen._forksafe import renew_locks_after_fork
+from failopen._paced import PacedLog
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.exceptions import FailopenError, StoreError
 from failopen.override import (
@@ -113,6 +114,7 @@ class EnforcementFlag:
         self._lock = threading.Lock()
         renew_locks_after_fork(self, "_lock")
         self._listeners: list[Listener] = []
+        self._listener_failures = PacedLog(clock=clock)
         self._auto = FlagState(
             enforce=True, source="default", reason="no status reading yet", since=clock.time()
         )
@@ -203,7 +205,9 @@ class EnforcementFlag:
             self._store.save(None)
         with self._lock:
             if self._override is not None:
-                logger.warning("override lifted: %s", reason[:MAX_REASON])
+                logger.warning("override lifted: %s", reason[:MAX_REASON], extra={
+                    "event": "failopen.override_lifted", "reason": reason[:MAX_REASON],
+                    "enforce": self._override.enforce})
             self._override = None
             old, new = self._swap()
         return self._notify(old, new)
@@ -247,7 +251,8 @@ class EnforcementFlag:
         except FailopenError as exc:
             # An unreadable store keeps the override we last knew: losing an operator's
             # "force on" because a file was half-written would be the wrong way to fail.
-            logger.error("override store unreadable, keeping the last known override: %s", exc)
+            logger.error("override store unreadable, keeping the last known override: %s", exc,
+                         extra={"event": "failopen.store_unreadable", "error": str(exc)})
 
     # --- listeners ------------------------------------------------------------------------------
 
@@ -289,6 +294,9 @@ class EnforcementFlag:
         logger.warning(
             "override placed: enforce=%s ttl=%s reason=%s",
             override.enforce, "none" if ttl is None else f"{round(ttl, 3):g}s", override.reason,
+            extra={"event": "failopen.override_set", "enforce": override.enforce,
+                   "ttl": ttl, "expires_at": rfc3339(override.expires_at),
+                   "reason": override.reason, "set_by": override.set_by},
         )
         return self.apply_override(override)
 
@@ -296,7 +304,10 @@ class EnforcementFlag:
         with self._lock:
             if self._override is None or not self._override.expired(self._clock.time()):
                 return self._state
-            logger.warning("override expired: %s", self._override.reason)
+            logger.warning("override expired: %s", self._override.reason, extra={
+                "event": "failopen.override_expired", "reason": self._override.reason,
+                "enforce": self._override.enforce,
+                "expires_at": rfc3339(self._override.expires_at)})
             self._override = None
             old, new = self._swap()
         return self._notify(old, new)
@@ -320,26 +331,58 @@ class EnforcementFlag:
         write the flag; a failing listener is logged and never breaks the writer."""
         if old.enforce != new.enforce:
             _log_transition(new)
+        if old.stale != new.stale:
+            _log_staleness(new)
         if old != new:
             for listener in list(self._listeners):
                 try:
                     listener(old, new)
                 except Exception:
-                    logger.exception("flag listener %r failed", listener)
+                    # Paced: a listener failing on every change must not flood the log.
+                    suppressed = self._listener_failures.due()
+                    if suppressed is not None:
+                        logger.exception(
+                            "flag listener %r failed (%d more failures since the last line)",
+                            listener, suppressed,
+                            extra={"event": "failopen.listener_failed",
+                                   "callback": repr(listener)[:200], "suppressed": suppressed})
         return new
 
 
 def _log_transition(new: FlagState) -> None:
     # Once per change of the value (not per poll, nor per change of reason or staleness): the
     # line an operator greps for to learn when and why protection went off and came back.
+    extra = {"event": "failopen.flag_changed", **_fields(new)}
     if new.enforce:
         logger.info(
             "enforcement on: source=%s reason=%r global_status=%s",
-            new.source, new.reason, new.global_status,
+            new.source, new.reason, new.global_status, extra=extra,
         )
     else:
         logger.warning(
             "enforcement off: source=%s reason=%r global_status=%s%s",
             new.source, new.reason, new.global_status,
-            "" if new.expires_at is None else f" until={rfc3339(new.expires_at)}",
+            "" if new.expires_at is None else f" until={rfc3339(new.expires_at)}", extra=extra,
         )
+
+
+def _log_staleness(new: FlagState) -> None:
+    # Once when the last good reading grows too old, once when a good reading arrives again.
+    if new.stale:
+        logger.warning(
+            "status reading stale: no good status page reading for a while; the flag keeps "
+            "enforce=%s (%s); last poll error: %s", new.enforce, new.reason, new.error or "none",
+            extra={"event": "failopen.stale", **_fields(new)},
+        )
+    else:
+        logger.info("status reading fresh again: enforce=%s (%s)", new.enforce, new.reason,
+                    extra={"event": "failopen.stale_ended", **_fields(new)})
+
+
+def _fields(state: FlagState) -> dict[str, Any]:
+    # Names chosen not to collide with LogRecord attributes (logging raises on those).
+    return {
+        "enforce": state.enforce, "source": state.source, "reason": state.reason,
+        "global_status": state.global_status, "expires_at": rfc3339(state.expires_at),
+        "stale": state.stale, "error": state.error,
+    }

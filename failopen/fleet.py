@@ -188,7 +188,8 @@ class Fleet:
             except StoreError as exc:
                 self._fall_back(str(exc))
             except Exception:
-                logger.exception("fleet sync failed unexpectedly")
+                logger.exception("fleet sync failed unexpectedly",
+                                 extra={"event": "failopen.fleet_error"})
                 self._fall_back("fleet sync failed unexpectedly")
 
     def _sync(self) -> None:
@@ -229,7 +230,8 @@ class Fleet:
             store.publish(pending.to_json(), self._reading_ttl_ms())
         if self.store_state == "local":
             logger.warning("fleet store %s answers again: following the shared override and "
-                           "status reading", store.shown)
+                           "status reading", store.shown,
+                           extra={"event": "failopen.fleet_store_back", "store": store.shown})
             self.store_state, self._why_local = "redis", None
         if reading is not None:
             self._apply(reading, now)
@@ -258,9 +260,12 @@ class Fleet:
             self._heartbeat_due = 0.0  # say so in the heartbeat now
             if leader:
                 logger.info("this process (%s) now polls the status page for the fleet (%s)",
-                            self.id, why)
+                            self.id, why, extra={"event": "failopen.fleet_leader",
+                                                 "leader": True, "member": self.id, "why": why})
             else:
-                logger.warning("this process (%s) no longer polls for the fleet (%s)", self.id, why)
+                logger.warning("this process (%s) no longer polls for the fleet (%s)", self.id, why,
+                               extra={"event": "failopen.fleet_leader", "leader": False,
+                                      "member": self.id, "why": why})
 
     def _fall_back(self, why: str, *, override_usable: bool = False) -> None:
         if not override_usable:
@@ -272,7 +277,8 @@ class Fleet:
             logger.error(
                 "fleet store unusable: %s; this process polls the status page itself and %s",
                 why, "follows the override in the store" if override_usable else
-                "keeps the override it last saw until that override's expiry")
+                "keeps the override it last saw until that override's expiry",
+                extra={"event": "failopen.fleet_store_unusable", "why": why})
         self.store_state, self._why_local = "local", why
 
     def _apply(self, reading: FleetReading, now: float) -> None:

@@ -23,6 +23,7 @@ import asyncio
 import logging
 import math
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -33,6 +34,7 @@ from failopen.audit import BypassAudit
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.exceptions import StatusError
 from failopen.flag import EnforcementFlag
+from failopen.metrics import NO_METRICS, Metrics
 from failopen.verify import Verifier, VerifyOutcome, VerifyResult
 from failopen.watcher import StatusSource, StatusWatcher
 
@@ -91,6 +93,9 @@ class OutageConfirmer:
     ``wait`` bounds how long a caller waits for a check someone else is making (real seconds).
     """
 
+    #: Set by the runtime (failopen.metrics): counts the checks made.
+    metrics: Metrics = NO_METRICS
+
     def __init__(
         self,
         source: StatusSource,
@@ -138,7 +143,8 @@ class OutageConfirmer:
             elif lock.acquire(timeout=self.wait):  # the check in progress ended within the wait
                 lock.release()
             else:
-                logger.debug("a status check is under way; answering from the flag as it is")
+                logger.debug("a status check is under way; answering from the flag as it is",
+                             extra={"event": "failopen.confirm_waited"})
         return not self._watcher.flag.state.enforce
 
     async def aconfirm(self) -> bool:
@@ -168,6 +174,7 @@ class OutageConfirmer:
             # Another process of the fleet checked within the TTL; its reading reaches this
             # one through the store (applied already if it was published).
             self._cache["checked"] = True
+            self._counted("fleet")
             return
         self.requests += 1
         started = self._clock.monotonic()
@@ -175,18 +182,33 @@ class OutageConfirmer:
         try:
             report = self._source.fetch()
         except StatusError as exc:
-            logger.warning("outage confirmation failed; not bypassing: %s", exc)
+            logger.warning("outage confirmation failed; not bypassing: %s", exc,
+                           extra={"event": "failopen.confirm_failed", "error": str(exc)})
+            result = "failed"
         except Exception:
-            logger.exception("outage confirmation failed unexpectedly; not bypassing")
+            logger.exception("outage confirmation failed unexpectedly; not bypassing",
+                             extra={"event": "failopen.confirm_failed"})
+            result = "failed"
         else:
             self._watcher.observe(report, source="confirmed", started=started)
             if fleet is not None:
                 fleet.published(report, at, "confirmed")
+            result = "no_outage" if self._watcher.flag.automatic_state.enforce else "outage"
         self._cache["checked"] = True
+        self._counted(result)
+
+    def _counted(self, result: str) -> None:
+        try:
+            self.metrics.confirmation(result)
+        except Exception:  # counting must never turn a decision into an error
+            logger.exception("metrics failed", extra={"event": "failopen.metrics_failed"})
 
 
 class Guard:
     """Turns the flag, the token and the verify call into a Decision. Never raises."""
+
+    #: Set by the runtime (failopen.metrics): counts decisions and times verify calls.
+    metrics: Metrics = NO_METRICS
 
     def __init__(
         self,
@@ -225,7 +247,9 @@ class Guard:
             early = self._before_verify(token, path, client, user_agent)
             if early is not None:
                 return early
+            started = time.perf_counter()
             result = self.verifier.verify(cast(str, token))  # _before_verify refused the rest
+            self._timed(started)
             confirmer = self.confirmer if result.outcome is VerifyOutcome.UNAVAILABLE else None
             confirmed = confirmer.confirm() if confirmer is not None else False
             return self._finish(self._from_verify(result, confirmed), path, client,
@@ -240,7 +264,9 @@ class Guard:
             early = self._before_verify(token, path, client, user_agent)
             if early is not None:
                 return early
+            started = time.perf_counter()
             result = await self.verifier.averify(cast(str, token))
+            self._timed(started)
             confirmer = self.confirmer if result.outcome is VerifyOutcome.UNAVAILABLE else None
             confirmed = await confirmer.aconfirm() if confirmer is not None else False
             return self._finish(self._from_verify(result, confirmed), path, client,
@@ -260,7 +286,8 @@ class Guard:
             if self.mode == "enforce" and not self.flag.state.enforce:
                 return self._bypass_flag_off(path, client, user_agent)
         except Exception:
-            logger.exception("failopen bypass check failed; deciding with the token instead")
+            logger.exception("failopen bypass check failed; deciding with the token instead",
+                             extra={"event": "failopen.guard_error"})
         return None
 
     def counts(self) -> dict[str, int]:
@@ -269,6 +296,12 @@ class Guard:
             return dict(self._counts)
 
     # --- internals --------------------------------------------------------------------------
+
+    def _timed(self, started: float) -> None:
+        try:
+            self.metrics.verify_call(time.perf_counter() - started)
+        except Exception:  # counting must never turn a decision into an error
+            logger.exception("metrics failed", extra={"event": "failopen.metrics_failed"})
 
     def _count(self, outcome: str) -> None:
         with self._counts_lock:
@@ -348,19 +381,24 @@ class Guard:
         elif not decision.allow:
             if logger.isEnabledFor(logging.INFO):
                 logger.info("reject path=%r status=%d reason=%s", path, decision.status_code,
-                            decision.reason)
+                            decision.reason, extra={
+                                "event": "failopen.rejected", "path": path,
+                                "status_code": decision.status_code,
+                                "outcome": decision.outcome, "reason": decision.reason})
         elif logger.isEnabledFor(logging.DEBUG):
-            logger.debug("allow path=%r reason=%s", path, decision.reason)
+            logger.debug("allow path=%r reason=%s", path, decision.reason, extra={
+                "event": "failopen.allowed", "path": path, "outcome": decision.outcome,
+                "reason": decision.reason})
         return decision
 
     def _shadow(self, decision: Decision, path: str, client: str) -> Decision:
         flag_off = not self.flag.state.enforce
         if not decision.bypassed and not flag_off:
             return decision
-        audit.warning(
-            "shadow: would bypass path=%r client=%r reason=%s", path, client,
-            decision.reason if decision.bypassed else f"enforcement off: {self.flag.state.reason}",
-        )
+        why = decision.reason if decision.bypassed else f"enforcement off: {self.flag.state.reason}"
+        audit.warning("shadow: would bypass path=%r client=%r reason=%s", path, client, why,
+                      extra={"event": "failopen.shadow_bypass", "path": path, "client": client,
+                             "reason": why})
         if decision.bypassed:  # enforced instead: the token could not be verified
             return self._reject(503, "cannot_verify", f"shadow mode enforces: {decision.reason}")
         return Decision(
@@ -371,6 +409,7 @@ class Guard:
 
     def _internal_error(self) -> Decision:
         # A bug in failopen must not open the gate: fall back to refusing, and say so loudly.
-        logger.exception("failopen guard failed; refusing the request")
+        logger.exception("failopen guard failed; refusing the request",
+                         extra={"event": "failopen.guard_error"})
         self._count("internal_error")
         return fail_closed("failopen internal error", retry_after=self.retry_after)

@@ -20,9 +20,11 @@ from failopen.audit_file import AuditFile
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.config import Config
 from failopen.exceptions import ConfigError
-from failopen.flag import EnforcementFlag, FlagState
+from failopen.flag import EnforcementFlag, FlagState, Listener
 from failopen.fleet import Fleet
 from failopen.guard import CONFIRM_WAIT, Decision, Guard, OutageConfirmer
+from failopen.listeners import ChangeListeners
+from failopen.metrics import NO_METRICS, Metrics, metrics_for
 from failopen.status import StatusClient
 from failopen.stores import OverrideStore, open_store
 from failopen.stores.redis import RedisStore
@@ -58,6 +60,7 @@ class FailOpen:
         verify_async_transport: httpx.AsyncBaseTransport | None = None,
         clock: Clock = SYSTEM_CLOCK,
         on_poll: Callable[[PollResult], None] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         if (config.protected_paths or config.protected_views) and config.verify_url is None \
                 and verifier is None:
@@ -126,6 +129,11 @@ class FailOpen:
             audit=BypassAudit(config.audit, clock=clock, file=self._audit_file(config),
                               window=lambda: self.flag.state),
         )
+        #: Where the guard, watcher and confirmer report (``FAILOPEN_METRICS``; ``use_metrics``).
+        self.metrics: Metrics = NO_METRICS
+        self.use_metrics(metrics if metrics is not None else metrics_for(config.metrics))
+        self._changes = ChangeListeners(clock=clock)
+        self.flag.add_listener(self._changes.publish)
 
     @staticmethod
     def _audit_file(config: Config) -> AuditFile | None:
@@ -152,6 +160,38 @@ class FailOpen:
         """The flag's current state."""
         return self.flag.state
 
+    def on_change(self, callback: Listener) -> Callable[[], None]:
+        """Call ``callback(old, new)`` with two FlagStates whenever the flag's visible state
+        changes; returns a function that unsubscribes it.
+
+        Callbacks run in order on one background thread (``failopen.listeners``), never on the
+        watcher's thread nor on a request's: a slow one delays only the callbacks after it, one
+        that raises is logged (one line per minute) and skipped. Each process calls its own.
+        """
+        return self._changes.add(callback)
+
+    def flush_listeners(self, timeout: float = 5.0) -> bool:
+        """Wait until every change so far has reached the ``on_change`` callbacks (tests,
+        shutdown); False when ``timeout`` seconds pass first."""
+        return self._changes.flush(timeout)
+
+    def use_metrics(self, metrics: Metrics) -> None:
+        """Report to ``metrics`` from now on, instead of where reports went so far (see
+        :func:`failopen.metrics.install`)."""
+        old = self.metrics
+        if old is not NO_METRICS:
+            self.flag.remove_listener(old.flag_changed)
+            old.detach()
+        self.metrics = metrics
+        self.guard.metrics = self.watcher.metrics = metrics
+        if self.confirmer is not None:
+            self.confirmer.metrics = metrics
+        if metrics is not NO_METRICS:
+            metrics.bind_decisions(self.guard.counts)
+            self.flag.add_listener(metrics.flag_changed)
+            state = self.flag.state
+            metrics.flag_changed(state, state)  # the gauges start from the flag as it is
+
     def ensure_started(self) -> None:
         """Start the watcher in this process if it is not running (cheap; call per request).
 
@@ -163,6 +203,7 @@ class FailOpen:
     def start(self) -> None:
         """Start the watcher now."""
         self._stopped = False
+        self._changes.resume()
         self.watcher.start()
 
     def stop(self) -> None:
@@ -173,7 +214,12 @@ class FailOpen:
             self.fleet.stop()
         if isinstance(self.store, RedisStore):
             self.store.close()  # its sockets; a later start() connects again
-        self.guard.audit.close()
+        self.guard.audit.close()  # the summary, and the audit file written and closed
+        try:
+            self.metrics.flush()  # the last decisions, before the counters stop moving
+        except Exception:
+            logger.exception("metrics failed", extra={"event": "failopen.metrics_failed"})
+        self._changes.stop(timeout=1.0)
         if self.status is not None:
             self.status.close()
         close = getattr(self.verifier, "close", None)

@@ -247,6 +247,9 @@ class StatusClient:
         logger.info(
             "global component %s (%s), status %s: %s; pinned for the life of this process",
             glob.id, glob.name, glob.status, why,
+            extra={"event": "failopen.global_component_pinned", "component_id": glob.id,
+                   "component_name": glob.name, "global_status": glob.status,
+                   "chosen_by": how},
         )
 
     def _log_odd(self, odd: tuple[str, ...]) -> None:
@@ -257,9 +260,11 @@ class StatusClient:
             logger.warning(
                 "status page: %d fields read oddly (the reading still counts; the global "
                 "component's id and status were read): %s", len(odd), "; ".join(odd[:20]),
+                extra={"event": "failopen.status_odd_fields", "odd_fields": list(odd[:20])},
             )
         else:
-            logger.info("status page: no more oddly read fields")
+            logger.info("status page: no more oddly read fields",
+                        extra={"event": "failopen.status_odd_fields", "odd_fields": []})
 
     def _indicator(self, fetched: _http.Fetched) -> StatusReport:
         body = self._answer(fetched, self.indicator_url)
@@ -276,10 +281,14 @@ class StatusClient:
 
     def _log_fallback(self, error: StatusError, fallback: StatusError | None) -> None:
         if fallback is None:
-            logger.info("components.json failed (%s); read status.json instead", error)
+            logger.info("components.json failed (%s); read status.json instead", error,
+                        extra={"event": "failopen.status_fallback", "error": str(error),
+                               "fallback_error": None})
         else:
             logger.info(
-                "components.json failed (%s) and status.json failed too (%s)", error, fallback
+                "components.json failed (%s) and status.json failed too (%s)", error, fallback,
+                extra={"event": "failopen.status_fallback", "error": str(error),
+                       "fallback_error": str(fallback)},
             )
 
     # Sync.

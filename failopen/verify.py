@@ -279,19 +279,28 @@ class HttpVerifier:
         if outcome in _PACED_WARNINGS or result.reason.startswith(MALFORMED_SESSION):
             suppressed = self._warning_due()
             if suppressed is None:
-                logger.debug("verify %s: %s", outcome.value, result.reason)
+                if logger.isEnabledFor(logging.DEBUG):
+                    logger.debug("verify %s: %s", outcome.value, result.reason, extra={
+                        "event": "failopen.verify_failed", "outcome": outcome.value,
+                        "reason": result.reason, "suppressed": None})
             else:
                 logger.warning("verify %s: %s%s", outcome.value, result.reason,
                                f" ({suppressed} similar since the last warning)"
-                               if suppressed else "")
+                               if suppressed else "", extra={
+                                   "event": "failopen.verify_failed",
+                                   "outcome": outcome.value, "reason": result.reason,
+                                   "suppressed": suppressed})
         elif result.status_code in (401, 403) and self._credentials_log_due():
             logger.error(
                 "verify: the vendor rejected our credentials (HTTP %s) at %s; check "
                 "FAILOPEN_PRIVATE_KEY. Every token is rejected until this is fixed.",
                 result.status_code, self.verify_url,
+                extra={"event": "failopen.verify_credentials_rejected",
+                       "status_code": result.status_code, "verify_url": self.verify_url},
             )
-        else:
-            logger.debug("verify %s: %s", outcome.value, result.reason)
+        elif logger.isEnabledFor(logging.DEBUG):
+            logger.debug("verify %s: %s", outcome.value, result.reason, extra={
+                "event": "failopen.verify", "outcome": outcome.value, "reason": result.reason})
         return result
 
     def _warning_due(self) -> int | None:

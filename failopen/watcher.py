@@ -39,6 +39,7 @@ from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.config import default_backoff_max
 from failopen.exceptions import StatusError, StatusUnavailable
 from failopen.flag import EnforcementFlag
+from failopen.metrics import NO_METRICS, Metrics
 from failopen.status import StatusReport
 
 if TYPE_CHECKING:
@@ -72,6 +73,9 @@ class PollResult:
 
 class StatusWatcher(BackgroundThread):
     """Polls the status page and drives an EnforcementFlag."""
+
+    #: Set by the runtime (failopen.metrics): counts and times the polls.
+    metrics: Metrics = NO_METRICS
 
     def __init__(
         self,
@@ -190,7 +194,12 @@ class StatusWatcher(BackgroundThread):
                 self._end_stale_bypass()
             self.flag.set_stale(stale, error=self._last_error if stale else None)
         except Exception:
-            logger.exception("status watcher tick failed; continuing")
+            logger.exception("status watcher tick failed; continuing",
+                             extra={"event": "failopen.watcher_error"})
+        try:
+            self.metrics.flush()  # the decision counters, for a multi-process collector
+        except Exception:
+            logger.exception("metrics failed", extra={"event": "failopen.metrics_failed"})
 
     def _end_stale_bypass(self) -> None:
         with self._observe_lock:
@@ -209,7 +218,9 @@ class StatusWatcher(BackgroundThread):
                 f"(FAILOPEN_MAX_STALE_BYPASS={limit:g}s); enforcing until the page shows an "
                 "outage again"
             )
-            logger.error("%s; last poll error: %s", reason, error or "none")
+            logger.error("%s; last poll error: %s", reason, error or "none", extra={
+                "event": "failopen.stale_bypass_ended", "age_seconds": round(age, 3),
+                "limit_seconds": limit, "error": error})
             self.flag.set_automatic(
                 enforce=True, source="watcher", reason=reason,
                 global_status=auto.global_status, stale=True, error=error,
@@ -245,13 +256,18 @@ class StatusWatcher(BackgroundThread):
         except StatusError as exc:
             result = self.observe_failure(exc)
         except Exception as exc:  # a bug must not kill the thread, nor count as evidence
-            logger.exception("status poll failed unexpectedly")
+            logger.exception("status poll failed unexpectedly",
+                             extra={"event": "failopen.watcher_error"})
             result = self.observe_failure(exc)
         else:
             result = self.observe(report, source="watcher", started=started)
             fleet = self.fleet
             if fleet is not None and fleet.leader:
                 fleet.published(report, at)
+        try:
+            self.metrics.status_poll(result.reading, self._clock.monotonic() - started)
+        except Exception:  # counting must never cost the thread a poll
+            logger.exception("metrics failed", extra={"event": "failopen.metrics_failed"})
         self._report(result)
         return result
 
@@ -260,7 +276,8 @@ class StatusWatcher(BackgroundThread):
             try:
                 self._on_poll(result)
             except Exception:  # the caller's callback must not kill the thread
-                logger.exception("on_poll callback failed")
+                logger.exception("on_poll callback failed",
+                                 extra={"event": "failopen.watcher_error"})
 
     def observe(
         self,
@@ -292,7 +309,9 @@ class StatusWatcher(BackgroundThread):
         with self._observe_lock:
             if started is not None:
                 if started < self._applied_started:
-                    logger.debug("dropped a %s reading older than the last one applied", source)
+                    logger.debug("dropped a %s reading older than the last one applied", source,
+                                 extra={"event": "failopen.reading_superseded",
+                                        "source": source})
                     return PollResult(reading, report, "superseded by a newer reading",
                                       self._next_delay(None))
                 self._applied_started = started
@@ -329,7 +348,9 @@ class StatusWatcher(BackgroundThread):
             )
         self._log_regions(report)
         if reading == "neutral" and not report.known:
-            logger.warning("status page reports unknown global status %r; not acting on it", status)
+            logger.warning("status page reports unknown global status %r; not acting on it",
+                           status, extra={"event": "failopen.unknown_status",
+                                          "global_status": status})
         return PollResult(reading, report, None, self._next_delay(None))
 
     def observe_failure(self, exc: BaseException) -> PollResult:
@@ -340,8 +361,10 @@ class StatusWatcher(BackgroundThread):
         retry_after = exc.retry_after if isinstance(exc, StatusUnavailable) else None
         message = public_error(exc)
         self._last_error = message
+        logged = public_error(exc, limit=MAX_LOGGED_ERROR)
         logger.warning("status page unusable (%d in a row), flag unchanged: %s", failures,
-                       public_error(exc, limit=MAX_LOGGED_ERROR))
+                       logged, extra={"event": "failopen.poll_failed", "failures": failures,
+                                      "error": logged, "retry_after": retry_after})
         return PollResult("failed", None, message, self._next_delay(retry_after))
 
     # --- internals --------------------------------------------------------------------------
@@ -356,9 +379,13 @@ class StatusWatcher(BackgroundThread):
                 logger.info(
                     "regional impairment (diagnosis only; global is %s): %s",
                     report.global_status, ", ".join(impaired),
+                    extra={"event": "failopen.regions_changed",
+                           "global_status": report.global_status, "impaired": list(impaired)},
                 )
             else:
-                logger.info("all regions operational")
+                logger.info("all regions operational", extra={
+                    "event": "failopen.regions_changed", "global_status": report.global_status,
+                    "impaired": []})
 
     def _next_delay(self, retry_after: float | None) -> float:
         failures = self._failures

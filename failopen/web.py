@@ -240,7 +240,7 @@ def handle_override(
         # A 200 here once told an operator the fleet obeyed while two workers of three went on
         # admitting tokenless requests.
         audit.warning("override by %r refused: the memory: store reaches this process only",
-                      actor)
+                      actor, extra={"event": "failopen.override_not_shared", "actor": actor})
         return 409, STORE_NOT_SHARED
     try:
         request = _parse_override(body)
@@ -257,7 +257,9 @@ def handle_override(
         else:
             flag.force_off(reason, ttl=request.ttl, set_by=set_by or actor)
     except StoreError as exc:
-        audit.error("override by %r failed: %s", actor, exc)
+        audit.error("override by %r failed: %s", actor, exc,
+                    extra={"event": "failopen.override_failed", "actor": actor,
+                           "error": str(exc)})
         return 503, {"error": {"code": "store_unavailable",
                                "message": "the override store cannot be written; nothing changed"}}
     except ValueError as exc:  # a ttl outside the flag's limits: the message names them
@@ -265,7 +267,10 @@ def handle_override(
     override = flag.override
     audit.warning("override enforce=%s expires_at=%s by=%r reason=%r", request.enforce,
                   rfc3339(override.expires_at) if override is not None else None, actor,
-                  request.reason)
+                  request.reason, extra={
+                      "event": "failopen.override_request", "enforce": request.enforce,
+                      "expires_at": rfc3339(override.expires_at) if override is not None
+                      else None, "actor": actor, "reason": request.reason})
     return 200, {**describe_override(override), "flag": flag_payload(flag.state, mode=mode)}
 
 

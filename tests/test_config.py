@@ -65,6 +65,7 @@ ENV_TABLE: dict[str, tuple[str, object]] = {
     "audit_file": ("/tmp/failopen-audit.jsonl", "/tmp/failopen-audit.jsonl"),
     "audit_max_bytes": ("65536", 65536),
     "audit_backups": ("3", 3),
+    "metrics": ("off", "off"),
 }
 
 
