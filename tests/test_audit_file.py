@@ -9,6 +9,8 @@ import hashlib
 import json
 import logging
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -269,15 +271,40 @@ def test_a_missing_directory_fails_at_start_up_naming_the_setting(tmp_path: Path
     assert good.audit_file == str(tmp_path / "a.jsonl") and good.audit_backups == 3
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
 def test_an_unwritable_directory_fails_at_start_up(tmp_path: Path) -> None:
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
+    base: Path | None = None
     try:
-        with pytest.raises(ConfigError, match="FAILOPEN_AUDIT_FILE.*not writable"):
-            Config(audit_file=str(locked / "audit.jsonl"))
+        if os.geteuid() != 0:
+            with pytest.raises(ConfigError, match="FAILOPEN_AUDIT_FILE.*not writable"):
+                Config(audit_file=str(locked / "audit.jsonl"))
+            return
+        # Root writes anywhere: the check runs as nobody, in a forked child (no exec: the
+        # interpreter may live where nobody cannot read).
+        base = Path(tempfile.mkdtemp())  # pytest's own folders are root's alone
+        base.chmod(0o755)
+        locked.rename(base / "locked")
+        locked = base / "locked"
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            code = 3
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                Config(audit_file=str(locked / "audit.jsonl"))
+                code = 1
+            except ConfigError as exc:
+                code = 0 if "FAILOPEN_AUDIT_FILE" in str(exc) and "not writable" in str(exc) \
+                    else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
     finally:
         locked.chmod(0o700)
+        if base is not None:
+            shutil.rmtree(base)
 
 
 # --- failopen audit windows ----------------------------------------------------------------------
