@@ -22,6 +22,7 @@ from failopen.exceptions import ConfigError
 from failopen.flag import EnforcementFlag, FlagState
 from failopen.fleet import Fleet
 from failopen.guard import CONFIRM_WAIT, Decision, Guard, OutageConfirmer
+from failopen.probe import VerifyProbe
 from failopen.status import StatusClient
 from failopen.stores import OverrideStore, open_store
 from failopen.stores.redis import RedisStore
@@ -57,6 +58,7 @@ class FailOpen:
         verify_async_transport: httpx.AsyncBaseTransport | None = None,
         clock: Clock = SYSTEM_CLOCK,
         on_poll: Callable[[PollResult], None] | None = None,
+        probe_verifier: Verifier | None = None,
     ) -> None:
         if (config.protected_paths or config.protected_views) and config.verify_url is None \
                 and verifier is None:
@@ -121,6 +123,30 @@ class FailOpen:
             self.flag, self.verifier, confirmer, mode=config.mode, retry_after=config.retry_after,
             audit=BypassAudit(config.audit, clock=clock),
         )
+        #: The verify probe (``FAILOPEN_EVIDENCE=status,probe``), else None.
+        self.probe: VerifyProbe | None = None
+        if config.probe:
+            self.probe = self._build_probe(probe_verifier, verify_transport)
+
+    def _build_probe(self, verifier: Verifier | None,
+                     transport: httpx.BaseTransport | None) -> VerifyProbe:
+        config = self.config
+        if verifier is None:
+            assert config.verify_url is not None and config.private_key is not None  # Config
+            # A client and a worker pool of its own: request traffic cannot delay the probe.
+            verifier = HttpVerifier(
+                config.verify_url, config.private_key, timeout=config.verify_timeout,
+                require_verified=config.require_verified, transport=transport,
+                clock=self.clock, lane="probe",
+            )
+        probe = VerifyProbe(
+            verifier, self.watcher, interval=config.probe_interval_seconds,
+            open_after=config.probe_open_after, max_bypass=config.max_stale_bypass_seconds,
+            clock=self.clock,
+        )
+        self.watcher.probe = probe
+        self.guard.outcome_window = probe.window
+        return probe
 
     @classmethod
     def from_env(cls, **kwargs: Any) -> FailOpen:
@@ -162,6 +188,9 @@ class FailOpen:
         close = getattr(self.verifier, "close", None)
         if close is not None:
             close()
+        probe_close = getattr(self.probe.verifier, "close", None) if self.probe else None
+        if probe_close is not None:
+            probe_close()
 
     async def aclose(self) -> None:
         """Stop, and release the async connections too (call on the loop that used them)."""

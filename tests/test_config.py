@@ -62,6 +62,9 @@ ENV_TABLE: dict[str, tuple[str, object]] = {
     "vendor_url": ("https://client.vendor.example/", "https://client.vendor.example"),
     "admin_token": ("adm-" + "x" * 28, "adm-" + "x" * 28),
     "override_endpoint": ("true", True),
+    "evidence": ("status, Probe", frozenset({"status", "probe"})),
+    "probe_interval": ("12", 12.0),
+    "probe_open_after": ("4", 4),
 }
 
 
