@@ -143,6 +143,7 @@ class VerifyProbe:
         self.window = window if window is not None else OutcomeWindow(
             open_after * interval, clock=clock)
         self._failed = self._healthy = 0
+        self._healthy_stale = 0  # healthy probes in a row while the status page is stale
         self._enforcing_since: float | None = None
         self._opened_at: float | None = None
         self._next_due = float("-inf")
@@ -204,9 +205,10 @@ class VerifyProbe:
                 # Enforcement (re)began: failures before it are no evidence for the next bypass.
                 self._enforcing_since, self._failed = auto.since, 0
             if result.verdict == "failed":
-                self._failed, self._healthy = self._failed + 1, 0
+                self._failed, self._healthy, self._healthy_stale = self._failed + 1, 0, 0
             else:
                 self._failed, self._healthy = 0, self._healthy + 1
+                self._healthy_stale = self._healthy_stale + 1 if auto.stale else 0
             self.last = result
             if not auto.enforce and auto.source == "probe":
                 self._while_open(result, auto)
@@ -281,13 +283,16 @@ class VerifyProbe:
             global_status=auto.global_status, stale=auto.stale, error=auto.error)
 
     def _maybe_end_stale_bypass(self, auto: FlagState) -> None:
+        # "Cannot be read" is the stale mark (no good reading for FAILOPEN_STALE_AFTER), not one
+        # failed poll: a blip must not end a bypass the page still confirms once it answers.
         watcher = self.watcher
-        if self._healthy < watcher.close_after or not watcher.page_unreadable():
+        if self._healthy_stale < watcher.close_after:
             return
         watcher.forget_streaks()  # opening again needs new outage readings
         reason = (
             f"bypass ended: the status page cannot be read and the verify probe answered "
-            f"{self._healthy} times in a row; enforcing until the page shows an outage again")
+            f"{self._healthy_stale} times in a row since; enforcing until the page shows an "
+            "outage again")
         logger.warning("%s", reason)
         watcher.flag.set_automatic(enforce=True, source="probe", reason=reason,
                                    global_status=auto.global_status, stale=auto.stale,

@@ -200,10 +200,6 @@ class StatusWatcher(BackgroundThread):
         except Exception:
             logger.exception("status watcher tick failed; continuing")
 
-    def page_unreadable(self) -> bool:
-        """True while the status page gives no reading: the last poll failed, or it is stale."""
-        return self._failures > 0 or self.flag.automatic_state.stale
-
     def forget_streaks(self) -> None:
         """Forget the reading streaks (a bypass ended without them): opening again needs new
         outage readings. Caller holds ``_observe_lock``."""
