@@ -146,6 +146,7 @@ class VerifyProbe:
         self._healthy_stale = 0  # healthy probes in a row while the status page is stale
         self._enforcing_since: float | None = None
         self._opened_at: float | None = None
+        self._evidence = ""  # what opened the running probe bypass, for its reason
         self._next_due = float("-inf")
         #: The latest conclusive result (sent here or published by the fleet's leader).
         self.last: ProbeResult | None = None
@@ -219,8 +220,8 @@ class VerifyProbe:
                 self._maybe_end_stale_bypass(auto)
 
     def on_reading(
-        self, reading: Reading, enforce: bool, source: Literal["watcher", "confirmed"],
-        reason: str,
+        self, reading: Reading, status: str, enforce: bool,
+        source: Literal["watcher", "confirmed"], reason: str,
     ) -> tuple[bool, Literal["watcher", "confirmed", "probe"], str]:
         """What a status reading does to a probe bypass (called by the watcher, under its lock).
 
@@ -234,7 +235,7 @@ class VerifyProbe:
         if reading == "operational" and last is not None and last.verdict == "healthy":
             self._opened_at = None
             return True, source, f"{reason}, and the verify probe answers"
-        return False, "probe", auto.reason
+        return False, "probe", self._reason(status)
 
     def _maybe_open(self, result: ProbeResult, auto: FlagState) -> None:
         status = auto.global_status
@@ -252,13 +253,20 @@ class VerifyProbe:
             f"requests too few to weigh ({calls} verify calls in the last {seconds}, "
             f"{unavailable} unavailable)"
         )
-        page = "still reads operational" if status == "operational" else (
-            f"reads {status} (not an outage)")
-        reason = (f"verify probe failed {self._failed} times in a row ({result.reason}) and "
-                  f"{requests}; the status page {page}")
+        self._evidence = (f"verify probe failed {self._failed} times in a row ({result.reason}) "
+                          f"and {requests}")
         self._opened_at = self._clock.monotonic()
-        self.watcher.flag.set_automatic(enforce=False, source="probe", reason=reason,
-                                        global_status=status)
+        self.watcher.flag.set_automatic(enforce=False, source="probe",
+                                        reason=self._reason(status), global_status=status)
+
+    def _reason(self, status: str | None) -> str:
+        if status == "operational":
+            page = "still reads operational"
+        elif status in self.watcher.bypass_on:
+            page = f"reads {status}, fewer times in a row than FAILOPEN_OPEN_AFTER asks"
+        else:
+            page = f"reads {status} (not an outage)"
+        return f"{self._evidence}; the status page {page}"
 
     def _while_open(self, result: ProbeResult, auto: FlagState) -> None:
         if result.verdict == "healthy":

@@ -340,7 +340,8 @@ class StatusWatcher(BackgroundThread):
                 )
             applied: Literal["watcher", "confirmed", "probe"] = source
             if self.probe is not None:
-                enforce, applied, reason = self.probe.on_reading(reading, enforce, source, reason)
+                enforce, applied, reason = self.probe.on_reading(reading, status, enforce, source,
+                                                             reason)
             # Applied under the lock: readings reach the flag in the order they were judged.
             self.flag.set_automatic(
                 enforce=enforce, source=applied, reason=reason, global_status=status
