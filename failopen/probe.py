@@ -16,8 +16,8 @@ reading that is not an outage:
 
 * the probe failed ``FAILOPEN_PROBE_OPEN_AFTER`` times in a row (default 3), counted since
   enforcement last began, and
-* the requests' own verify calls in the last ``open_after x interval`` seconds (the
-  :class:`OutcomeWindow` the guard feeds) were mostly unavailable: at least
+* the requests' own verify calls in the span of that streak, ``max(open_after - 1, 1) x interval``
+  seconds (the :class:`OutcomeWindow` the guard feeds), were mostly unavailable: at least
   :data:`PROBE_MIN_CALLS` calls, at least :data:`PROBE_MOSTLY_UNAVAILABLE` of them unavailable.
   A quiet site (fewer calls) relies on the probe alone only after
   :data:`PROBE_QUIET_FACTOR` x ``open_after`` failures in a row, and still only when the few calls
@@ -140,8 +140,10 @@ class VerifyProbe:
         self.open_after = open_after
         self.max_bypass = max_bypass
         self._clock = clock
+        # The span the failing streak covers (its first to its last probe), one interval at
+        # least: "the same window" as the probe's evidence.
         self.window = window if window is not None else OutcomeWindow(
-            open_after * interval, clock=clock)
+            max(open_after - 1, 1) * interval, clock=clock)
         self._failed = self._healthy = 0
         self._healthy_stale = 0  # healthy probes in a row while the status page is stale
         self._enforcing_since: float | None = None

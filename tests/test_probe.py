@@ -505,7 +505,7 @@ def test_probe_results_are_counted(sites: list[Site]) -> None:
     described = probe.describe()
     assert described["sent"] == 4
     assert described["counted"] == {"healthy": 3, "failed": 1, "skipped": 0}
-    assert described["requests"]["window_seconds"] == 90.0
+    assert described["requests"]["window_seconds"] == 60.0  # (3 - 1) probe intervals
 
 
 def test_a_published_result_round_trips() -> None:
