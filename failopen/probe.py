@@ -21,7 +21,9 @@ reading that is not an outage:
   :data:`PROBE_MIN_CALLS` calls, at least :data:`PROBE_MOSTLY_UNAVAILABLE` of them unavailable.
   A quiet site (fewer calls) relies on the probe alone only after
   :data:`PROBE_QUIET_FACTOR` x ``open_after`` failures in a row, and still only when the few calls
-  it had were mostly unavailable.
+  it had were mostly unavailable. Either way, not one of them may have verified a token: a valid
+  answer proves the verify API works for real users (a vendor that answers the probe's unknown
+  token with a 5xx, while attackers' junk meets the same 5xx, must not open the gate).
 
 Neither alone opens: requests failing while the probe answers (junk or crafted tokens, our own
 overload) and a probe failing while requests get answers (a broken probe path) both keep
@@ -89,35 +91,45 @@ class OutcomeWindow:
         self._slots = [-1] * _BUCKETS
         self._calls = [0] * _BUCKETS
         self._unavailable = [0] * _BUCKETS
+        self._valid = [0] * _BUCKETS
 
     def record(self, result: VerifyResult) -> None:
         """Count one request's verify result. Never raises."""
         outcome = result.outcome
+        bad = good = 0
         if outcome is VerifyOutcome.UNAVAILABLE:
             bad = 1
-        elif outcome is VerifyOutcome.VALID or outcome is VerifyOutcome.RATE_LIMITED or (
+        elif outcome is VerifyOutcome.VALID:
+            good = 1
+        elif outcome is not VerifyOutcome.RATE_LIMITED and not (
                 outcome is VerifyOutcome.INVALID and result.status_code is not None):
-            bad = 0
-        else:
             return
         slot = int(self._clock.monotonic() / self._width)
         index = slot % _BUCKETS
         with self._lock:
             if self._slots[index] != slot:
-                self._slots[index], self._calls[index], self._unavailable[index] = slot, 0, 0
+                self._slots[index] = slot
+                self._calls[index] = self._unavailable[index] = self._valid[index] = 0
             self._calls[index] += 1
             self._unavailable[index] += bad
+            self._valid[index] += good
 
     def counts(self) -> tuple[int, int]:
         """(verify calls, unavailable ones) in the window."""
+        calls, unavailable, _ = self.tally()
+        return calls, unavailable
+
+    def tally(self) -> tuple[int, int, int]:
+        """(verify calls, unavailable ones, valid ones) in the window."""
         now = int(self._clock.monotonic() / self._width)
-        calls = unavailable = 0
+        calls = unavailable = valid = 0
         with self._lock:
             for index in range(_BUCKETS):
                 if 0 <= now - self._slots[index] < _BUCKETS:
                     calls += self._calls[index]
                     unavailable += self._unavailable[index]
-        return calls, unavailable
+                    valid += self._valid[index]
+        return calls, unavailable, valid
 
 
 class VerifyProbe:
@@ -243,10 +255,13 @@ class VerifyProbe:
         status = auto.global_status
         if auto.stale or status is None:
             return  # the page must have a fresh reading (that is not an outage)
-        calls, unavailable = self.window.counts()
+        calls, unavailable, valid = self.window.tally()
         busy = calls >= PROBE_MIN_CALLS
         needed = self.open_after if busy else PROBE_QUIET_FACTOR * self.open_after
-        if self._failed < needed or unavailable < PROBE_MOSTLY_UNAVAILABLE * calls:
+        if self._failed < needed or unavailable < PROBE_MOSTLY_UNAVAILABLE * calls or valid:
+            # A token verified in the window: the verify API works for real users, whatever
+            # the probe's token meets (a vendor answering unknown tokens with a 5xx, say) and
+            # however much junk fails beside it. Nobody can take a real user's answer away.
             return
         seconds = f"{self.window.seconds:g}s"
         requests = (
@@ -323,7 +338,7 @@ class VerifyProbe:
 
     def describe(self) -> dict[str, Any]:
         """Everything about the probe, for ``failopen watch --json`` and operators."""
-        calls, unavailable = self.window.counts()
+        calls, unavailable, valid = self.window.tally()
         last = self.last
         return {
             **self.public(),
@@ -333,5 +348,5 @@ class VerifyProbe:
             "sent": self.sent,
             "counted": dict(self.counted),
             "requests": {"window_seconds": self.window.seconds, "verify_calls": calls,
-                         "unavailable": unavailable},
+                         "unavailable": unavailable, "valid": valid},
         }

@@ -219,6 +219,21 @@ def test_crafted_tokens_that_make_the_vendor_fail_never_bypass_while_the_probe_a
     assert {d.outcome for d in s.decisions} == {"cannot_verify"}
 
 
+def test_a_vendor_failing_unknown_tokens_plus_a_junk_flood_never_bypasses(
+    sites: list[Site],
+) -> None:
+    """A vendor bug: every unknown token, the probe's included, gets a 500. The probe fails for
+    good and an attacker's junk looks unavailable too; real users' tokens still verify, and one
+    valid answer in the window proves the verify API works."""
+    s = site(sites, separate_probe=True)
+    s.probe_api.set_fault("500")
+    for _ in range(900):
+        s.step(requests=20, token=CRASH + "junk")
+        s.step(requests=1)  # one real log-in every other second
+    assert s.runtime.probe is not None and s.runtime.probe.counted["failed"] >= 50
+    assert s.bypassed() == 0 and s.state.enforce
+
+
 def test_requests_unavailable_while_the_probe_is_healthy_never_bypass(sites: list[Site]) -> None:
     # Only the requests' path fails (an overloaded lane of the site's own, a vendor shard).
     s = site(sites, separate_probe=True)

@@ -7,8 +7,8 @@ probe said and what the requests' verify calls gave. After every step it checks:
 
 * a probe bypass began only when both held: the last ``open_after`` probe results (twice as many
   on a quiet site), all since enforcement last began, failed; and the requests' verify calls in
-  the window were mostly unavailable (with the minimum volume, or a quiet site's longer streak);
-  and only while the page had a fresh reading that was not an outage;
+  the window were mostly unavailable (with the minimum volume, or a quiet site's longer streak)
+  with not one valid answer among them; and only while the page had a fresh reading;
 * a probe bypass is never in force after ``close_after`` healthy probes in a row, nor while the
   page freshly reads operational and the latest probe is healthy;
 * an outage on the page is acted on as without the probe (source ``watcher``/``confirmed``);
@@ -107,7 +107,7 @@ class ProbeMachine(RuleBasedStateMachine):
         self.guard.outcome_window = self.probe.window
         self.close_after, self.probe_open_after = close_after, probe_open_after
         self.probed: list[Probed] = []
-        self.calls: list[tuple[int, bool]] = []  # (window slot, unavailable)
+        self.calls: list[tuple[int, str]] = []  # (window slot, outcome)
         self.enforcing_since = self.clock.time()
         self.transitions: list[tuple[FlagState, FlagState, dict[str, Any]]] = []
         self.flag.add_listener(self._on_change)
@@ -120,10 +120,10 @@ class ProbeMachine(RuleBasedStateMachine):
     def _slot(self) -> int:
         return int(self.clock.monotonic() / (self.probe.window.seconds / _BUCKETS))
 
-    def _window(self) -> tuple[int, int]:
+    def _window(self) -> tuple[int, int, int]:
         now = self._slot()
-        recent = [bad for slot, bad in self.calls if 0 <= now - slot < _BUCKETS]
-        return len(recent), sum(recent)
+        recent = [outcome for slot, outcome in self.calls if 0 <= now - slot < _BUCKETS]
+        return len(recent), recent.count("unavailable"), recent.count("valid")
 
     def _on_change(self, old: FlagState, new: FlagState) -> None:
         self.transitions.append((old, new, {
@@ -183,7 +183,7 @@ class ProbeMachine(RuleBasedStateMachine):
                 or outcome is VerifyOutcome.RATE_LIMITED \
                 or (outcome is VerifyOutcome.INVALID and status is not None)
             if reached and counted:
-                self.calls.append((self._slot(), outcome is VerifyOutcome.UNAVAILABLE))
+                self.calls.append((self._slot(), outcome.value))
 
     # --- invariants ------------------------------------------------------------------------------
 
@@ -192,7 +192,8 @@ class ProbeMachine(RuleBasedStateMachine):
         for old, new, seen in self.transitions:
             if new.enforce or new.source != "probe" or (not old.enforce and old.source == "probe"):
                 continue
-            calls, unavailable = seen["window"]
+            calls, unavailable, valid = seen["window"]
+            assert valid == 0, seen
             needed = self.probe_open_after * (1 if calls >= PROBE_MIN_CALLS
                                               else PROBE_QUIET_FACTOR)
             streak = seen["probed"][-needed:]
