@@ -27,13 +27,14 @@ def env_name(field_name: str) -> str:
 
 
 _FLOATS = {"poll_interval", "poll_jitter", "status_timeout", "stale_after", "backoff_max",
-           "max_stale_bypass", "verify_timeout", "confirm_ttl", "store_refresh", "fleet_lease"}
+           "max_stale_bypass", "verify_timeout", "confirm_ttl", "store_refresh", "fleet_lease",
+           "probe_interval"}
 # Numbers whose None means "derived from the poll interval".
-_DERIVED = {"stale_after", "backoff_max", "max_stale_bypass"}
+_DERIVED = {"stale_after", "backoff_max", "max_stale_bypass", "probe_interval"}
 _INTS = {"status_max_bytes", "open_after", "close_after", "retry_after", "max_body_bytes",
-         "audit_max_bytes", "audit_backups"}
+         "audit_max_bytes", "audit_backups", "probe_open_after"}
 _BOOLS = {"indicator_fallback", "require_verified", "override_endpoint"}
-_STR_SETS = {"bypass_on", "protected_methods"}
+_STR_SETS = {"bypass_on", "protected_methods", "evidence"}
 _STR_TUPLES = {"protected_paths", "protected_views"}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -64,9 +65,9 @@ def coerce(name: str, value: Any, *, source: str) -> Any:
             raise ValueError("expected true or false")
         if name in _STR_SETS:
             items = _split(value)
-            return frozenset(i.upper() for i in items) if name == "protected_methods" else (
-                frozenset(items)
-            )
+            if name == "protected_methods":
+                return frozenset(i.upper() for i in items)
+            return frozenset(i.lower() for i in items) if name == "evidence" else frozenset(items)
         if name in _STR_TUPLES:
             return tuple(_split(value))
     except (TypeError, ValueError) as exc:
@@ -97,6 +98,7 @@ def check_field(name: str, value: Any) -> None:
         "protected_methods": lambda v: _nonempty_set(name, v),
         "audit_max_bytes": lambda v: _whole(name, v, 4096, 1 << 40),
         "audit_backups": lambda v: _whole(name, v, 1, 1000),
+        "evidence": lambda v: _evidence(name, v),
     }
     if name in checks:
         checks[name](value)
@@ -145,6 +147,19 @@ def _nonempty(name: str, value: Any) -> None:
 def _nonempty_set(name: str, value: Any) -> None:
     if not isinstance(value, frozenset) or not value or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{env_name(name)}: expected a non-empty set of names, got {value!r}")
+
+
+# Outage evidence (issue 13): the status page is always evidence; the verify probe is opt-in.
+EVIDENCE_CHOICES = (frozenset({"status"}), frozenset({"status", "probe"}))
+
+
+def _evidence(name: str, value: Any) -> None:
+    if value not in EVIDENCE_CHOICES:
+        shown = ",".join(sorted(value)) if isinstance(value, frozenset) else repr(value)
+        raise ConfigError(
+            f"{env_name(name)}: expected status or status,probe, got {shown!r} (the status page "
+            "is always evidence; the verify probe only adds to it)"
+        )
 
 
 def _paths(name: str, value: Any) -> None:

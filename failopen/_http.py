@@ -319,7 +319,10 @@ class _WorkerPool:
 
 # Separate lanes: a flood of verify calls (whose volume a caller controls) must never queue the
 # status reads that decide whether an outage is real.
-_lanes = {"status": _WorkerPool("status", 4), "verify": _WorkerPool("verify", 64)}
+# The verify probe (issue 13) has a lane of its own too: request traffic must not delay it or make
+# it fail.
+_lanes = {"status": _WorkerPool("status", 4), "verify": _WorkerPool("verify", 64),
+          "probe": _WorkerPool("probe", 2)}
 
 
 def _reset_lanes_after_fork() -> None:
@@ -352,8 +355,9 @@ def fetch(
 ) -> Fetched:
     """One exchange with an overall deadline of ``timeout`` seconds. Raises FetchError.
 
-    ``lane`` picks the worker pool: ``status`` or ``verify``. An exchange that never got a worker
-    before the deadline raises FetchOverloaded, not FetchTimeout: it says nothing about the vendor.
+    ``lane`` picks the worker pool: ``status``, ``verify`` or ``probe``. An exchange that never got
+    a worker before the deadline raises FetchOverloaded, not FetchTimeout: it says nothing about
+    the vendor.
     """
     deadline = time.monotonic() + timeout
     started = threading.Event()

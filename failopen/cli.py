@@ -177,6 +177,8 @@ def _cmd_watch(args: argparse.Namespace) -> int:
                 # ("redis") or fallen back to its own polling ("local")?
                 **({} if runtime.fleet is None else {
                     "leader": runtime.fleet.leader, "store": runtime.fleet.store_state}),
+                # FAILOPEN_EVIDENCE=status,probe: the verify probe's state (else null).
+                "probe": None if runtime.probe is None else runtime.probe.describe(),
             })
         else:
             seen = result.report.global_status if result.report is not None else "unreadable"

@@ -104,11 +104,16 @@ class Config:
     audit_backups: int = DEFAULT_AUDIT_BACKUPS
     # Observability: Prometheus metrics (failopen.metrics).
     metrics: Literal["auto", "on", "off"] = "auto"
+    # Outage evidence (issue 13): the status page always; the verify probe when opted in.
+    evidence: frozenset[str] = frozenset({"status"})
+    probe_interval: float | None = None  # None: the poll interval
+    probe_open_after: int = 3
 
     def __post_init__(self) -> None:
         # Collections given in code may be any iterable; keep one canonical, hashable form.
         # Methods are upper-cased here too: "post" must protect POST, not silently nothing.
         for name, kind in (("bypass_on", frozenset), ("protected_methods", frozenset),
+                           ("evidence", frozenset),
                            ("protected_paths", tuple), ("protected_views", tuple)):
             value = getattr(self, name)
             if isinstance(value, str) or not isinstance(value, Iterable):
@@ -193,6 +198,32 @@ class Config:
                 f"use any of {', '.join(sorted(KNOWN_IMPAIRED))} (or indicator:<value> with "
                 "FAILOPEN_INDICATOR_FALLBACK)"
             )
+
+        self._check_evidence()
+
+    def _check_evidence(self) -> None:
+        if "probe" not in self.evidence:
+            return
+        if self.status_url is None:
+            raise ConfigError(
+                "FAILOPEN_EVIDENCE: status,probe needs FAILOPEN_STATUS_URL: the verify probe adds "
+                "to the status page's evidence, it never replaces it"
+            )
+        if self.verify_url is None:
+            raise ConfigError(
+                "FAILOPEN_EVIDENCE: status,probe needs FAILOPEN_VERIFY_URL (the probe is a verify "
+                "call); set it, or use FAILOPEN_EVIDENCE=status"
+            )
+
+    @property
+    def probe(self) -> bool:
+        """True when the verify probe is outage evidence (``FAILOPEN_EVIDENCE=status,probe``)."""
+        return "probe" in self.evidence
+
+    @property
+    def probe_interval_seconds(self) -> float:
+        """Seconds between verify probes (default: the poll interval)."""
+        return self.probe_interval if self.probe_interval is not None else self.poll_interval
 
     @property
     def stale_after_seconds(self) -> float:

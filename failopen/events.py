@@ -114,6 +114,12 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
     "failopen.status_fallback": (
         "failopen.status", "INFO", "components.json failed; status.json was tried",
         "error, fallback_error"),
+    "failopen.probe_error": (
+        "failopen.probe", "ERROR", "a bug in the verify probe (no evidence either way; the "
+        "watcher goes on)", "-"),
+    "failopen.probe_stale_bypass_ended": (
+        "failopen.probe", "WARNING", "healthy verify probes ended a bypass while the status page "
+        "could not be read", "healthy_probes"),
     "failopen.audit_file_failed": (
         "failopen.audit", "ERROR", "the audit file cannot be written (once per kind of error); "
         "requests go on", "file, error, lost"),

@@ -9,7 +9,7 @@ lives in :class:`failopen.override.Override` (and :meth:`EnforcementFlag.apply_o
 window set in the future), so an override placed by any path or read from any store obeys it.
 Forcing enforcement on may last until lifted.
 
-    precedence: override > watcher / confirmed > default (enforce)
+    precedence: override > watcher / confirmed / probe > default (enforce)
 """
 
 from __future__ import annotations
@@ -52,7 +52,9 @@ __all__ = [
 
 logger = logging.getLogger("failopen.flag")
 
-Source = Literal["default", "watcher", "confirmed", "override"]
+#: Who set the flag: no reading yet, the status watcher, a confirmation made for a request, the
+#: verify probe (opt-in, ``FAILOPEN_EVIDENCE=status,probe``), or an operator's override.
+Source = Literal["default", "watcher", "confirmed", "probe", "override"]
 Listener = Callable[["FlagState", "FlagState"], None]
 
 def rfc3339(timestamp: float | None) -> str | None:
@@ -156,13 +158,13 @@ class EnforcementFlag:
         self,
         *,
         enforce: bool,
-        source: Literal["watcher", "confirmed"],
+        source: Literal["watcher", "confirmed", "probe"],
         reason: str,
         global_status: str | None,
         stale: bool = False,
         error: str | None = None,
     ) -> FlagState:
-        """What the status page says (watcher, or a confirmation by the guard)."""
+        """What the evidence says (the watcher, a confirmation by the guard, or the probe)."""
         with self._lock:
             auto = self._auto
             since = auto.since if auto.enforce == enforce else self._clock.time()

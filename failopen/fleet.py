@@ -37,6 +37,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Literal
 
 from failopen._forksafe import renew_locks_after_fork
+from failopen._probe_record import ProbeResult, parse_probe
 from failopen._status_documents import KNOWN_STATUSES, Component, StatusReport
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.exceptions import StoreError
@@ -165,6 +166,9 @@ class Fleet:
         self._last_watcher_at = float("-inf")
         self._last_watcher_by: str | None = None
         self.last_reading: FleetReading | None = None
+        self._last_probe_id: str | None = None
+        self._last_probe_at = float("-inf")
+        self._last_probe_by: str | None = None
 
     def __repr__(self) -> str:
         return f"Fleet(id={self.id!r}, leader={self.leader}, store={self.store_state!r})"
@@ -194,7 +198,8 @@ class Fleet:
 
     def _sync(self) -> None:
         store, now, mono = self.store, self._clock.time(), self._clock.monotonic()
-        epoch, override_raw, reading_raw, leader_raw = store.snapshot()
+        probing = self.watcher.probe is not None
+        epoch, override_raw, reading_raw, leader_raw, *rest = store.snapshot(probe=probing)
         if epoch is None:
             # No marker: a new store, or one that lost its keys. The first process to notice
             # puts the marker back with the override it knew; the state is then read again.
@@ -206,7 +211,7 @@ class Fleet:
                     + ("; put back the override this process last knew" if first and override
                        else "")
                 )
-            epoch, override_raw, reading_raw, leader_raw = store.snapshot()
+            epoch, override_raw, reading_raw, leader_raw, *rest = store.snapshot(probe=probing)
         self._seen_epoch = True
         parse_override(override_raw)  # garbage is a fallback, the same as no answer
         # The override is usable whatever the other keys hold: an operator lifting a force-off
@@ -214,6 +219,7 @@ class Fleet:
         store.note_synced(override_raw)
         try:
             reading = parse_reading(reading_raw, now=now)
+            probe = parse_probe(rest[0], now=now) if rest else None
             if leader_raw is not None and not _is_token(leader_raw):
                 raise StoreError("the leader key holds a value failopen did not write")
         except StoreError as exc:
@@ -235,6 +241,8 @@ class Fleet:
             self.store_state, self._why_local = "redis", None
         if reading is not None:
             self._apply(reading, now)
+        if probe is not None:
+            self._apply_probe(probe, now)
 
     def _elect(self, leader_raw: Any, now: float, mono: float) -> None:
         store, lease_ms = self.store, int(self.lease * 1000)
@@ -300,6 +308,33 @@ class Fleet:
         self.last_reading = reading
         started = self._clock.monotonic() - age
         self.watcher.observe(reading.report, source=reading.kind, started=started, age=age)
+
+    def _apply_probe(self, result: ProbeResult, now: float) -> None:
+        """Count a probe result the leader published, once, through this process's probe."""
+        probe = self.watcher.probe
+        if probe is None or result.id == self._last_probe_id or result.by == self.id:
+            return
+        self._last_probe_id = result.id
+        if now - result.at > 2 * probe.interval:
+            return  # old already: a result is evidence about the moment it was made
+        # Two leaders for a moment: their results closer than half an interval count once.
+        if result.by != self._last_probe_by \
+                and result.at < self._last_probe_at + probe.interval / 2:
+            return
+        self._last_probe_at, self._last_probe_by = result.at, result.by
+        probe.observe(result)
+
+    def published_probe(self, result: ProbeResult) -> None:
+        """A probe result this process (the leader) made, to publish now (the watcher thread)."""
+        self._seq += 1
+        self._last_probe_at, self._last_probe_by = result.at, self.id
+        stored = ProbeResult(result.verdict, result.outcome, result.reason, result.at,
+                             id=f"{self.id}:{self._seq}", by=self.id)
+        try:
+            self.store.publish_probe(stored.to_json(), self._reading_ttl_ms())
+        except StoreError as exc:
+            with self._lock:
+                self._fall_back(str(exc))
 
     def _reading_ttl_ms(self) -> int:
         return int(max(60.0, 4 * self.watcher.stale_after) * 1000)

@@ -40,6 +40,7 @@ from failopen.watcher import StatusSource, StatusWatcher
 
 if TYPE_CHECKING:
     from failopen.fleet import Fleet
+    from failopen.probe import OutcomeWindow
 
 __all__ = ["CONFIRM_WAIT", "Decision", "Guard", "OutageConfirmer", "Outcome", "fail_closed"]
 
@@ -236,6 +237,9 @@ class Guard:
         self._missing = self._reject(403, "missing_token", "no enforcement token")
         self._malformed = self._reject(403, "invalid_token", "malformed enforcement token")
         self._bypass_for: tuple[object, Decision] | None = None
+        #: With the verify probe (FAILOPEN_EVIDENCE=status,probe): where requests' verify
+        #: outcomes are counted, one of the probe's two conditions.
+        self.outcome_window: OutcomeWindow | None = None
 
     def __repr__(self) -> str:
         return f"Guard(mode={self.mode!r}, flag={self.flag!r})"
@@ -250,6 +254,7 @@ class Guard:
             started = time.perf_counter()
             result = self.verifier.verify(cast(str, token))  # _before_verify refused the rest
             self._timed(started)
+            self._observe_outcome(result)
             confirmer = self.confirmer if result.outcome is VerifyOutcome.UNAVAILABLE else None
             confirmed = confirmer.confirm() if confirmer is not None else False
             return self._finish(self._from_verify(result, confirmed), path, client,
@@ -267,6 +272,7 @@ class Guard:
             started = time.perf_counter()
             result = await self.verifier.averify(cast(str, token))
             self._timed(started)
+            self._observe_outcome(result)
             confirmer = self.confirmer if result.outcome is VerifyOutcome.UNAVAILABLE else None
             confirmed = await confirmer.aconfirm() if confirmer is not None else False
             return self._finish(self._from_verify(result, confirmed), path, client,
@@ -302,6 +308,11 @@ class Guard:
             self.metrics.verify_call(time.perf_counter() - started)
         except Exception:  # counting must never turn a decision into an error
             logger.exception("metrics failed", extra={"event": "failopen.metrics_failed"})
+
+    def _observe_outcome(self, result: VerifyResult) -> None:
+        window = self.outcome_window
+        if window is not None:
+            window.record(result)
 
     def _count(self, outcome: str) -> None:
         with self._counts_lock:

@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONFIRMATION_RESULTS", "DECISION_OUTCOMES", "FLAG_SOURCES", "METRIC_NAMES", "Metrics",
-    "NO_METRICS", "POLL_RESULTS", "PrometheusMetrics", "available", "install", "metrics_for",
+    "NO_METRICS", "POLL_RESULTS", "PROBE_RESULTS", "PrometheusMetrics", "available", "install",
+    "metrics_for",
 ]
 
 logger = logging.getLogger("failopen.metrics")
@@ -52,17 +53,19 @@ DECISION_OUTCOMES = (
     "rate_limited", "cannot_verify", "internal_error",
 )
 #: Where the flag's value came from (``failopen.flag.Source``): the ``source`` label.
-FLAG_SOURCES = ("default", "watcher", "confirmed", "override")
+FLAG_SOURCES = ("default", "watcher", "confirmed", "probe", "override")
 #: What one status poll read (``failopen.watcher.Reading``): the ``result`` label.
 POLL_RESULTS = ("impaired", "operational", "neutral", "failed")
 #: What one on-demand outage check found: the page showed an outage (the flag is now off), it
 #: did not, it could not be read, or another process of the fleet had just checked.
 CONFIRMATION_RESULTS = ("outage", "no_outage", "failed", "fleet")
+#: What one verify probe of this process found (``FAILOPEN_EVIDENCE=status,probe``).
+PROBE_RESULTS = ("healthy", "failed", "skipped")
 
 METRIC_NAMES = (
     "failopen_decisions_total", "failopen_enforcing", "failopen_flag_transitions_total",
     "failopen_status_polls_total", "failopen_status_poll_seconds", "failopen_verify_seconds",
-    "failopen_confirmations_total", "failopen_override_active",
+    "failopen_confirmations_total", "failopen_override_active", "failopen_verify_probes_total",
 )
 
 
@@ -85,6 +88,9 @@ class Metrics:
 
     def confirmation(self, result: str) -> None:
         """One on-demand outage check (see :data:`CONFIRMATION_RESULTS`)."""
+
+    def verify_probe(self, result: str) -> None:
+        """One verify probe sent by this process (see :data:`PROBE_RESULTS`)."""
 
     def flag_changed(self, old: FlagState, new: FlagState) -> None:
         """The flag's visible state changed (called synchronously by the flag)."""
@@ -130,6 +136,9 @@ class _Instruments:
         self.confirmations = Counter(
             "failopen_confirmations", "On-demand outage checks, by what they found.", ["result"],
             registry=None)
+        self.probes = Counter(
+            "failopen_verify_probes", "Verify probes sent by this process, by what they found.",
+            ["result"], registry=None)
         self.poll_seconds = Histogram(
             "failopen_status_poll_seconds", "Duration of the watcher's status page polls.",
             registry=None)
@@ -145,7 +154,7 @@ class _Instruments:
         self.collectors = [
             _FlushOnScrape(self.users),  # first: a scrape sees the counts brought up to date
             self.decisions, self.enforcing, self.transitions, self.polls, self.poll_seconds,
-            self.verify_seconds, self.confirmations, self.override_active,
+            self.verify_seconds, self.confirmations, self.override_active, self.probes,
         ]
         self.registered: list[Any] = []
         if registry is not None:
@@ -228,6 +237,8 @@ class PrometheusMetrics(Metrics):
             r: shared.polls.labels(result=r).inc for r in POLL_RESULTS}
         self._confirmed: dict[str, Callable[..., None]] = {
             r: shared.confirmations.labels(result=r).inc for r in CONFIRMATION_RESULTS}
+        self._probed: dict[str, Callable[..., None]] = {
+            r: shared.probes.labels(result=r).inc for r in PROBE_RESULTS}
         self._poll_seconds = shared.poll_seconds.observe
         self._verify_seconds = shared.verify_seconds.observe
         self._enforcing = shared.enforcing.set
@@ -262,6 +273,11 @@ class PrometheusMetrics(Metrics):
 
     def confirmation(self, result: str) -> None:
         inc = self._confirmed.get(result)
+        if inc is not None:
+            inc()
+
+    def verify_probe(self, result: str) -> None:
+        inc = self._probed.get(result)
         if inc is not None:
             inc()
 

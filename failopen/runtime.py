@@ -25,6 +25,7 @@ from failopen.fleet import Fleet
 from failopen.guard import CONFIRM_WAIT, Decision, Guard, OutageConfirmer
 from failopen.listeners import ChangeListeners
 from failopen.metrics import NO_METRICS, Metrics, metrics_for
+from failopen.probe import VerifyProbe
 from failopen.status import StatusClient
 from failopen.stores import OverrideStore, open_store
 from failopen.stores.redis import RedisStore
@@ -61,6 +62,7 @@ class FailOpen:
         clock: Clock = SYSTEM_CLOCK,
         on_poll: Callable[[PollResult], None] | None = None,
         metrics: Metrics | None = None,
+        probe_verifier: Verifier | None = None,
     ) -> None:
         if (config.protected_paths or config.protected_views) and config.verify_url is None \
                 and verifier is None:
@@ -134,6 +136,10 @@ class FailOpen:
         self.use_metrics(metrics if metrics is not None else metrics_for(config.metrics))
         self._changes = ChangeListeners(clock=clock)
         self.flag.add_listener(self._changes.publish)
+        #: The verify probe (``FAILOPEN_EVIDENCE=status,probe``), else None.
+        self.probe: VerifyProbe | None = None
+        if config.probe:
+            self.probe = self._build_probe(probe_verifier, verify_transport)
 
     @staticmethod
     def _audit_file(config: Config) -> AuditFile | None:
@@ -146,6 +152,26 @@ class FailOpen:
     def wants_user_agent(self) -> bool:
         """True when the audit file records a hash of the User-Agent (adapters pass it then)."""
         return self.guard.audit.file is not None
+
+    def _build_probe(self, verifier: Verifier | None,
+                     transport: httpx.BaseTransport | None) -> VerifyProbe:
+        config = self.config
+        if verifier is None:
+            assert config.verify_url is not None and config.private_key is not None  # Config
+            # A client and a worker pool of its own: request traffic cannot delay the probe.
+            verifier = HttpVerifier(
+                config.verify_url, config.private_key, timeout=config.verify_timeout,
+                require_verified=config.require_verified, transport=transport,
+                clock=self.clock, lane="probe",
+            )
+        probe = VerifyProbe(
+            verifier, self.watcher, interval=config.probe_interval_seconds,
+            open_after=config.probe_open_after, max_bypass=config.max_stale_bypass_seconds,
+            clock=self.clock,
+        )
+        self.watcher.probe = probe
+        self.guard.outcome_window = probe.window
+        return probe
 
     @classmethod
     def from_env(cls, **kwargs: Any) -> FailOpen:
@@ -225,6 +251,9 @@ class FailOpen:
         close = getattr(self.verifier, "close", None)
         if close is not None:
             close()
+        probe_close = getattr(self.probe.verifier, "close", None) if self.probe else None
+        if probe_close is not None:
+            probe_close()
 
     async def aclose(self) -> None:
         """Stop, and release the async connections too (call on the loop that used them)."""

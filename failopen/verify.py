@@ -79,7 +79,8 @@ class HttpVerifier:
     """Verifies tokens with the vendor's verify endpoint over HTTP; never raises on bad answers.
 
     ``transport``/``async_transport`` replace the network (e.g. ``FakeVerifyAPI().transport()``);
-    ``clock`` paces the ERROR log about rejected credentials.
+    ``clock`` paces the ERROR log about rejected credentials; ``lane`` names the worker pool of
+    the sync calls (``verify``; the probe's own is ``probe``).
     """
 
     def __init__(
@@ -93,8 +94,11 @@ class HttpVerifier:
         transport: httpx.BaseTransport | None = None,
         async_transport: httpx.AsyncBaseTransport | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        lane: str = "verify",
     ) -> None:
         self.verify_url = check_url(verify_url, setting="FAILOPEN_VERIFY_URL")
+        # ``probe``: the watcher's own verify probe, in its own worker pool (failopen.probe).
+        self._lane = lane
         if not isinstance(private_key, str) or not private_key:
             raise ConfigError("FAILOPEN_PRIVATE_KEY: the vendor private key is required")
         if not _PRINTABLE_ASCII.fullmatch(private_key) or private_key != private_key.strip():
@@ -232,7 +236,7 @@ class HttpVerifier:
             fetched = fetch(
                 self._sync_client(), "POST", self.verify_url,
                 timeout=self.timeout, max_bytes=self.max_bytes, json=self._payload(token),
-                lane="verify",
+                lane=self._lane,
             )
         except FetchError as exc:
             return self._finish(_from_fetch_error(exc, secrets))

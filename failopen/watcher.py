@@ -44,6 +44,7 @@ from failopen.status import StatusReport
 
 if TYPE_CHECKING:
     from failopen.fleet import Fleet
+    from failopen.probe import VerifyProbe
 
 __all__ = ["StatusWatcher", "StatusSource", "PollResult", "Reading"]
 
@@ -114,6 +115,8 @@ class StatusWatcher(BackgroundThread):
         self._on_poll = on_poll
         #: Set by the runtime in fleet mode: who polls, and the readings others published.
         self.fleet: Fleet | None = None
+        #: Set by the runtime with FAILOPEN_EVIDENCE=status,probe: the verify probe.
+        self.probe: VerifyProbe | None = None
         # Hysteresis and failure counters: written by whoever holds _observe_lock.
         self._observe_lock = threading.RLock()  # a flag listener may feed a reading back in
         self._applied_started = float("-inf")
@@ -157,11 +160,16 @@ class StatusWatcher(BackgroundThread):
             if polls and not polled and self.source is not None:
                 next_poll = started  # just became the leader, or fell back: poll now
             polled = polls
+            probe, probe_next = self.probe if polls else None, False
             if started >= next_poll:
                 result = self.poll_once() if polls else self.follow_once()
                 # Counted from the start of the poll: a poll that took the whole status timeout
                 # does not push the next one back (the bound on ending a bypass relies on it).
                 last_poll, next_poll = started, started + result.next_delay
+                # Never a poll and a probe in one turn: a sync (the lease) comes between them.
+                probe_next = probe is not None and probe.due()
+            elif probe is not None:
+                probe.run_due()
             self.tick()
             if not self.flag.automatic_state.enforce:
                 # A bypass that began between polls (a request's confirmation) while the page
@@ -173,7 +181,7 @@ class StatusWatcher(BackgroundThread):
             # machine runs a turn late.
             period = self.store_refresh if fleet is None else self.store_refresh / 2
             now = self._clock.monotonic()
-            wait = max(min(next_poll, turn + period) - now, 0.0)
+            wait = 0.0 if probe_next else max(min(next_poll, turn + period) - now, 0.0)
             if self._clock.wait(stop, wait):
                 break
 
@@ -200,6 +208,11 @@ class StatusWatcher(BackgroundThread):
             self.metrics.flush()  # the decision counters, for a multi-process collector
         except Exception:
             logger.exception("metrics failed", extra={"event": "failopen.metrics_failed"})
+
+    def forget_streaks(self) -> None:
+        """Forget the reading streaks (a bypass ended without them): opening again needs new
+        outage readings. Caller holds ``_observe_lock``."""
+        self._impaired_streak = self._operational_streak = 0
 
     def _end_stale_bypass(self) -> None:
         with self._observe_lock:
@@ -326,7 +339,9 @@ class StatusWatcher(BackgroundThread):
                 self._failures = 0
             self._last_good = self._clock.monotonic() - age
             self._last_error = None
-            enforcing = self.flag.automatic_state.enforce
+            auto = self.flag.automatic_state
+            # A probe bypass (failopen.probe) leaves the page's own hysteresis enforcing.
+            enforcing = auto.enforce or auto.source == "probe"
             if reading == "impaired" and impaired >= self.open_after:
                 enforce, reason = False, f"global component {status}"
             elif reading == "operational" and (enforcing or operational >= self.close_after):
@@ -342,9 +357,13 @@ class StatusWatcher(BackgroundThread):
                     f"global component {status}; bypassing until {self.close_after} "
                     "readings that are not an outage"
                 )
+            applied: Literal["watcher", "confirmed", "probe"] = source
+            if self.probe is not None:
+                enforce, applied, reason = self.probe.on_reading(reading, status, enforce, source,
+                                                             reason)
             # Applied under the lock: readings reach the flag in the order they were judged.
             self.flag.set_automatic(
-                enforce=enforce, source=source, reason=reason, global_status=status
+                enforce=enforce, source=applied, reason=reason, global_status=status
             )
         self._log_regions(report)
         if reading == "neutral" and not report.known:

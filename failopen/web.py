@@ -35,6 +35,7 @@ from failopen.guard import Decision
 from failopen.stores.memory import MemoryStore
 
 if TYPE_CHECKING:
+    from failopen.probe import VerifyProbe
     from failopen.stores import OverrideStore
 
 __all__ = [
@@ -97,8 +98,13 @@ def wants_confirm(value: str | None) -> bool:
     return value is not None and value.strip().lower() in {"1", "true", "yes"}
 
 
-def flag_payload(state: FlagState, *, mode: str = "enforce") -> dict[str, Any]:
+def flag_payload(
+    state: FlagState, *, mode: str = "enforce", probe: VerifyProbe | None = None
+) -> dict[str, Any]:
     """The flag endpoint's JSON (an override's reason without who placed it).
+
+    ``probe`` (the runtime's, with ``FAILOPEN_EVIDENCE=status,probe``) adds its public block
+    under ``probe``; without it ``probe`` is null.
 
     In shadow mode the server enforces whatever the flag says, so the browser is told to enforce
     too (a browser skipping the challenge would only collect 403s); ``shadow.enforce`` (and
@@ -110,6 +116,7 @@ def flag_payload(state: FlagState, *, mode: str = "enforce") -> dict[str, Any]:
         # is for the audit log and ``failopen override show``, not for the public.
         payload["reason"] = _without_actor(state.reason)
     payload["mode"] = mode
+    payload["probe"] = probe.public() if probe is not None else None
     if mode == "shadow":
         payload["would_bypass"] = not state.enforce
         payload["shadow"] = {"enforce": state.enforce}

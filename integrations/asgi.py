@@ -223,7 +223,7 @@ class FailOpenMiddleware:
         confirm = next((value for name, value in query if name == "confirm"), None)
         # aconfirm never turns enforcement off by itself: only a confirmed outage does.
         state = await self.runtime.aconfirm() if web.wants_confirm(confirm) else self.runtime.state
-        payload = web.flag_payload(state, mode=self.config.mode)
+        payload = web.flag_payload(state, mode=self.config.mode, probe=self.runtime.probe)
         return raw.raw_response(200, web.FLAG_HEADERS, json.dumps(payload).encode())
 
     async def _snippet(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response:

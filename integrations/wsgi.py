@@ -172,7 +172,7 @@ class FailOpenMiddleware:
         confirm = next((value for name, value in query if name == "confirm"), None)
         # confirm never turns enforcement off by itself: only a confirmed outage does.
         state = self.runtime.confirm() if web.wants_confirm(confirm) else self.runtime.state
-        payload = web.flag_payload(state, mode=self.config.mode)
+        payload = web.flag_payload(state, mode=self.config.mode, probe=self.runtime.probe)
         return raw.raw_response(200, web.FLAG_HEADERS, json.dumps(payload).encode())
 
     def _snippet(self, environ: raw.Environ) -> raw.Response:

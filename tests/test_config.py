@@ -66,6 +66,9 @@ ENV_TABLE: dict[str, tuple[str, object]] = {
     "audit_max_bytes": ("65536", 65536),
     "audit_backups": ("3", 3),
     "metrics": ("off", "off"),
+    "evidence": ("status, Probe", frozenset({"status", "probe"})),
+    "probe_interval": ("12", 12.0),
+    "probe_open_after": ("4", 4),
 }
 
 

@@ -94,6 +94,7 @@ def test_every_metric_is_exposed_under_its_contract_name(
         "failopen_status_polls": "counter", "failopen_confirmations": "counter",
         "failopen_status_poll_seconds": "histogram", "failopen_verify_seconds": "histogram",
         "failopen_enforcing": "gauge", "failopen_override_active": "gauge",
+        "failopen_verify_probes": "counter",
     }
     for name in METRIC_NAMES:
         assert name in samples or f"{name}_count" in samples, name

@@ -7,6 +7,8 @@ Keys, all under ``FAILOPEN_REDIS_PREFIX`` (default ``failopen:``), so several si
 * ``reading`` — the latest status reading, published by the leader (and by a process that
   confirmed an outage for a request).
 * ``leader`` — the poller's lease (``SET NX PX``; renewed and released only by its holder).
+* ``probe`` — the latest verify probe result, published by the leader (only with
+  ``FAILOPEN_EVIDENCE=status,probe``).
 * ``confirm`` — a short lock: one on-demand outage confirmation per ``confirm_ttl`` per fleet.
 * ``epoch`` — a marker without TTL; its absence means the keys were lost (FLUSHALL, a fresh
   replica), which is not the same as "no override".
@@ -160,6 +162,7 @@ class RedisStore:
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         self.key_override = prefix + "override"
         self.key_reading = prefix + "reading"
+        self.key_probe = prefix + "probe"
         self.key_leader = prefix + "leader"
         self.key_confirm = prefix + "confirm"
         self.key_epoch = prefix + "epoch"
@@ -252,9 +255,12 @@ class RedisStore:
 
     # --- fleet primitives ----------------------------------------------------------------------
 
-    def snapshot(self) -> list[Any]:
-        """One round trip: the epoch marker, override, reading and leader values."""
-        keys = (self.key_epoch, self.key_override, self.key_reading, self.key_leader)
+    def snapshot(self, *, probe: bool = False) -> list[Any]:
+        """One round trip: the epoch marker, override, reading and leader values (and, with
+        ``probe``, the probe result as a fifth)."""
+        keys = [self.key_epoch, self.key_override, self.key_reading, self.key_leader]
+        if probe:
+            keys.append(self.key_probe)
         with self._raw_lock:
             self._snapshot_writes = self._writes
         return list(self.call("MGET", self.client.mget, keys))
@@ -285,6 +291,10 @@ class RedisStore:
     def publish(self, value: str, ttl_ms: int) -> None:
         """Publish a status reading (kept ``ttl_ms``: an abandoned one disappears)."""
         self.call("SET", self.client.set, self.key_reading, value, px=ttl_ms)
+
+    def publish_probe(self, value: str, ttl_ms: int) -> None:
+        """Publish a verify probe result (kept ``ttl_ms``)."""
+        self.call("SET", self.client.set, self.key_probe, value, px=ttl_ms)
 
     def heartbeat(self, proc: str, value: str, ttl_ms: int) -> None:
         """Say this process is alive (for ``failopen fleet``)."""

@@ -60,7 +60,7 @@ def flag(request: HttpRequest) -> HttpResponse:
         else:
             runtime.ensure_started()
             state = runtime.state
-        return _json(200, flag_payload(state, mode=runtime.config.mode))
+        return _json(200, flag_payload(state, mode=runtime.config.mode, probe=runtime.probe))
     except Exception:
         logger.exception("failopen flag endpoint failed")
         # The snippet reads any error as "enforce": the safe side.

@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from failopen.integrations.wsgi import FailOpenMiddleware
 from flask import Flask, Response, jsonify, request
 
 from failopen import Config
-from failopen.integrations.wsgi import FailOpenMiddleware
 from failopen.runtime import FailOpen
 
 CHUNK = 200
@@ -119,7 +119,7 @@ def main() -> None:
         for method, path, label in (("GET", "/", "`GET /` (not protected)"),
                                     ("POST", "/login", "`POST /login` (protected, flag off)")):
             times: dict[str, list[float]] = {name: [] for name in variants}
-            for name, app in variants.items():  # warm-up
+            for app in variants.values():  # warm-up
                 one_chunk(app, method, path)
             for index in range(rounds):
                 names = list(variants) if index % 2 == 0 else list(reversed(variants))
