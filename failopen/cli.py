@@ -269,7 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     register_audit(verbs)
 
     demo = verbs.add_parser("demo", help="play an outage against the embedded fakes")
-    demo.add_argument("--step", type=float, default=0.6, help="seconds per scene")
+    demo.add_argument("--step", type=float, default=None,
+                      help="seconds per scene of the terminal story (default 0.6)")
     demo.add_argument("--web", action="store_true",
                       help="serve the demo as a page on 127.0.0.1 until Ctrl-C")
     demo.add_argument("--port", type=int, default=None,
@@ -286,6 +287,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.web and args.step is not None:
+        # The page runs at the visitor's pace: a --step silently ignored would mislead.
+        print("failopen demo: --step goes with the terminal story, not with --web",
+              file=sys.stderr)
+        return EXIT_UNKNOWN
     if args.web:
         from failopen.demo_web import DEFAULT_PORT, run_web_demo
 
@@ -295,7 +301,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         return EXIT_UNKNOWN
     from failopen.demo import run_demo
 
-    return run_demo(step=args.step)
+    return run_demo(step=0.6 if args.step is None else args.step)
 
 
 def _register_optional(verbs: Any, emulators: Any) -> None:

@@ -235,3 +235,8 @@ def test_it_listens_on_loopback_only(demo: str) -> None:
     with socket.socket() as sock, pytest.raises(OSError):
         sock.settimeout(2)
         sock.connect((address, port))
+
+
+def test_step_with_web_is_refused_not_ignored(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--web", "--step", "2"]) == 2
+    assert "--step goes with the terminal story" in capsys.readouterr().err
