@@ -160,6 +160,7 @@ class VerifyProbe:
         self._healthy_stale = 0  # healthy probes in a row while the status page is stale
         self._enforcing_since: float | None = None
         self._opened_at: float | None = None
+        self._failed_at: float | None = None  # when the latest failed probe was counted
         self._evidence = ""  # what opened the running probe bypass, for its reason
         self._next_due = float("-inf")
         #: The latest conclusive result (sent here or published by the fleet's leader).
@@ -224,6 +225,7 @@ class VerifyProbe:
                 self._enforcing_since, self._failed = auto.since, 0
             if result.verdict == "failed":
                 self._failed, self._healthy, self._healthy_stale = self._failed + 1, 0, 0
+                self._failed_at = self._clock.monotonic()
             else:
                 self._failed, self._healthy = 0, self._healthy + 1
                 self._healthy_stale = self._healthy_stale + 1 if auto.stale else 0
@@ -303,6 +305,35 @@ class VerifyProbe:
             self._close(auto, (
                 f"probe bypass re-checked after {limit:g}s (FAILOPEN_MAX_STALE_BYPASS); enforcing "
                 "until the probe and requests show the outage again"))
+
+    def check_open(self) -> None:
+        """End a probe bypass whose evidence stopped (the watcher's tick). Never raises.
+
+        The rule above acts on results; a probe that stops giving any (its pool wedged, a fleet
+        leader that no longer probes) would otherwise keep the bypass open for good. Without a
+        failed result for ``3 x interval``, or at ``max_bypass``, enforcement comes back.
+        """
+        try:
+            with self.watcher._observe_lock:
+                auto = self.watcher.flag.automatic_state
+                if auto.enforce or auto.source != "probe":
+                    return
+                now = self._clock.monotonic()
+                if self._opened_at is None:  # opened by another instance: start counting
+                    self._opened_at = now
+                if self._failed_at is None or self._failed_at < self._opened_at:
+                    self._failed_at = self._opened_at
+                silent, limit = now - self._failed_at, self.max_bypass
+                if limit is not None and now - self._opened_at >= limit:
+                    self._close(auto, (
+                        f"probe bypass re-checked after {limit:g}s (FAILOPEN_MAX_STALE_BYPASS); "
+                        "enforcing until the probe and requests show the outage again"))
+                elif silent > 3 * self.interval:
+                    self._close(auto, f"no failed verify probe for {silent:.0f}s (the probe "
+                                      "gave no result); enforcing until it shows the outage again")
+        except Exception:
+            logger.exception("verify probe check failed; continuing",
+                             extra={"event": "failopen.probe_error"})
 
     def _close(self, auto: FlagState, why: str) -> None:
         self._opened_at = None
