@@ -162,6 +162,8 @@ class VerifyProbe:
         self._opened_at: float | None = None
         self._failed_at: float | None = None  # when the latest failed probe was counted
         self._evidence = ""  # what opened the running probe bypass, for its reason
+        # The same without request counts or the probe's error text, for the public endpoint.
+        self._public_evidence = ""
         self._next_due = float("-inf")
         #: The latest conclusive result (sent here or published by the fleet's leader).
         self.last: ProbeResult | None = None
@@ -277,6 +279,9 @@ class VerifyProbe:
         )
         self._evidence = (f"verify probe failed {self._failed} times in a row ({result.reason}) "
                           f"and {requests}")
+        self._public_evidence = (
+            f"verify probe failed {self._failed} times in a row and requests' verify calls were "
+            + ("mostly unavailable" if busy else "too few to weigh"))
         self._opened_at = self._clock.monotonic()
         self.watcher.flag.set_automatic(enforce=False, source="probe",
                                         reason=self._reason(status), global_status=status)
@@ -359,6 +364,12 @@ class VerifyProbe:
                                    error=auto.error)
 
     # --- what it shows ------------------------------------------------------------------------
+
+    def public_reason(self, reason: str) -> str:
+        """A probe bypass's reason as the public flag endpoint shows it: the request counts
+        (the site's traffic) and the probe's error text stay in the logs and ``watch --json``."""
+        evidence = self._evidence
+        return reason.replace(evidence, self._public_evidence) if evidence else reason
 
     def public(self) -> dict[str, Any]:
         """The flag endpoint's ``probe`` block (public: no request counts, no error text)."""

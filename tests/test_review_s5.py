@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -51,3 +52,39 @@ def test_a_probe_bypass_ends_when_the_probe_stops_giving_results(sites: list[Sit
     s.run(400, requests=2)
     assert probe.counted["skipped"] > 0
     assert s.state.enforce, "a probe bypass outlived its evidence and the stale limit"
+
+
+def test_the_public_flag_endpoint_shows_no_traffic_counts_in_a_probe_bypass_reason(
+    sites: list[Site],
+) -> None:
+    # The probe block keeps request counts off the public endpoint; the flag's reason carried
+    # them anyway ("37 of 40 requests' verify calls in the last 60s were unavailable"): anyone
+    # could read the site's log-in volume, and the probe's error text, during an outage.
+    import asyncio
+    from typing import Any
+
+    import httpx
+    from failopen.integrations.asgi import FailOpenMiddleware
+
+    s = Site()
+    sites.append(s)
+    s.api.set_fault("timeout")
+    s.run(100, requests=7)
+    assert not s.state.enforce and s.state.source == "probe"
+    assert "of " in s.state.reason and "requests" in s.state.reason  # operators keep the detail
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:  # pragma: no cover - not reached
+        raise AssertionError
+
+    async def get() -> Any:
+        transport = httpx.ASGITransport(app=FailOpenMiddleware(app, runtime=s.runtime))
+        async with httpx.AsyncClient(transport=transport, base_url="http://site.test") as client:
+            return (await client.get("/failopen/flag")).json()
+
+    body = asyncio.run(get())
+    assert body["source"] == "probe" and body["enforce"] is False
+    reason = body["reason"]
+    assert "verify probe failed 3 times in a row" in reason
+    assert "still reads operational" in reason
+    assert not re.search(r"\d+ of \d+", reason) and "verify calls in the last" not in reason
+    assert "no complete answer" not in reason, "the probe's error text stays off the endpoint"
