@@ -98,8 +98,21 @@ def hash_user_agent(user_agent: str) -> str:
     return "sha256:" + digest[:16]
 
 
-# A few browsers send most requests: hash each User-Agent once.
+# A few browsers send most requests: hash each User-Agent once. Only ordinary lengths are cached
+# (and queued as they are): a longer one is hashed as it is queued, so neither the cache nor the
+# queue holds strings of an attacker's choosing at full length.
 _hash_cached = functools.lru_cache(maxsize=4096)(hash_user_agent)
+_MAX_UA_KEPT = 512
+
+
+class _Hashed(str):
+    """A User-Agent already hashed (it was too long to queue)."""
+
+    __slots__ = ()
+
+
+def _ua_field(user_agent: str) -> str:
+    return user_agent if isinstance(user_agent, _Hashed) else _hash_cached(user_agent)
 
 
 def window_id(source: str, since: float) -> str:
@@ -181,9 +194,13 @@ class AuditFile(BackgroundThread):
                 with self._counts_lock:
                     self.dropped += 1
                 return
+            if len(user_agent) > _MAX_UA_KEPT:
+                user_agent = _Hashed(hash_user_agent(user_agent))
             # deque.append is atomic: no lock and no wake-up per request; the writer wakes on
-            # the first line of a batch and otherwise polls.
-            pending.append((self._now(), path, client, user_agent, outcome, reason, window))
+            # the first line of a batch and otherwise polls. Cut here: a queued line holds no
+            # more of what the request sent than the line will.
+            pending.append((self._now(), _cut(path, _MAX_PATH), _cut(client, _MAX_CLIENT),
+                            user_agent, outcome, _cut(reason, _MAX_REASON), window))
             if len(pending) == 1:
                 self._wake.set()
         except Exception:  # noqa: BLE001 - the request goes on whatever happens here
@@ -294,7 +311,7 @@ class AuditFile(BackgroundThread):
             f'{{"time": "{stamp}", "window": {_quote(window)}, '
             f'"path": {_quote(_cut(path, _MAX_PATH))}, '
             f'"client": {_quote(_cut(client, _MAX_CLIENT))}, '
-            f'"ua": "{_hash_cached(user_agent)}", "outcome": {_quote(outcome)}, '
+            f'"ua": "{_ua_field(user_agent)}", "outcome": {_quote(outcome)}, '
             f'"reason": {_quote(_cut(reason, _MAX_REASON))}, "pid": {self._pid}}}\n'
         ).encode("ascii")
 

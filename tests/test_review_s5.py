@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import threading
+import tracemalloc
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from failopen.audit_file import AuditFile, hash_user_agent
 from failopen.verify import VerifyOutcome, VerifyResult
 from test_probe import Site
 
@@ -88,3 +93,42 @@ def test_the_public_flag_endpoint_shows_no_traffic_counts_in_a_probe_bypass_reas
     assert "still reads operational" in reason
     assert not re.search(r"\d+ of \d+", reason) and "verify calls in the last" not in reason
     assert "no complete answer" not in reason, "the probe's error text stays off the endpoint"
+
+
+def test_audit_lines_waiting_for_a_stalled_disk_do_not_hold_what_the_attacker_sent(
+    tmp_path: Path,
+) -> None:
+    # During a bypass every request is queued for the audit file; a line keeps 512 characters of
+    # the path and a hash of the User-Agent, yet the queue (10,000 lines) and the User-Agent hash
+    # cache (4,096) held the whole strings: with a stalled disk, or none at all for the cache,
+    # requests with long paths and unique long User-Agents pinned hundreds of MB per worker.
+    release, entered = threading.Event(), threading.Event()
+
+    def stalled(fd: int, data: bytes) -> int:
+        entered.set()
+        release.wait(10)
+        return os.write(fd, data)
+
+    audit = AuditFile(str(tmp_path / "audit.jsonl"), write=stalled)
+    audit.record("/login", "a", "", "bypassed_flag_off", "outage", "w")
+    assert entered.wait(5)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(200):
+            audit.record(f"/login/{n}" + "p" * 50_000, "203.0.113.9" + "c" * 50_000,
+                         f"agent {n} " + "u" * 50_000, "bypassed_flag_off", "outage", "w")
+        queued = tracemalloc.get_traced_memory()[0] - before
+        release.set()
+        audit.close()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        release.set()
+        tracemalloc.stop()
+    assert audit.stats()["written"] == 201
+    assert queued < 2_000_000, f"200 queued lines hold {queued} bytes"
+    assert kept < 2_000_000, f"{kept} bytes kept after the lines were written"
+    lines = (tmp_path / "audit.jsonl").read_text().splitlines()
+    last = json.loads(lines[-1])
+    assert last["ua"] == hash_user_agent("agent 199 " + "u" * 50_000)
+    assert len(last["path"]) <= 515 and len(last["client"]) <= 103
