@@ -61,6 +61,8 @@ QUEUE_SIZE = 10_000
 _MAX_PATH, _MAX_CLIENT, _MAX_REASON = 512, 100, 300
 # A chunk written in one call: whole lines only, so processes sharing a file never interleave.
 _CHUNK = 64 * 1024
+# Not on every platform (Windows has none): there, links are left to the directory's permissions.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 # The writer looks for lines at least this often (seconds) without being woken.
 _POLL = 0.25
 
@@ -84,6 +86,10 @@ def check_audit_path(path: object, setting: str = "FAILOPEN_AUDIT_FILE") -> str:
         raise ConfigError(f"{setting}: the directory {directory!r} is not writable by this "
                           "process (user id %d); fix its permissions or choose another path"
                           % os.getuid())
+    if os.path.islink(path):
+        # The writer never follows a link (see AuditFile._open): refused now, not line by line.
+        raise ConfigError(f"{setting}: {path!r} is a symbolic link; the audit file is written "
+                          "only under its own name (rotation renames it): give the real path")
     if os.path.exists(path) and (not os.path.isfile(path) or not os.access(path, os.W_OK)):
         raise ConfigError(f"{setting}: {path!r} exists but is not a writable regular file")
     # Absolute: a server that changes directory after start-up still writes where it was told.
@@ -326,7 +332,10 @@ class AuditFile(BackgroundThread):
                 pass
             self._close_fd()
         self._pid = os.getpid()
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        # O_NOFOLLOW: whoever may write to the log directory must not be able to plant a link
+        # there (after a rotation or a logrotate move) and have requests' lines appended to any
+        # file this process may write. A link is an error, counted and logged like a full disk.
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o640)
         return self._fd
 
     def _rotate_if_due(self, fd: int, adding: int) -> int:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from failopen.audit_file import AuditFile, hash_user_agent
+from failopen.audit_file import AuditFile, check_audit_path, hash_user_agent
+from failopen.exceptions import ConfigError
 from failopen.verify import VerifyOutcome, VerifyResult
 from test_probe import Site
 
@@ -132,3 +133,36 @@ def test_audit_lines_waiting_for_a_stalled_disk_do_not_hold_what_the_attacker_se
     last = json.loads(lines[-1])
     assert last["ua"] == hash_user_agent("agent 199 " + "u" * 50_000)
     assert len(last["path"]) <= 515 and len(last["client"]) <= 103
+
+
+def test_the_audit_file_never_writes_through_a_symlink_planted_at_its_path(
+    tmp_path: Path,
+) -> None:
+    # The writer follows its file's name (a logrotate moved it away): whoever can write to the
+    # log directory could plant a link there, and each bypassed request would append a line
+    # (path and client of the attacker's choosing) to any file the server's user may write.
+    logs, victim = tmp_path / "logs", tmp_path / "app_settings.py"
+    logs.mkdir()
+    victim.write_text("DEBUG = False\n")
+    path = logs / "audit.jsonl"
+    audit = AuditFile(str(path))
+    try:
+        audit.record("/login", "a", "", "bypassed_flag_off", "outage", "w")
+        audit.drain()
+        os.replace(path, logs / "audit.jsonl.rotated")  # logrotate's move
+        path.symlink_to(victim)
+        audit.record("/login", "b", "", "bypassed_flag_off", "outage", "w")
+        audit.drain()
+    finally:
+        audit.close()
+    assert victim.read_text() == "DEBUG = False\n"
+    assert audit.stats()["failed"] == 1
+
+
+def test_a_symlinked_audit_file_is_refused_at_start_up(tmp_path: Path) -> None:
+    target = tmp_path / "real.jsonl"
+    target.write_text("")
+    link = tmp_path / "audit.jsonl"
+    link.symlink_to(target)
+    with pytest.raises(ConfigError, match="FAILOPEN_AUDIT_FILE: .* is a symbolic link"):
+        check_audit_path(str(link))
