@@ -9,8 +9,14 @@ import threading
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from _redis_kit import RedisServer
+
+from failopen import Config
+from failopen.runtime import FailOpen
+from failopen.stores.redis import RedisStore
 
 from failopen.audit_file import AuditFile, check_audit_path, hash_user_agent
 from failopen.exceptions import ConfigError
@@ -67,7 +73,6 @@ def test_the_public_flag_endpoint_shows_no_traffic_counts_in_a_probe_bypass_reas
     # them anyway ("37 of 40 requests' verify calls in the last 60s were unavailable"): anyone
     # could read the site's log-in volume, and the probe's error text, during an outage.
     import asyncio
-    from typing import Any
 
     import httpx
     from failopen.integrations.asgi import FailOpenMiddleware
@@ -166,3 +171,40 @@ def test_a_symlinked_audit_file_is_refused_at_start_up(tmp_path: Path) -> None:
     link.symlink_to(target)
     with pytest.raises(ConfigError, match="FAILOPEN_AUDIT_FILE: .* is a symbolic link"):
         check_audit_path(str(link))
+
+
+def test_a_sync_read_while_a_local_override_is_being_written_does_not_drop_it(
+    failopen_config: Config, redis_server: RedisServer,
+) -> None:
+    # The write counter stopped a sync read before a write from being adopted, but not one read
+    # while the write was on its way (counted, not yet applied by Redis): that read held the old
+    # value, passed the check, and replaced what the write had just recorded. The process then
+    # dropped the operator's override until the next sync (a force-on undone, alerts flapping),
+    # and a FLUSHALL at that moment made it restore the store without the override.
+    runtime = FailOpen(failopen_config.replace(store=redis_server.url))
+    try:
+        store = runtime.store
+        assert isinstance(store, RedisStore)
+        runtime.flag.force_off("INC-7", ttl=600)
+        real_pipeline = store.client.pipeline
+        read: list[Any] = []
+
+        def pipeline(*args: Any, **kwargs: Any) -> Any:
+            pipe = real_pipeline(*args, **kwargs)
+            real_execute = pipe.execute
+
+            def execute(*a: Any, **k: Any) -> Any:
+                read.append(store.snapshot())  # the watcher's MGET reaches Redis first
+                return real_execute(*a, **k)
+
+            pipe.execute = execute
+            return pipe
+
+        store.client.pipeline = pipeline  # type: ignore[method-assign]
+        runtime.flag.force_on("INC-7 is over: enforce", ttl=600)
+        store.client.pipeline = real_pipeline  # type: ignore[method-assign]
+        store.note_synced(read[0][1])  # the sync goes on with what it read
+        runtime.watcher.tick()
+        assert (runtime.state.enforce, runtime.state.reason) == (True, "INC-7 is over: enforce")
+    finally:
+        runtime.stop()

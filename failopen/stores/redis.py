@@ -227,7 +227,13 @@ class RedisStore:
     def _write(self, raw: bytes | None, fn: Any, what: str) -> None:
         with self._raw_lock:
             self._writes += 1  # counted first: a snapshot racing the write is not adopted
-        self.call(what, fn)
+        try:
+            self.call(what, fn)
+        finally:
+            with self._raw_lock:
+                # Counted again once applied: a snapshot taken while the write was on its way
+                # may hold the old value, and must not be adopted either.
+                self._writes += 1
         with self._raw_lock:
             # The flag adopts what was written (``_place``): that is now the value last loaded.
             self._synced_raw = self._loaded_raw = raw
