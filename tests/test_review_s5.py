@@ -13,15 +13,14 @@ from typing import Any
 
 import pytest
 from _redis_kit import RedisServer
+from test_probe import Site
 
 from failopen import Config
-from failopen.runtime import FailOpen
-from failopen.stores.redis import RedisStore
-
 from failopen.audit_file import AuditFile, check_audit_path, hash_user_agent
 from failopen.exceptions import ConfigError
+from failopen.runtime import FailOpen
+from failopen.stores.redis import RedisStore
 from failopen.verify import VerifyOutcome, VerifyResult
-from test_probe import Site
 
 
 @pytest.fixture(autouse=True)
