@@ -17,7 +17,8 @@ reading that is not an outage:
 * the probe failed ``FAILOPEN_PROBE_OPEN_AFTER`` times in a row (default 3), counted since
   enforcement last began, and
 * the requests' own verify calls in the span of that streak, ``max(open_after - 1, 1) x interval``
-  seconds (the :class:`OutcomeWindow` the guard feeds), were mostly unavailable: at least
+  seconds (the interval no shorter than the verify timeout and FAILOPEN_STORE_REFRESH: probes
+  are never closer; the :class:`OutcomeWindow` the guard feeds), were mostly unavailable: at least
   :data:`PROBE_MIN_CALLS` calls, at least :data:`PROBE_MOSTLY_UNAVAILABLE` of them unavailable.
   A quiet site (fewer calls) relies on the probe alone only after
   :data:`PROBE_QUIET_FACTOR` x ``open_after`` failures in a row, and still only when the few calls
@@ -145,6 +146,7 @@ class VerifyProbe:
         max_bypass: float | None = 900.0,
         window: OutcomeWindow | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        slowest: float = 0.0,
     ) -> None:
         self.verifier = verifier
         self.watcher = watcher
@@ -152,10 +154,15 @@ class VerifyProbe:
         self.open_after = open_after
         self.max_bypass = max_bypass
         self._clock = clock
-        # The span the failing streak covers (its first to its last probe), one interval at
+        # How far apart probes may really be: ``slowest`` is what the runtime knows can hold one
+        # back (a failing probe takes the verify timeout; probes run on watcher turns, one per
+        # FAILOPEN_STORE_REFRESH). An interval below that must not shrink the requests' window
+        # to a sliver of the streak (no requests in it: "too few to weigh", the probe alone).
+        self.spacing = max(interval, slowest)
+        # The span the failing streak covers (its first to its last probe), one spacing at
         # least: "the same window" as the probe's evidence.
         self.window = window if window is not None else OutcomeWindow(
-            max(open_after - 1, 1) * interval, clock=clock)
+            max(open_after - 1, 1) * self.spacing, clock=clock)
         self._failed = self._healthy = 0
         self._healthy_stale = 0  # healthy probes in a row while the status page is stale
         self._enforcing_since: float | None = None
@@ -316,7 +323,7 @@ class VerifyProbe:
 
         The rule above acts on results; a probe that stops giving any (its pool wedged, a fleet
         leader that no longer probes) would otherwise keep the bypass open for good. Without a
-        failed result for ``3 x interval``, or at ``max_bypass``, enforcement comes back.
+        failed result for three probe spacings, or at ``max_bypass``, enforcement comes back.
         """
         try:
             with self.watcher._observe_lock:
@@ -333,7 +340,7 @@ class VerifyProbe:
                     self._close(auto, (
                         f"probe bypass re-checked after {limit:g}s (FAILOPEN_MAX_STALE_BYPASS); "
                         "enforcing until the probe and requests show the outage again"))
-                elif silent > 3 * self.interval:
+                elif silent > 3 * self.spacing:
                     self._close(auto, f"no failed verify probe for {silent:.0f}s (the probe "
                                       "gave no result); enforcing until it shows the outage again")
         except Exception:

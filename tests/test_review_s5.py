@@ -207,3 +207,20 @@ def test_a_sync_read_while_a_local_override_is_being_written_does_not_drop_it(
         assert (runtime.state.enforce, runtime.state.reason) == (True, "INC-7 is over: enforce")
     finally:
         runtime.stop()
+
+
+def test_a_probe_interval_below_the_watcher_turn_still_weighs_the_requests(
+    sites: list[Site],
+) -> None:
+    # The requests' window spanned (open_after - 1) x FAILOPEN_PROBE_INTERVAL, but probes run at
+    # most once per watcher turn (FAILOPEN_STORE_REFRESH) and a failing one takes up to the
+    # verify timeout: with an interval below those, the window covered a sliver of the streak,
+    # held no requests, and the probe alone opened ("too few to weigh") while every request's
+    # verify call succeeded: "a probe failing while requests succeed: never a bypass".
+    s = Site(probe_interval=0.01, separate_probe=True)
+    sites.append(s)
+    s.probe_api.set_fault("timeout")  # only the probe's path is broken
+    s.run(120, requests=2)
+    assert s.runtime.probe is not None and s.runtime.probe.counted["failed"] >= 100
+    assert s.bypassed() == 0 and s.state.enforce
+    assert {d.outcome for d in s.decisions} == {"valid"}
