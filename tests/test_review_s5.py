@@ -224,3 +224,33 @@ def test_a_probe_interval_below_the_watcher_turn_still_weighs_the_requests(
     assert s.runtime.probe is not None and s.runtime.probe.counted["failed"] >= 100
     assert s.bypassed() == 0 and s.state.enforce
     assert {d.outcome for d in s.decisions} == {"valid"}
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_fork_while_the_redis_store_records_a_write_leaves_the_child_usable(
+    fleet: Any,
+) -> None:
+    # The store's new write-counter lock was not renewed in a forked child (every other lock of
+    # the fleet is): a gunicorn fork while the watcher thread held it (a sync's snapshot) left
+    # the child's watcher stuck for good on its first sync, so its flag never changed again
+    # (a bypass inherited from the parent never ended), and an override placed there hung.
+    import signal
+
+    (runtime,) = fleet(1)
+    store = runtime.store
+    assert isinstance(store, RedisStore) and runtime.fleet is not None
+    store._raw_lock.acquire()  # as if the watcher thread were in snapshot() at fork()
+    try:
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(5)  # a hang kills the child (SIGALRM), which fails the test
+            try:
+                runtime.fleet.sync()
+                runtime.flag.force_on("INC-9", ttl=60)
+                os._exit(0 if runtime.fleet.store_state == "redis" else 1)
+            except BaseException:
+                os._exit(2)
+    finally:
+        store._raw_lock.release()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -29,6 +29,7 @@ import math
 import threading
 from typing import Any
 
+from failopen._forksafe import renew_locks_after_fork
 from failopen.exceptions import ConfigError, StoreError
 from failopen.flag import Override
 
@@ -181,6 +182,7 @@ class RedisStore:
         # that moment would restore the store without it). Writes are counted; a snapshot taken
         # before the latest write is not adopted (the next sync reads the new value).
         self._raw_lock = threading.Lock()
+        renew_locks_after_fork(self, "_raw_lock")  # a fork mid-sync must not hang the child
         self._writes = 0
         self._snapshot_writes = 0
 
