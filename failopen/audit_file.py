@@ -61,6 +61,8 @@ QUEUE_SIZE = 10_000
 _MAX_PATH, _MAX_CLIENT, _MAX_REASON = 512, 100, 300
 # A chunk written in one call: whole lines only, so processes sharing a file never interleave.
 _CHUNK = 64 * 1024
+# Not on every platform (Windows has none): there, links are left to the directory's permissions.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 # The writer looks for lines at least this often (seconds) without being woken.
 _POLL = 0.25
 
@@ -84,6 +86,10 @@ def check_audit_path(path: object, setting: str = "FAILOPEN_AUDIT_FILE") -> str:
         raise ConfigError(f"{setting}: the directory {directory!r} is not writable by this "
                           "process (user id %d); fix its permissions or choose another path"
                           % os.getuid())
+    if os.path.islink(path):
+        # The writer never follows a link (see AuditFile._open): refused now, not line by line.
+        raise ConfigError(f"{setting}: {path!r} is a symbolic link; the audit file is written "
+                          "only under its own name (rotation renames it): give the real path")
     if os.path.exists(path) and (not os.path.isfile(path) or not os.access(path, os.W_OK)):
         raise ConfigError(f"{setting}: {path!r} exists but is not a writable regular file")
     # Absolute: a server that changes directory after start-up still writes where it was told.
@@ -98,8 +104,21 @@ def hash_user_agent(user_agent: str) -> str:
     return "sha256:" + digest[:16]
 
 
-# A few browsers send most requests: hash each User-Agent once.
+# A few browsers send most requests: hash each User-Agent once. Only ordinary lengths are cached
+# (and queued as they are): a longer one is hashed as it is queued, so neither the cache nor the
+# queue holds strings of an attacker's choosing at full length.
 _hash_cached = functools.lru_cache(maxsize=4096)(hash_user_agent)
+_MAX_UA_KEPT = 512
+
+
+class _Hashed(str):
+    """A User-Agent already hashed (it was too long to queue)."""
+
+    __slots__ = ()
+
+
+def _ua_field(user_agent: str) -> str:
+    return user_agent if isinstance(user_agent, _Hashed) else _hash_cached(user_agent)
 
 
 def window_id(source: str, since: float) -> str:
@@ -181,9 +200,13 @@ class AuditFile(BackgroundThread):
                 with self._counts_lock:
                     self.dropped += 1
                 return
+            if len(user_agent) > _MAX_UA_KEPT:
+                user_agent = _Hashed(hash_user_agent(user_agent))
             # deque.append is atomic: no lock and no wake-up per request; the writer wakes on
-            # the first line of a batch and otherwise polls.
-            pending.append((self._now(), path, client, user_agent, outcome, reason, window))
+            # the first line of a batch and otherwise polls. Cut here: a queued line holds no
+            # more of what the request sent than the line will.
+            pending.append((self._now(), _cut(path, _MAX_PATH), _cut(client, _MAX_CLIENT),
+                            user_agent, outcome, _cut(reason, _MAX_REASON), window))
             if len(pending) == 1:
                 self._wake.set()
         except Exception:  # noqa: BLE001 - the request goes on whatever happens here
@@ -294,7 +317,7 @@ class AuditFile(BackgroundThread):
             f'{{"time": "{stamp}", "window": {_quote(window)}, '
             f'"path": {_quote(_cut(path, _MAX_PATH))}, '
             f'"client": {_quote(_cut(client, _MAX_CLIENT))}, '
-            f'"ua": "{_hash_cached(user_agent)}", "outcome": {_quote(outcome)}, '
+            f'"ua": "{_ua_field(user_agent)}", "outcome": {_quote(outcome)}, '
             f'"reason": {_quote(_cut(reason, _MAX_REASON))}, "pid": {self._pid}}}\n'
         ).encode("ascii")
 
@@ -309,7 +332,10 @@ class AuditFile(BackgroundThread):
                 pass
             self._close_fd()
         self._pid = os.getpid()
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        # O_NOFOLLOW: whoever may write to the log directory must not be able to plant a link
+        # there (after a rotation or a logrotate move) and have requests' lines appended to any
+        # file this process may write. A link is an error, counted and logged like a full disk.
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o640)
         return self._fd
 
     def _rotate_if_due(self, fd: int, adding: int) -> int:

@@ -17,7 +17,8 @@ reading that is not an outage:
 * the probe failed ``FAILOPEN_PROBE_OPEN_AFTER`` times in a row (default 3), counted since
   enforcement last began, and
 * the requests' own verify calls in the span of that streak, ``max(open_after - 1, 1) x interval``
-  seconds (the :class:`OutcomeWindow` the guard feeds), were mostly unavailable: at least
+  seconds (the interval no shorter than the verify timeout and FAILOPEN_STORE_REFRESH: probes
+  are never closer; the :class:`OutcomeWindow` the guard feeds), were mostly unavailable: at least
   :data:`PROBE_MIN_CALLS` calls, at least :data:`PROBE_MOSTLY_UNAVAILABLE` of them unavailable.
   A quiet site (fewer calls) relies on the probe alone only after
   :data:`PROBE_QUIET_FACTOR` x ``open_after`` failures in a row, and still only when the few calls
@@ -145,6 +146,7 @@ class VerifyProbe:
         max_bypass: float | None = 900.0,
         window: OutcomeWindow | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        slowest: float = 0.0,
     ) -> None:
         self.verifier = verifier
         self.watcher = watcher
@@ -152,15 +154,23 @@ class VerifyProbe:
         self.open_after = open_after
         self.max_bypass = max_bypass
         self._clock = clock
-        # The span the failing streak covers (its first to its last probe), one interval at
+        # How far apart probes may really be: ``slowest`` is what the runtime knows can hold one
+        # back (a failing probe takes the verify timeout; probes run on watcher turns, one per
+        # FAILOPEN_STORE_REFRESH). An interval below that must not shrink the requests' window
+        # to a sliver of the streak (no requests in it: "too few to weigh", the probe alone).
+        self.spacing = max(interval, slowest)
+        # The span the failing streak covers (its first to its last probe), one spacing at
         # least: "the same window" as the probe's evidence.
         self.window = window if window is not None else OutcomeWindow(
-            max(open_after - 1, 1) * interval, clock=clock)
+            max(open_after - 1, 1) * self.spacing, clock=clock)
         self._failed = self._healthy = 0
         self._healthy_stale = 0  # healthy probes in a row while the status page is stale
         self._enforcing_since: float | None = None
         self._opened_at: float | None = None
+        self._failed_at: float | None = None  # when the latest failed probe was counted
         self._evidence = ""  # what opened the running probe bypass, for its reason
+        # The same without request counts or the probe's error text, for the public endpoint.
+        self._public_evidence = ""
         self._next_due = float("-inf")
         #: The latest conclusive result (sent here or published by the fleet's leader).
         self.last: ProbeResult | None = None
@@ -224,6 +234,7 @@ class VerifyProbe:
                 self._enforcing_since, self._failed = auto.since, 0
             if result.verdict == "failed":
                 self._failed, self._healthy, self._healthy_stale = self._failed + 1, 0, 0
+                self._failed_at = self._clock.monotonic()
             else:
                 self._failed, self._healthy = 0, self._healthy + 1
                 self._healthy_stale = self._healthy_stale + 1 if auto.stale else 0
@@ -275,6 +286,9 @@ class VerifyProbe:
         )
         self._evidence = (f"verify probe failed {self._failed} times in a row ({result.reason}) "
                           f"and {requests}")
+        self._public_evidence = (
+            f"verify probe failed {self._failed} times in a row and requests' verify calls were "
+            + ("mostly unavailable" if busy else "too few to weigh"))
         self._opened_at = self._clock.monotonic()
         self.watcher.flag.set_automatic(enforce=False, source="probe",
                                         reason=self._reason(status), global_status=status)
@@ -304,6 +318,35 @@ class VerifyProbe:
                 f"probe bypass re-checked after {limit:g}s (FAILOPEN_MAX_STALE_BYPASS); enforcing "
                 "until the probe and requests show the outage again"))
 
+    def check_open(self) -> None:
+        """End a probe bypass whose evidence stopped (the watcher's tick). Never raises.
+
+        The rule above acts on results; a probe that stops giving any (its pool wedged, a fleet
+        leader that no longer probes) would otherwise keep the bypass open for good. Without a
+        failed result for three probe spacings, or at ``max_bypass``, enforcement comes back.
+        """
+        try:
+            with self.watcher._observe_lock:
+                auto = self.watcher.flag.automatic_state
+                if auto.enforce or auto.source != "probe":
+                    return
+                now = self._clock.monotonic()
+                if self._opened_at is None:  # opened by another instance: start counting
+                    self._opened_at = now
+                if self._failed_at is None or self._failed_at < self._opened_at:
+                    self._failed_at = self._opened_at
+                silent, limit = now - self._failed_at, self.max_bypass
+                if limit is not None and now - self._opened_at >= limit:
+                    self._close(auto, (
+                        f"probe bypass re-checked after {limit:g}s (FAILOPEN_MAX_STALE_BYPASS); "
+                        "enforcing until the probe and requests show the outage again"))
+                elif silent > 3 * self.spacing:
+                    self._close(auto, f"no failed verify probe for {silent:.0f}s (the probe "
+                                      "gave no result); enforcing until it shows the outage again")
+        except Exception:
+            logger.exception("verify probe check failed; continuing",
+                             extra={"event": "failopen.probe_error"})
+
     def _close(self, auto: FlagState, why: str) -> None:
         self._opened_at = None
         self.watcher.flag.set_automatic(
@@ -328,6 +371,12 @@ class VerifyProbe:
                                    error=auto.error)
 
     # --- what it shows ------------------------------------------------------------------------
+
+    def public_reason(self, reason: str) -> str:
+        """A probe bypass's reason as the public flag endpoint shows it: the request counts
+        (the site's traffic) and the probe's error text stay in the logs and ``watch --json``."""
+        evidence = self._evidence
+        return reason.replace(evidence, self._public_evidence) if evidence else reason
 
     def public(self) -> dict[str, Any]:
         """The flag endpoint's ``probe`` block (public: no request counts, no error text)."""

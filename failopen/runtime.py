@@ -167,7 +167,7 @@ class FailOpen:
         probe = VerifyProbe(
             verifier, self.watcher, interval=config.probe_interval_seconds,
             open_after=config.probe_open_after, max_bypass=config.max_stale_bypass_seconds,
-            clock=self.clock,
+            clock=self.clock, slowest=max(config.verify_timeout, config.store_refresh),
         )
         self.watcher.probe = probe
         self.guard.outcome_window = probe.window

@@ -201,6 +201,9 @@ class StatusWatcher(BackgroundThread):
             if stale and bypassing and limit is not None and age > limit:
                 self._end_stale_bypass()
             self.flag.set_stale(stale, error=self._last_error if stale else None)
+            probe = self.probe
+            if probe is not None:
+                probe.check_open()  # a probe bypass ends when its results stop coming
         except Exception:
             logger.exception("status watcher tick failed; continuing",
                              extra={"event": "failopen.watcher_error"})

@@ -115,6 +115,8 @@ def flag_payload(
         # The endpoint answers anyone: who placed the override (a staff user name, with Django)
         # is for the audit log and ``failopen override show``, not for the public.
         payload["reason"] = _without_actor(state.reason)
+    elif state.source == "probe" and probe is not None:
+        payload["reason"] = probe.public_reason(state.reason)
     payload["mode"] = mode
     payload["probe"] = probe.public() if probe is not None else None
     if mode == "shadow":

@@ -40,7 +40,9 @@ def test_watch_json_has_the_probe_block(
             "interval", "open_after", "sent", "counted", "requests"} <= set(probe)
     assert probe["enabled"] is True and probe["open_after"] == 3 and probe["interval"] == 0.05
     assert probe["sent"] >= 1 and probe["last"] == "healthy"
-    assert probe["requests"] == {"window_seconds": 0.1, "verify_calls": 0, "unavailable": 0,
+    # Two probe spacings; a spacing is never shorter than the verify timeout (3 s): a failing
+    # probe takes that long, so the streak spans at least that much (the review of session 5).
+    assert probe["requests"] == {"window_seconds": 6.0, "verify_calls": 0, "unavailable": 0,
                                  "valid": 0}
     assert fake_verify_api.private_key not in json.dumps(lines)
 

@@ -29,6 +29,7 @@ import math
 import threading
 from typing import Any
 
+from failopen._forksafe import renew_locks_after_fork
 from failopen.exceptions import ConfigError, StoreError
 from failopen.flag import Override
 
@@ -181,6 +182,7 @@ class RedisStore:
         # that moment would restore the store without it). Writes are counted; a snapshot taken
         # before the latest write is not adopted (the next sync reads the new value).
         self._raw_lock = threading.Lock()
+        renew_locks_after_fork(self, "_raw_lock")  # a fork mid-sync must not hang the child
         self._writes = 0
         self._snapshot_writes = 0
 
@@ -227,7 +229,13 @@ class RedisStore:
     def _write(self, raw: bytes | None, fn: Any, what: str) -> None:
         with self._raw_lock:
             self._writes += 1  # counted first: a snapshot racing the write is not adopted
-        self.call(what, fn)
+        try:
+            self.call(what, fn)
+        finally:
+            with self._raw_lock:
+                # Counted again once applied: a snapshot taken while the write was on its way
+                # may hold the old value, and must not be adopted either.
+                self._writes += 1
         with self._raw_lock:
             # The flag adopts what was written (``_place``): that is now the value last loaded.
             self._synced_raw = self._loaded_raw = raw
