@@ -99,6 +99,8 @@ def check_field(name: str, value: Any) -> None:
         "audit_max_bytes": lambda v: _whole(name, v, 4096, 1 << 40),
         "audit_backups": lambda v: _whole(name, v, 1, 1000),
         "evidence": lambda v: _evidence(name, v),
+        # One failed probe is one slow answer, not a streak: the rule needs at least two.
+        "probe_open_after": lambda v: _whole(name, v, 2, 1000),
     }
     if name in checks:
         checks[name](value)

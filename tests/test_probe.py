@@ -450,6 +450,8 @@ def test_async_decisions_feed_the_window_too(sites: list[Site]) -> None:
     ({"FAILOPEN_EVIDENCE": "status,probe", "FAILOPEN_STATUS_URL": "https://s.example.com"},
      "FAILOPEN_VERIFY_URL"),
     ({"FAILOPEN_PROBE_OPEN_AFTER": "0"}, "FAILOPEN_PROBE_OPEN_AFTER"),
+    ({"FAILOPEN_PROBE_OPEN_AFTER": "1"}, "FAILOPEN_PROBE_OPEN_AFTER: expected a whole number "
+                                         "from 2"),
     ({"FAILOPEN_PROBE_INTERVAL": "-1"}, "FAILOPEN_PROBE_INTERVAL"),
 ])
 def test_probe_misconfiguration_fails_at_start_up_naming_the_setting(
