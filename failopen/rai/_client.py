@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Generator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
@@ -22,6 +20,7 @@ from failopen.rai._pager import (
     cohorts_pager,
     sessions_pager,
 )
+from failopen.rai._pipeline import Pipeline
 from failopen.rai.auth import ClientCredentialsAuth
 from failopen.rai.exceptions import RaiError
 from failopen.rai.models import Cohort, Page, Session
@@ -39,8 +38,9 @@ class Client(BaseClient):
     exponential backoff and full jitter, waiting through ``sleep``. ``timeout`` bounds each
     attempt: every socket operation, and reading the whole body. With ``prefetch``, a background
     thread fetches the next page while the caller handles the current one, never more than one
-    page ahead: its request leaves as soon as the current page's cursor is decoded, before any
-    model of the current page is built. ``timer`` is the monotonic clock used for token expiry.
+    page ahead: its request leaves as soon as the current answer arrives (its cursor read from
+    the raw bytes, checked once the page is decoded: ``_pipeline.py``), before the page is
+    decoded or any model built. ``timer`` is the monotonic clock used for token expiry.
     """
 
     def __init__(
@@ -127,41 +127,39 @@ class Client(BaseClient):
             self._sleep(delay)
 
     def _raw_pages(self, pager: Pager[Any]) -> Generator[Page[Record], None, None]:
-        def fetch(params: Params, started: threading.Event | None = None) -> Page[Record]:
-            if started is not None:
-                started.set()
-            return pager.decode(self._request("GET", pager.path, params))
-
         if not self.prefetch:
             params: Params | None = pager.first()
             while params is not None:
-                page = pager.deliver(fetch(params))
+                page = pager.deliver(pager.decode(self._request("GET", pager.path, params)))
                 params = pager.after(page)
                 yield page
             return
-        # One worker and one future at a time: at most one page is ever fetched ahead.
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="failopen.rai.prefetch")
-        future: Future[Page[Record]] | None = executor.submit(fetch, pager.first())
+        # The next request leaves from the fetching thread as soon as an answer arrives, its
+        # cursor read from the raw bytes; this thread decodes, and corrects a wrong guess.
+        pipeline = Pipeline(
+            lambda params: self._request("GET", pager.path, params), pager.guess_after,
+            pager.first(), name="failopen.rai.prefetch",
+        )  # fmt: skip
         try:
-            while future is not None:
-                page = future.result()  # a failed fetch raises here, where its page is due
-                page = pager.deliver(page)
+            while True:
+                answer = pipeline.take()  # a failed fetch raises here, where its page is due
+                if answer.error is not None:
+                    raise answer.error
+                assert answer.body is not None
+                page = pager.deliver(pager.decode(answer.body))
+                answer.body = None  # the page holds what it needs of it
                 params = pager.after(page)
-                future = None
-                if params is not None:
-                    # The next request leaves now, before anyone builds models of or writes
-                    # this page. Waiting for the worker to start hands it the GIL, which it
-                    # keeps until its request is on the wire; else it would wait for this
-                    # thread's CPU-bound work on the page for up to the 5 ms switch interval.
-                    started = threading.Event()
-                    future = executor.submit(fetch, params, started)
-                    started.wait()
+                if params != answer.guessed:
+                    if params is not None:
+                        pipeline.redirect(params)
+                    else:
+                        pipeline.close()  # the guessed request's answer is dropped
                 yield page
+                if params is None:
+                    return
         finally:
             # The caller stopped early (or failed): drop the page in flight, never wait for it.
-            if future is not None:
-                future.cancel()
-            executor.shutdown(wait=False, cancel_futures=True)
+            pipeline.close()
 
     def _pages(self, pager: Pager[T]) -> Generator[Page[T], None, None]:
         with closing(self._raw_pages(pager)) as pages:

@@ -1,0 +1,174 @@
+"""The next request leaves as soon as an answer arrives, its cursor read from the raw bytes; a
+misread cursor costs one dropped answer, never a wrong page."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import httpx
+import pytest
+from _rai_fake import FakeRai, envelope, make_client, page
+from test_rai_page_pipeline import Service
+
+from failopen.rai import Client
+from failopen.rai import cli as rai_cli
+from failopen.rai._output import limit_malloc_arenas
+from failopen.rai._pager import Pager, peek_cursor
+from failopen.testing.rai_emulator import RaiEmulator
+
+START = datetime(2024, 5, 1, tzinfo=timezone.utc)
+END = START + timedelta(days=7)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b'{"sessions":[{"a":1}],"next_page_token":"tok_1","schema_version":"rai-v1"}', "tok_1"),
+        (b'{"sessions":[],"next_page_token" : \n "tok 2"}', "tok 2"),
+        (b'{"sessions":[],"next_page_token":""}', ""),
+        (b'{"sessions":[],"next_page_token":null}', ""),
+        (b'{"sessions":[]}', ""),  # no cursor: the last page
+        (b'{"sessions":[],"next_page_token":"a\\"b"}', None),  # escapes: left to the decoder
+        (b'{"sessions":[],"next_page_token":7}', None),
+        (b'{"sessions":[],"next_page_token"', None),
+        (b'{"sessions":[],"next_page_token":"\xff"}', None),
+    ],
+)
+def test_the_cursor_is_read_from_the_raw_answer(content: bytes, expected: str | None) -> None:
+    assert peek_cursor(content) == expected
+
+
+def test_the_next_request_leaves_before_the_answer_is_decoded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    n = 4
+    service = Service(n)
+    decoded = []
+    real = Pager.decode
+
+    def decode(self: Pager[Any], content: bytes) -> Any:
+        index = len(decoded)
+        if index + 1 < n:  # decoded before page index + 1 was asked for: the old order
+            assert service.wait_for_request(index + 1), f"page {index + 1} waited for the decode"
+        decoded.append(index)
+        return real(self, content)
+
+    monkeypatch.setattr(Pager, "decode", decode)
+    client, _ = make_client(FakeRai(service))
+    pages = list(client.iter_session_pages(START, END, ["PK"], raw=True))
+    assert [p.items[0]["session_id"] for p in pages] == [f"s{i}-0" for i in range(n)]
+    assert service.requested() == list(range(n))
+
+
+def _misleading(request: httpx.Request) -> httpx.Response:
+    """Pages whose cursor comes first and whose record hides a decoy cursor further on."""
+    token = request.url.params.get("page_token")
+    if token == "decoy":
+        return envelope(400, "invalid_page_token")
+    index = 0 if token is None else int(token)
+    following = str(index + 1) if index < 2 else ""
+    record = f'{{"session_id":"s{index}","cohort_id":"c","note":{{"next_page_token":"decoy"}}}}'
+    content = f'{{"next_page_token":"{following}","sessions":[{record}]}}'.encode()
+    return httpx.Response(200, content=content, headers={"Content-Type": "application/json"})
+
+
+@pytest.mark.parametrize("raw", [True, False])
+def test_a_misread_cursor_costs_a_dropped_answer_not_a_wrong_page(raw: bool) -> None:
+    fake = FakeRai(_misleading)
+    client, sleeps = make_client(fake)
+    pages = list(client.iter_session_pages(START, END, ["PK"], raw=raw))
+    ids = [[r["session_id"] if raw else r.session_id for r in p.items] for p in pages]
+    assert ids == [["s0"], ["s1"], ["s2"]]
+    sent = [r.url.params.get("page_token") for r in fake.requests]
+    assert "decoy" in sent  # the guess was really made, and its 400 dropped
+    assert [t for t in sent if t != "decoy"] == [None, "1", "2"]
+    assert sleeps == []  # a wrong guess is no reason to back off
+
+
+def test_closing_after_a_guess_sends_nothing_more() -> None:
+    calls = []
+
+    def data(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.params.get("page_token"))
+        return page("sessions", [{"session_id": "s"}], token=f"t{len(calls)}")
+
+    client, _ = make_client(FakeRai(data))
+    pages = client.iter_session_pages(START, END, ["PK"], raw=True)
+    next(pages)
+    deadline = time.monotonic() + 5
+    while len(calls) < 2 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    pages.close()
+    time.sleep(0.05)  # a runaway fetching thread would send t2 now
+    assert calls == [None, "t1"]
+
+
+def test_parallel_windows_send_their_next_request_before_decoding(
+    monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    emulator = RaiEmulator(client_secret="s", cohorts=6, sessions_per_cohort=30)
+    real = Pager.decode
+    early = []
+
+    def sent(token: str) -> bool:
+        return any(r.query.get("page_token") == [token] for r in list(emulator.history))
+
+    def decode(self: Pager[Any], content: bytes) -> Any:
+        token = peek_cursor(content)
+        if token:
+            deadline = time.monotonic() + 5
+            while not sent(token) and time.monotonic() < deadline:
+                time.sleep(0.001)
+            early.append(sent(token))
+        return real(self, content)
+
+    monkeypatch.setattr(Pager, "decode", decode)
+    monkeypatch.setattr(rai_cli, "Client", functools.partial(Client, sleep=lambda _: None))
+    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_ID", "test-client")
+    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_SECRET", "s")
+    parser = argparse.ArgumentParser()
+    rai_cli.register_rai(parser.add_subparsers())
+    start, end = emulator.data_window
+    with emulator.serve() as server:
+        args = parser.parse_args(["rai", "sessions", "--base-url", server.url, "--from", start,
+                                  "--to", end, "--public-key", "pk_live_test", "--page-size",
+                                  "7", "--parallel", "4"])  # fmt: skip
+        assert args.func(args) == 0
+    assert len(capsysbinary.readouterr().out.splitlines()) == emulator.total_sessions
+    assert early and all(early)
+
+
+def test_the_cli_caps_malloc_arenas_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "8")
+    assert limit_malloc_arenas() is False
+    monkeypatch.delenv("MALLOC_ARENA_MAX")
+    import platform
+
+    expected = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+    assert limit_malloc_arenas() is expected
+
+
+def test_a_pipeline_never_runs_two_requests_at_once() -> None:
+    active = []
+    peak = [0]
+    lock = threading.Lock()
+
+    def data(request: httpx.Request) -> httpx.Response:
+        with lock:
+            active.append(1)
+            peak[0] = max(peak[0], len(active))
+        time.sleep(0.002)
+        with lock:
+            active.pop()
+        return _misleading(request)
+
+    client, _ = make_client(FakeRai(data))
+    for _ in range(5):
+        list(client.iter_session_pages(START, END, ["PK"], raw=True))
+    assert peak[0] == 1
+
