@@ -132,6 +132,22 @@ class AtomicFile:
                 exc.errno, f"--out: cannot create a file in the directory ({exc.strerror})", folder
             ) from exc
         self.file: IO[bytes] = os.fdopen(fd, "wb", buffering=1 << 20)
+        self._synced = 0
+
+    #: Bytes written between two flushes to disk while the export runs (see :meth:`written`).
+    SYNC_EVERY = 64 << 20
+
+    def written(self) -> None:
+        """Flush what was written to disk every :attr:`SYNC_EVERY` bytes.
+
+        The disk then keeps up while pages are fetched, and :meth:`commit` does not wait for the
+        whole file at the end (0.6-0.8 s for the 640 MB of a million sessions).
+        """
+        position = self.file.tell()
+        if position - self._synced >= self.SYNC_EVERY:
+            self.file.flush()
+            getattr(os, "fdatasync", os.fsync)(self.file.fileno())
+            self._synced = position
 
     def commit(self) -> None:
         """Flush to disk and move into place, keeping an existing file's permissions."""

@@ -153,6 +153,8 @@ def _export(args: argparse.Namespace, columns: tuple[str, ...], fetch: Fetch) ->
                 batches = fetch(client, args)
                 try:
                     for records in batches:
+                        if target is not None:
+                            target.written()
                         if isinstance(records, Encoded):  # --parallel: already encoded
                             out.write(records.data)
                             if records.pages:
