@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Generator, Sequence
 from contextlib import closing
@@ -22,7 +23,7 @@ from failopen.rai._pager import (
 )
 from failopen.rai._pipeline import Pipeline
 from failopen.rai.auth import ClientCredentialsAuth
-from failopen.rai.exceptions import RaiError
+from failopen.rai.exceptions import RaiError, RaiValidationError
 from failopen.rai.models import Cohort, Page, Session
 
 __all__ = ["Client"]
@@ -41,6 +42,7 @@ class Client(BaseClient):
     page ahead: its request leaves as soon as the current answer arrives (its cursor read from
     the raw bytes, checked once the page is decoded: ``_pipeline.py``), before the page is
     decoded or any model built. ``timer`` is the monotonic clock used for token expiry.
+    ``max_in_flight`` caps the requests on the wire at once across all threads using the client.
     """
 
     def __init__(
@@ -57,12 +59,19 @@ class Client(BaseClient):
         sleep: Callable[[float], None] = time.sleep,
         prefetch: bool = True,
         timer: Callable[[], float] = time.monotonic,
+        max_in_flight: int | None = None,
     ) -> None:
         super().__init__(
             base_url, client_id, client_secret, timeout=timeout, max_attempts=max_attempts,
             backoff_base=backoff_base, backoff_max=backoff_max, prefetch=prefetch,
         )
         self._sleep = sleep
+        if max_in_flight is not None and (
+            isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int)
+            or max_in_flight < 1
+        ):  # fmt: skip
+            raise RaiValidationError(f"max_in_flight must be an int >= 1, not {max_in_flight!r}")
+        self._slots = None if max_in_flight is None else threading.BoundedSemaphore(max_in_flight)
         self.auth = ClientCredentialsAuth(
             self.authorize_url, client_id, client_secret, timer=timer, user_agent=self.user_agent
         )
@@ -115,7 +124,10 @@ class Client(BaseClient):
                 self._sleep(paused)
                 waited_until = resume_at
             try:
-                return self._exchange(method, path, params)
+                if self._slots is None:
+                    return self._exchange(method, path, params)
+                with self._slots:  # never held through a backoff
+                    return self._exchange(method, path, params)
             except RaiError as exc:
                 error, cause = exc, None
             except httpx.RequestError as exc:

@@ -105,10 +105,12 @@ def _client(args: argparse.Namespace) -> Client:
         raise UsageError(f"set {' and '.join(missing)} (credentials are read only from the "
                           "environment, never from the command line)")  # fmt: skip
     limit_malloc_arenas()  # before any thread starts
-    # Prefetch in every mode: each list call (one per window or cohort with --parallel N)
-    # still has one request in flight at a time, sent as soon as the answer before it is in.
+    # Prefetch in every mode: each list call (one per window or cohort with --parallel N) has
+    # one request in flight at a time, sent as soon as the answer before it is in; and never
+    # more than N requests at once, though N + 1 windows may be under way (one finishing).
     return Client(base_url, client_id, client_secret, timeout=args.timeout,
-                  max_attempts=args.max_attempts)  # fmt: skip
+                  max_attempts=args.max_attempts,
+                  max_in_flight=getattr(args, "parallel", None))  # fmt: skip
 
 
 def _report(prog: str, code: str, message: str, request_id: str | None,

@@ -172,3 +172,51 @@ def test_a_pipeline_never_runs_two_requests_at_once() -> None:
         list(client.iter_session_pages(START, END, ["PK"], raw=True))
     assert peak[0] == 1
 
+
+
+@pytest.mark.parametrize("verb", ["sessions", "sync"])
+def test_parallel_n_never_has_more_than_n_requests_on_the_wire(
+    verb: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+    capsysbinary: pytest.CaptureFixture[bytes],
+) -> None:  # fmt: skip
+    # N + 1 windows or cohorts may be under way (one finishing its last page), never N + 1
+    # requests at once.
+    emulator = RaiEmulator(client_secret="s", cohorts=12, sessions_per_cohort=40, latency=0.003)
+    active, peak, lock = [0], [0], threading.Lock()
+    real = emulator.handler
+
+    def handler(request: Any) -> Any:
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        try:
+            return real(request)
+        finally:
+            with lock:
+                active[0] -= 1
+
+    monkeypatch.setattr(emulator, "handler", handler)
+    monkeypatch.setattr(rai_cli, "Client", functools.partial(Client, sleep=lambda _: None))
+    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_ID", "test-client")
+    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_SECRET", "s")
+    parser = argparse.ArgumentParser()
+    rai_cli.register_rai(parser.add_subparsers())
+    start, end = emulator.data_window
+    with emulator.serve() as server:
+        common = ["--base-url", server.url, "--public-key", "pk_live_test", "--page-size", "9",
+                  "--parallel", "3"]  # fmt: skip
+        if verb == "sessions":
+            argv = ["sessions", "--from", start, "--to", end, *common]
+        else:
+            argv = ["sync", "--since", start, "--until", end, "--state",
+                    str(tmp_path / "state.json"), "--out-dir", str(tmp_path), *common]  # fmt: skip
+        args = parser.parse_args(["rai", *argv])
+        assert args.func(args) == 0
+    capsysbinary.readouterr()
+    assert peak[0] == 3
+
+
+def test_max_in_flight_is_checked() -> None:
+    for bad in (0, -1, True, 2.0):
+        with pytest.raises(ValueError, match="max_in_flight"):
+            Client("https://rai.test", "id", "secret", max_in_flight=bad)  # type: ignore[arg-type]
