@@ -111,8 +111,16 @@ class Client(BaseClient):
         finally:
             response.close()
 
-    def _request(self, method: str, path: str, params: Params | None = None) -> bytes:
-        """The body of a 2xx answer, retrying server and transport failures."""
+    def _request(
+        self, method: str, path: str, params: Params | None = None,
+        unwanted: Callable[[], bool] | None = None,
+    ) -> bytes:  # fmt: skip
+        """The body of a 2xx answer, retrying server and transport failures.
+
+        ``unwanted`` tells whether the answer is still wanted (a guessed request whose guess
+        proved wrong is not): a failed attempt is then neither retried nor a reason to hold
+        back the other threads.
+        """
         what = f"{method} {path}"
         attempt = 0
         waited_until = 0.0
@@ -132,6 +140,8 @@ class Client(BaseClient):
                 error, cause = exc, None
             except httpx.RequestError as exc:
                 error, cause = transport_error(exc), exc
+            if unwanted is not None and unwanted():
+                raise error from cause
             delay = self.retry_delay(attempt, error, what)
             if delay is None:
                 raise error from cause
@@ -149,8 +159,8 @@ class Client(BaseClient):
         # The next request leaves from the fetching thread as soon as an answer arrives, its
         # cursor read from the raw bytes; this thread decodes, and corrects a wrong guess.
         pipeline = Pipeline(
-            lambda params: self._request("GET", pager.path, params), pager.guess_after,
-            pager.first(), name="failopen.rai.prefetch",
+            lambda params, unwanted: self._request("GET", pager.path, params, unwanted),
+            pager.guess_after, pager.first(), name="failopen.rai.prefetch",
         )  # fmt: skip
         try:
             while True:

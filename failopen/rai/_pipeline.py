@@ -34,8 +34,10 @@ class Answer:
 class Pipeline:
     """Requests of one list call, sent from a daemon thread; answers taken in order by one consumer.
 
-    ``request`` sends one request and returns the body of its 2xx answer (retries included) or
-    raises; ``guess`` gives the request most likely to follow an answer, or None. The thread sends
+    ``request(params, unwanted)`` sends one request and returns the body of its 2xx answer
+    (retries included) or raises; ``unwanted()`` turns true once its answer would be dropped (a
+    wrong guess, or closed), so it stops retrying. ``guess`` gives the request most likely to
+    follow an answer, or None. The thread sends
     the next request only while the consumer holds no unread answer (or is waiting for one): one
     page ahead at most. :meth:`close` stops it; a request already on the wire is finished and
     dropped (the thread is a daemon, so it never holds up the interpreter's exit).
@@ -43,7 +45,7 @@ class Pipeline:
 
     def __init__(
         self,
-        request: Callable[[Params], bytes],
+        request: Callable[[Params, Callable[[], bool]], bytes],
         guess: Callable[[Params, bytes], Params | None],
         first: Params,
         name: str = "failopen.rai.pages",
@@ -69,6 +71,10 @@ class Pipeline:
             self._next is not None and (self._answer is None or self._waiting)
         )
 
+    def _unwanted(self, generation: int) -> bool:
+        # Read without the lock: a hint, checked again (locked) before an answer is kept.
+        return self._closed or generation != self._generation
+
     def _slot_free(self, generation: int) -> bool:
         return self._answer is None or self._closed or generation != self._generation
 
@@ -87,7 +93,7 @@ class Pipeline:
             error: BaseException | None = None
             guessed: Params | None = None
             try:
-                body = self._request(params)
+                body = self._request(params, functools.partial(self._unwanted, generation))
                 guessed = self._guess(params, body)
                 if guessed is not None and hash(tuple(guessed)) in self._sent:
                     guessed = None

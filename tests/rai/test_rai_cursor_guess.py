@@ -19,6 +19,7 @@ from failopen.rai import Client
 from failopen.rai import cli as rai_cli
 from failopen.rai._output import limit_malloc_arenas
 from failopen.rai._pager import Pager, peek_cursor
+from failopen.rai._pipeline import Pipeline
 from failopen.testing.rai_emulator import RaiEmulator
 
 START = datetime(2024, 5, 1, tzinfo=timezone.utc)
@@ -88,6 +89,43 @@ def test_a_misread_cursor_costs_a_dropped_answer_not_a_wrong_page(raw: bool) -> 
     assert "decoy" in sent  # the guess was really made, and its 400 dropped
     assert [t for t in sent if t != "decoy"] == [None, "1", "2"]
     assert sleeps == []  # a wrong guess is no reason to back off
+
+
+def test_a_wrong_guess_that_fails_is_neither_retried_nor_a_reason_to_back_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dropped = [0]  # guesses found wrong (or pipelines closed) so far
+    cond = threading.Condition()
+
+    def counting(real: Any) -> Any:
+        def method(self: Pipeline, *args: Any) -> None:
+            real(self, *args)
+            with cond:
+                dropped[0] += 1
+                cond.notify_all()
+
+        return method
+
+    monkeypatch.setattr(Pipeline, "redirect", counting(Pipeline.redirect))
+    monkeypatch.setattr(Pipeline, "close", counting(Pipeline.close))
+
+    def data(request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("page_token") == "decoy":
+            # Fails once the consumer has found the guess wrong (at the latest): a retry would
+            # hold back every thread of the client, for an answer nobody wants.
+            with cond:
+                seen = dropped[0]
+                cond.wait_for(lambda: dropped[0] > seen, timeout=1)
+            return envelope(503, "unavailable")
+        return _misleading(request)
+
+    fake = FakeRai(data)
+    client, sleeps = make_client(fake, max_attempts=4)
+    pages = list(client.iter_session_pages(START, END, ["PK"], raw=True))
+    assert [p.items[0]["session_id"] for p in pages] == ["s0", "s1", "s2"]
+    sent = [r.url.params.get("page_token") for r in fake.requests]
+    assert sent.count("decoy") == 1  # tried once, never retried, never guessed again
+    assert sleeps == [] and client.paused_for() == 0
 
 
 def test_closing_after_a_guess_sends_nothing_more() -> None:
