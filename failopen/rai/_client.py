@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
@@ -22,8 +21,9 @@ from failopen.rai._pager import (
     cohorts_pager,
     sessions_pager,
 )
+from failopen.rai._pipeline import Pipeline
 from failopen.rai.auth import ClientCredentialsAuth
-from failopen.rai.exceptions import RaiError
+from failopen.rai.exceptions import RaiError, RaiValidationError
 from failopen.rai.models import Cohort, Page, Session
 
 __all__ = ["Client"]
@@ -39,8 +39,10 @@ class Client(BaseClient):
     exponential backoff and full jitter, waiting through ``sleep``. ``timeout`` bounds each
     attempt: every socket operation, and reading the whole body. With ``prefetch``, a background
     thread fetches the next page while the caller handles the current one, never more than one
-    page ahead: its request leaves as soon as the current page's cursor is decoded, before any
-    model of the current page is built. ``timer`` is the monotonic clock used for token expiry.
+    page ahead: its request leaves as soon as the current answer arrives (its cursor read from
+    the raw bytes, checked once the page is decoded: ``_pipeline.py``), before the page is
+    decoded or any model built. ``timer`` is the monotonic clock used for token expiry.
+    ``max_in_flight`` caps the requests on the wire at once across all threads using the client.
     """
 
     def __init__(
@@ -57,12 +59,19 @@ class Client(BaseClient):
         sleep: Callable[[float], None] = time.sleep,
         prefetch: bool = True,
         timer: Callable[[], float] = time.monotonic,
+        max_in_flight: int | None = None,
     ) -> None:
         super().__init__(
             base_url, client_id, client_secret, timeout=timeout, max_attempts=max_attempts,
             backoff_base=backoff_base, backoff_max=backoff_max, prefetch=prefetch,
         )
         self._sleep = sleep
+        if max_in_flight is not None and (
+            isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int)
+            or max_in_flight < 1
+        ):  # fmt: skip
+            raise RaiValidationError(f"max_in_flight must be an int >= 1, not {max_in_flight!r}")
+        self._slots = None if max_in_flight is None else threading.BoundedSemaphore(max_in_flight)
         self.auth = ClientCredentialsAuth(
             self.authorize_url, client_id, client_secret, timer=timer, user_agent=self.user_agent
         )
@@ -102,8 +111,16 @@ class Client(BaseClient):
         finally:
             response.close()
 
-    def _request(self, method: str, path: str, params: Params | None = None) -> bytes:
-        """The body of a 2xx answer, retrying server and transport failures."""
+    def _request(
+        self, method: str, path: str, params: Params | None = None,
+        unwanted: Callable[[], bool] | None = None,
+    ) -> bytes:  # fmt: skip
+        """The body of a 2xx answer, retrying server and transport failures.
+
+        ``unwanted`` tells whether the answer is still wanted (a guessed request whose guess
+        proved wrong is not): a failed attempt is then neither retried nor a reason to hold
+        back the other threads.
+        """
         what = f"{method} {path}"
         attempt = 0
         waited_until = 0.0
@@ -115,11 +132,16 @@ class Client(BaseClient):
                 self._sleep(paused)
                 waited_until = resume_at
             try:
-                return self._exchange(method, path, params)
+                if self._slots is None:
+                    return self._exchange(method, path, params)
+                with self._slots:  # never held through a backoff
+                    return self._exchange(method, path, params)
             except RaiError as exc:
                 error, cause = exc, None
             except httpx.RequestError as exc:
                 error, cause = transport_error(exc), exc
+            if unwanted is not None and unwanted():
+                raise error from cause
             delay = self.retry_delay(attempt, error, what)
             if delay is None:
                 raise error from cause
@@ -127,41 +149,39 @@ class Client(BaseClient):
             self._sleep(delay)
 
     def _raw_pages(self, pager: Pager[Any]) -> Generator[Page[Record], None, None]:
-        def fetch(params: Params, started: threading.Event | None = None) -> Page[Record]:
-            if started is not None:
-                started.set()
-            return pager.decode(self._request("GET", pager.path, params))
-
         if not self.prefetch:
             params: Params | None = pager.first()
             while params is not None:
-                page = pager.deliver(fetch(params))
+                page = pager.deliver(pager.decode(self._request("GET", pager.path, params)))
                 params = pager.after(page)
                 yield page
             return
-        # One worker and one future at a time: at most one page is ever fetched ahead.
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="failopen.rai.prefetch")
-        future: Future[Page[Record]] | None = executor.submit(fetch, pager.first())
+        # The next request leaves from the fetching thread as soon as an answer arrives, its
+        # cursor read from the raw bytes; this thread decodes, and corrects a wrong guess.
+        pipeline = Pipeline(
+            lambda params, unwanted: self._request("GET", pager.path, params, unwanted),
+            pager.guess_after, pager.first(), name="failopen.rai.prefetch",
+        )  # fmt: skip
         try:
-            while future is not None:
-                page = future.result()  # a failed fetch raises here, where its page is due
-                page = pager.deliver(page)
+            while True:
+                answer = pipeline.take()  # a failed fetch raises here, where its page is due
+                if answer.error is not None:
+                    raise answer.error
+                assert answer.body is not None
+                page = pager.deliver(pager.decode(answer.body))
+                answer.body = None  # the page holds what it needs of it
                 params = pager.after(page)
-                future = None
-                if params is not None:
-                    # The next request leaves now, before anyone builds models of or writes
-                    # this page. Waiting for the worker to start hands it the GIL, which it
-                    # keeps until its request is on the wire; else it would wait for this
-                    # thread's CPU-bound work on the page for up to the 5 ms switch interval.
-                    started = threading.Event()
-                    future = executor.submit(fetch, params, started)
-                    started.wait()
+                if params != answer.guessed:
+                    if params is not None:
+                        pipeline.redirect(params)
+                    else:
+                        pipeline.close()  # the guessed request's answer is dropped
                 yield page
+                if params is None:
+                    return
         finally:
             # The caller stopped early (or failed): drop the page in flight, never wait for it.
-            if future is not None:
-                future.cancel()
-            executor.shutdown(wait=False, cancel_futures=True)
+            pipeline.close()
 
     def _pages(self, pager: Pager[T]) -> Generator[Page[T], None, None]:
         with closing(self._raw_pages(pager)) as pages:

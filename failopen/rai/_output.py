@@ -13,6 +13,7 @@ import io
 import json
 import os
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -22,7 +23,7 @@ from typing import IO, Any, TextIO
 
 __all__ = [
     "EXTRA_COLUMN", "ENCODER", "UsageError", "JsonLines", "CsvRows", "AtomicFile",
-    "sigterm_raises", "Progress", "safe_text",
+    "sigterm_raises", "Progress", "safe_text", "limit_malloc_arenas",
 ]  # fmt: skip
 
 EXTRA_COLUMN = "extra_fields"
@@ -131,6 +132,22 @@ class AtomicFile:
                 exc.errno, f"--out: cannot create a file in the directory ({exc.strerror})", folder
             ) from exc
         self.file: IO[bytes] = os.fdopen(fd, "wb", buffering=1 << 20)
+        self._synced = 0
+
+    #: Bytes written between two flushes to disk while the export runs (see :meth:`written`).
+    SYNC_EVERY = 64 << 20
+
+    def written(self) -> None:
+        """Flush what was written to disk every :attr:`SYNC_EVERY` bytes.
+
+        The disk then keeps up while pages are fetched, and :meth:`commit` does not wait for the
+        whole file at the end (0.6-0.8 s for the 640 MB of a million sessions).
+        """
+        position = self.file.tell()
+        if position - self._synced >= self.SYNC_EVERY:
+            self.file.flush()
+            getattr(os, "fdatasync", os.fsync)(self.file.fileno())
+            self._synced = position
 
     def commit(self) -> None:
         """Flush to disk and move into place, keeping an existing file's permissions."""
@@ -200,3 +217,30 @@ class Progress:
         """End the line with the final totals (on a terminal, once any page was counted)."""
         if self._enabled and self.pages:
             self._show("\r", "\n")
+
+
+_M_ARENA_MAX = -8  # glibc's mallopt parameter number
+MALLOC_ARENAS = 2
+
+
+def limit_malloc_arenas() -> bool:
+    """Cap glibc's malloc arenas at :data:`MALLOC_ARENAS` in this process (the CLI only).
+
+    A thread that allocates gets an arena of its own (up to eight per core); each keeps the
+    holes its pages of 0.65 MB leave behind, so peak RSS grew with the fetching threads of
+    ``--parallel`` (61-64 MB with 4 windows, each a fetching and a decoding thread), not with the
+    data (50 MB in one arena). Python allocates under its GIL, so the threads hardly ever wait
+    for a shared arena. Left alone when ``MALLOC_ARENA_MAX`` is set, and off glibc. True when
+    applied.
+    """
+    if not sys.platform.startswith("linux") or "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        if not hasattr(libc, "gnu_get_libc_version"):  # musl and others: no such knob
+            return False
+        return bool(libc.mallopt(_M_ARENA_MAX, MALLOC_ARENAS))
+    except (OSError, AttributeError):
+        return False

@@ -24,6 +24,7 @@ from failopen.rai.models import Cohort, Page, Session
 
 __all__ = [
     "Pager", "Record", "SLIM_FIELDS", "cohorts_pager", "sessions_pager", "cohort_sessions_pager",
+    "peek_cursor",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -31,6 +32,41 @@ T = TypeVar("T")
 
 Record = dict[str, Any]
 """One record of a list answer, exactly as decoded."""
+
+_CURSOR = b'"next_page_token"'
+_WS = b" \t\r\n"
+
+
+def peek_cursor(content: bytes) -> str | None:
+    """The ``next_page_token`` of a list answer read from its raw bytes, without decoding it.
+
+    "" when the answer seems to have none (the last page), None when it cannot be read this way
+    (escapes, another type). Only a guess: the last member named so wins, and a record may hold
+    a nested object with that name, so the decoded page has the last word (:meth:`Pager.after`).
+    """
+    at = content.rfind(_CURSOR)
+    if at < 0:
+        return ""
+    i, n = at + len(_CURSOR), len(content)
+    while i < n and content[i] in _WS:
+        i += 1
+    if content[i : i + 1] != b":":
+        return None
+    i += 1
+    while i < n and content[i] in _WS:
+        i += 1
+    if content.startswith(b"null", i):
+        return ""
+    if content[i : i + 1] != b'"':
+        return None
+    end = content.find(b'"', i + 1)
+    token = content[i + 1 : end]
+    if end < 0 or b"\\" in token:
+        return None
+    try:
+        return token.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 class Pager(Generic[T]):
@@ -114,6 +150,24 @@ class Pager(Generic[T]):
         self._tokens.clear()
         self._previous, self._current = self._current, set()
         return list(self._windows[self._index])
+
+    def guess_after(self, params: Params, content: bytes) -> Params | None:
+        """The request that most likely follows ``content``, the answer to ``params``, read from
+        the raw answer (:func:`peek_cursor`); None when none follows or it cannot be told.
+
+        Pure (safe on the fetching thread): :meth:`after` on the decoded page decides.
+        """
+        token = peek_cursor(content)
+        if token is None:
+            return None
+        window = params[:-1] if params and params[-1][0] == "page_token" else params
+        if token:
+            return [*window, ("page_token", token)]
+        try:
+            index = self._windows.index(window)
+        except ValueError:
+            return None
+        return list(self._windows[index + 1]) if index + 1 < len(self._windows) else None
 
     def build(self, page: Page[Record]) -> Page[T]:
         """The page with typed models (each keeps its record as ``raw``)."""

@@ -1,11 +1,12 @@
 """``--parallel N`` for ``failopen rai cohorts|sessions``: disjoint sub-windows fetched at once.
 
 Cursor pagination is sequential within one query, but queries of disjoint time windows are
-independent. The window is cut into slices (at least four per worker, none over 30 days); N
-threads fetch them, each encoding its records into its own spool file (so memory stays flat
-however far ahead a slice is fetched), and the slices are written out in time order, so the
-output is the same whatever N is. The threads share one client: its token cache, its retries, and
-its backoff (one request told to back off holds back all of them).
+independent. The window is cut into slices (at least four per worker, none over 30 days); N + 1
+threads fetch them (N requests at most at once: the client's ``max_in_flight``), each encoding
+its records into its own spool file (so memory stays flat however far ahead a slice is
+fetched), and the slices are written out in time order, so the output is the same whatever N is.
+The threads share one client: its token cache, its retries, and its backoff (one request told to
+back off holds back all of them).
 
 Adjacent slices share a boundary instant and the spec does not say whether ``to`` is inclusive,
 so a record stamped exactly at a boundary could come back in both slices. A slice holds back the
@@ -169,7 +170,9 @@ def parallel_export(
             finally:
                 pages.close()
 
-    executor = ThreadPoolExecutor(parallel, thread_name_prefix="failopen.rai.window")
+    # One thread more than N: while a slice's last page is decoded, the next slice's first
+    # request is already out (the CLI's client sends N requests at most at once).
+    executor = ThreadPoolExecutor(parallel + 1, thread_name_prefix="failopen.rai.window")
     futures: list[Future[_Slice]] = []
 
     def submit_up_to(count: int) -> None:

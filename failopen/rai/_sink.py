@@ -99,7 +99,7 @@ class Spool:
         for name, group in groups.items():
             if lines is not None:
                 text = [lines[i] for i in group] if len(group) < len(records) else lines
-                data = ("\n".join(text) + "\n").encode()
+                data = "\n".join([*text, ""]).encode()  # one copy of 0.65 MB, not two
             else:
                 data = self._encode(kind, [records[i] for i in group])
             self._write(self._file(name), data)

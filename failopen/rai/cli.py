@@ -33,6 +33,7 @@ from failopen.rai._output import (
     JsonLines,
     Progress,
     UsageError,
+    limit_malloc_arenas,
     sigterm_raises,
 )
 from failopen.rai._pager import cohort_sessions_pager, cohorts_pager, sessions_pager
@@ -103,11 +104,13 @@ def _client(args: argparse.Namespace) -> Client:
     if missing:
         raise UsageError(f"set {' and '.join(missing)} (credentials are read only from the "
                           "environment, never from the command line)")  # fmt: skip
-    # With --parallel N the N threads keep N requests in flight; a prefetch thread each would
-    # double that (more than N at once) and leave requests running after a failure.
-    prefetch = getattr(args, "parallel", 1) <= 1
+    limit_malloc_arenas()  # before any thread starts
+    # Prefetch in every mode: each list call (one per window or cohort with --parallel N) has
+    # one request in flight at a time, sent as soon as the answer before it is in; and never
+    # more than N requests at once, though N + 1 windows may be under way (one finishing).
     return Client(base_url, client_id, client_secret, timeout=args.timeout,
-                  max_attempts=args.max_attempts, prefetch=prefetch)  # fmt: skip
+                  max_attempts=args.max_attempts,
+                  max_in_flight=getattr(args, "parallel", None))  # fmt: skip
 
 
 def _report(prog: str, code: str, message: str, request_id: str | None,
@@ -152,6 +155,8 @@ def _export(args: argparse.Namespace, columns: tuple[str, ...], fetch: Fetch) ->
                 batches = fetch(client, args)
                 try:
                     for records in batches:
+                        if target is not None:
+                            target.written()
                         if isinstance(records, Encoded):  # --parallel: already encoded
                             out.write(records.data)
                             if records.pages:
@@ -224,6 +229,9 @@ def _cohort_arg(args: argparse.Namespace) -> str:
 
 def _encoder(args: argparse.Namespace, columns: tuple[str, ...]) -> Encode:
     def encode(records: list[dict[str, Any]], lines: list[str] | None) -> bytes:
+        if lines is not None and args.format != "csv":
+            # One copy of the text (and one of its bytes): a page is 0.65 MB.
+            return "\n".join([*lines, ""]).encode() if lines else b""
         buffer = io.BytesIO()
         if args.format == "csv":
             CsvRows(buffer, columns, header=False).write(records)

@@ -197,7 +197,9 @@ class _Run:
             return
         batch = _Batch()
         in_flight: deque[Future[_Done]] = deque()
-        executor = ThreadPoolExecutor(self.options.parallel, thread_name_prefix="failopen.sync")
+        # One thread more than --parallel: while a cohort's last page is decoded, the next
+        # cohort's first request is already out (the client sends N requests at most at once).
+        executor = ThreadPoolExecutor(self.options.parallel + 1, thread_name_prefix="failopen.sync")
         try:
             for record, cohort_id, end in self.listed(public_key, keystate, start):
                 in_flight.append(executor.submit(self.fetch, record, cohort_id, end))

@@ -8,6 +8,7 @@ the same records. Also here: which records a list query selects, in the API's or
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import re
 import threading
@@ -74,6 +75,29 @@ def _unpermute48(y: int) -> int:
     return ((y ^ y >> 24) * _INV48[0] - 0x2545F4914F6C) & _M48
 
 
+# Tables for the hot path of session_json (a page of 1,000 sessions is rendered per request, on
+# the emulator's one GIL, next to the client under test): lookups instead of formatting.
+_MINUTES = tuple(f"{m // 60:02d}:{m % 60:02d}:" for m in range(1440))
+_SECONDS = tuple(f"{s:02d}." for s in range(60))
+_MILLIS = tuple(f"{k:03d}Z" for k in range(1000))
+_SCORES = tuple(f"0.{k:03d}" for k in range(1000))
+_TENTHS = tuple(f"{k // 10}.{k % 10}" for k in range(1000))
+
+
+@functools.lru_cache(maxsize=256)
+def _date(day: int) -> str:
+    t = time.gmtime(day * 86_400)
+    return f"{t[0]:04d}-{t[1]:02d}-{t[2]:02d}T"
+
+
+def _stamp_ms(ms: int) -> str:
+    """``format_rfc3339(ms, fraction=True)``, by table."""
+    seconds, millis = divmod(ms, 1000)
+    day, second = divmod(seconds, 86_400)
+    minute, second = divmod(second, 60)
+    return _date(day) + _MINUTES[minute] + _SECONDS[second] + _MILLIS[millis]
+
+
 def format_rfc3339(ms: int, *, fraction: bool) -> str:
     """Milliseconds since the epoch as RFC 3339 UTC, with or without milliseconds."""
     t = time.gmtime(ms // 1000)
@@ -135,22 +159,18 @@ class CohortPlan:
         """Session ``j`` of the cohort, exactly as the API serves it."""
         h = _mix(self.hash_base ^ j)
         n = self.session_count
-        step = max(1, self.length_ms // n)
+        step = self.length_ms // n
         created = self.start_ms + (j * self.length_ms) // n + (h % step if step > 1 else 0)
         tagged = (j * self.tag_mult + self.tag_offset) % n < self.tagged_count
-        bot = tagged or (h >> 20) & 3 != 0
-        score = 800 + (h >> 24) % 200 if tagged else 300 + (h >> 24) % 690
-        mask = (h >> 34) & 63 | (1 if tagged else 0)
         verify_pick = (h >> 40) % 20
-        custom = (h >> 44) % 1000
         return self.template % (
             ((self.index << 32 | j) * _ODD64 ^ self.id_key) & _M64,
-            format_rfc3339(created, fraction=True),
+            _stamp_ms(created),
             self.anomaly_ids[j % len(self.anomaly_ids)],
-            f"0.{score:03d}",
-            "bot" if bot else "human",
-            f"{custom // 10}.{custom % 10}" if self.custom_scores else "null",
-            _FLAG_SETS[mask],
+            _SCORES[800 + (h >> 24) % 200] if tagged else _SCORES[300 + (h >> 24) % 690],
+            "bot" if tagged or (h >> 20) & 3 != 0 else "human",
+            _TENTHS[(h >> 44) % 1000] if self.custom_scores else "null",
+            _FLAG_SETS[(h >> 34) & 63 | (1 if tagged else 0)],
             "true" if tagged else "false",
             self.tagged_names if tagged else "[]",
             "null" if verify_pick == 0 else _VERIFY[verify_pick % len(_VERIFY)],

@@ -20,13 +20,14 @@ Choices where the spec is silent (documented here so tests and users can rely on
 * A wrong method on a known path, and any unknown path, answer 404 ``not_found``.
 
 The records are generated in ``_rai_data.py``; requests are parsed and validated, and page tokens
-signed, in ``_rai_requests.py``; this module answers: auth, faults, counters, pages, serving.
+signed, in ``_rai_requests.py``; a page's body is rendered in ``_rai_pages.py``; this module
+answers: auth, faults, counters, pages, serving.
 """
 
 from __future__ import annotations
 
+import functools
 import hmac
-import json
 import secrets
 import threading
 from collections import Counter, deque
@@ -36,7 +37,8 @@ from typing import Any, Literal
 import httpx
 
 from failopen.clock import SYSTEM_CLOCK, Clock
-from failopen.testing._rai_data import SCHEMA, CohortPlan, Dataset, Query, parse_rfc3339
+from failopen.testing._rai_data import Dataset, Query, parse_rfc3339
+from failopen.testing._rai_pages import page_chunks
 from failopen.testing._rai_requests import (
     DEFAULT_PAGE_SIZE,
     ENDPOINTS,
@@ -52,8 +54,6 @@ from failopen.testing._rai_requests import (
 from failopen.testing._server import FakeRequest, LoopbackServer, Reply, as_transport
 
 __all__ = ["RaiEmulator", "DEFAULT_PAGE_SIZE", "MAX_WINDOW", "ENDPOINTS"]
-
-_CHUNK_RECORDS = 200
 
 
 class RaiEmulator:
@@ -343,48 +343,16 @@ class RaiEmulator:
         if token_values[0]:
             start = read_page_token(self._page_secret, token_values[0], query,
                                     self._clock.monotonic(), self.page_token_ttl)  # fmt: skip
-        positions = self._data.positions(query, start)
-        return Reply(
-            200,
-            self._page_body(query, positions),
-            [("Content-Type", "application/json"), ("X-Request-Id", request_id)],
-        )
-
-    def _page_body(
-        self, query: Query, positions: Iterator[tuple[CohortPlan, int]]
-    ) -> Iterator[bytes]:
-        field = "cohorts" if query.kind == "list_cohorts" else "sessions"
-        head = f'{{"{field}":['
+        stall = None
         if self.slow_pages > 0:
-            yield head.encode()  # the answer starts promptly, then stalls mid-body
-            head = ""
-            self._clock.wait(self._stopping, self.slow_pages)
-        sep = ""
-        batch: list[str] = []
-        following: tuple[CohortPlan, int] | None = None
-        for emitted, (plan, j) in enumerate(positions):
-            if emitted == query.page_size:
-                following = (plan, j)
-                break
-            if query.kind == "list_cohorts":
-                batch.append(json.dumps(plan.record, separators=(",", ":")))
-            else:
-                batch.append(plan.session_json(j))
-            if len(batch) == _CHUNK_RECORDS:
-                yield (head + sep + ",".join(batch)).encode()
-                head, sep, batch = "", ",", []
-        if not batch:
-            sep = ""
-        tail = "]"
-        if following is not None:
-            plan, j = following
-            tail += f',"next_page_token":"{self._page_token(query, (plan.index, j))}"'
-        elif self.final_page_token == "empty":
-            tail += ',"next_page_token":""'
-        tail += f',"schema_version":"{SCHEMA}"'
-        if self.unknown_fields:
-            tail += ',"future_top_level":{"note":"tolerate me"}'
-        yield (head + sep + ",".join(batch) + tail + "}").encode()
+            stall = functools.partial(self._clock.wait, self._stopping, self.slow_pages)
+        body = page_chunks(
+            query, self._data.positions(query, start), functools.partial(self._page_token, query),
+            final_page_token=self.final_page_token, unknown_fields=self.unknown_fields,
+            stall=stall,
+        )  # fmt: skip
+        headers = [("Content-Type", "application/json"), ("X-Request-Id", request_id)]
+        return Reply(200, body, headers)
 
     def _page_token(self, query: Query, position: tuple[int, int]) -> str:
         return issue_page_token(self._page_secret, query, position, self._clock.monotonic())
