@@ -38,9 +38,14 @@ PUBLIC_KEY = "test-public-key"
 FINAL = ("completed", "bypassed", "failed")
 # Without the background-networking flags Chromium's own outbound connections are refused here
 # and slow everything down; no test needs anything but loopback.
+#: A name the session's Chromium resolves to 127.0.0.1: a cross-origin page on this machine.
+EVIL_HOST = "evil.test"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
+                 "--disable-sync",
+                 # A hostile site on loopback, for the tests where another origin (or a DNS
+                 # rebinding one) attacks a local server; every other name resolves as usual.
+                 f"--host-resolver-rules=MAP {EVIL_HOST} 127.0.0.1"]
 
 HERE = Path(__file__).resolve().parent
 

@@ -8,11 +8,9 @@ page can send a request without the target's consent is tried; the fake's fault 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _browser_kit import CHROMIUM, CHROMIUM_ARGS
 
 from failopen.testing import FakeVerifyAPI, LoopbackServer
 from failopen.testing._server import Reply
@@ -43,20 +41,9 @@ window.attacks = (async () => {
 </script></body></html>"""
 
 
-@pytest.fixture
-def chromium() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.skip("/usr/bin/chromium is not installed")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=[*CHROMIUM_ARGS, "--host-resolver-rules=MAP evil.test 127.0.0.1"])
-        yield browser
-        browser.close()
-
-
-def test_a_web_page_cannot_set_a_fault_on_a_served_fake(chromium: Any) -> None:
+def test_a_web_page_cannot_set_a_fault_on_a_served_fake(browser: Any) -> None:
+    """One session-wide Chromium (a second sync Playwright cannot start inside the first);
+    it resolves evil.test to 127.0.0.1 (tests/browser/_browser_kit.py)."""
     api = FakeVerifyAPI()
     server = api.serve(control=True)
     port = server.url.rsplit(":", 1)[1]
@@ -64,7 +51,7 @@ def test_a_web_page_cannot_set_a_fault_on_a_served_fake(chromium: Any) -> None:
     page_html = EVIL_PAGE.replace("CONTROL", control).encode()
     evil = LoopbackServer(lambda request: Reply(body=page_html,
                                                 headers=[("Content-Type", "text/html")])).start()
-    context = chromium.new_context()
+    context = browser.new_context()
     try:
         page = context.new_page()
         evil_port = evil.url.rsplit(":", 1)[1]

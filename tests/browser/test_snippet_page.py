@@ -228,11 +228,13 @@ def test_an_older_slower_flag_answer_does_not_overrule_the_latest(
     without a token to a server that enforces (and refused it)."""
     site.vendor_js = TWO_ERRORS
     site.tag = site.tag.replace(fakes.url, site.url)
-    site.confirms = [Reply.json({"enforce": False}, delay=0.8), Reply.json({"enforce": True})]
+    # The first answer is late enough that the second question is asked before it arrives,
+    # even on a loaded machine (the snippet's retries take well under a second).
+    site.confirms = [Reply.json({"enforce": False}, delay=2.0), Reply.json({"enforce": True})]
     page = visit(site.url, "/login")
     page.wait_for_state("ready")
     page.submit()
     page.wait_for_state("failed")
-    page.page.wait_for_timeout(1200)  # the late answer has arrived by now
+    page.page.wait_for_timeout(2400)  # the late answer has arrived by now
     assert page.state == "failed" and page.posts == []
     assert page.page.evaluate("FailOpen.state") == "failed"
