@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
@@ -9,6 +11,17 @@ import pytest
 def anyio_backend() -> str:
     return "asyncio"
 
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No FAILOPEN_* variable from the developer's shell leaks into a test."""
+    for name in list(os.environ):
+        if name.startswith("FAILOPEN_"):
+            monkeypatch.delenv(name)
+
+
+# ``run``: the failopen command in-process.
+from _cli_kit import run  # noqa: E402, F401
 
 # The fleet tests' real redis-server (skips, saying why, where it is not installed).
 from _redis_kit import fleet, redis_server  # noqa: E402, F401

@@ -13,7 +13,6 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -27,41 +26,12 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from failopen.audit_file import AuditFile, hash_user_agent, window_id
-from failopen.cli import main
 from failopen.config import Config
 from failopen.exceptions import ConfigError
 from failopen.runtime import FailOpen
 from failopen.testing import FakeStatusPage, FakeVerifyAPI
 
 T0 = 1_800_000_000.0
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str]) -> Any:
-    def invoke(*argv: str) -> Run:
-        capsys.readouterr()
-        try:
-            code = main(list(argv))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        out, err = capsys.readouterr()
-        return Run(code, out, err)
-
-    return invoke
-
-
-@pytest.fixture(autouse=True)
-def _no_failopen_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("FAILOPEN_"):
-            monkeypatch.delenv(name)
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:

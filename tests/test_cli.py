@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _cli_kit import Run
 
 from failopen.cli import build_parser, main, parse_duration
 from failopen.flag import EnforcementFlag, rfc3339
@@ -32,45 +33,6 @@ WATCH_KEYS = {"enforce", "global_status", "source", "reason", "stale", "error"}
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-
-class Run:
-    """The outcome of one ``failopen`` invocation."""
-
-    def __init__(self, code: int, out: str, err: str) -> None:
-        self.code, self.out, self.err = code, out, err
-
-    def json(self) -> Any:
-        lines = self.out.splitlines()
-        assert len(lines) == 1, self.out
-        return json.loads(lines[0])
-
-    def jsonl(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.out.splitlines()]
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No FAILOPEN_* variable from the developer's shell leaks into a test."""
-    for name in list(os.environ):
-        if name.startswith("FAILOPEN_"):
-            monkeypatch.delenv(name)
-
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str]) -> Any:
-    """Call ``main(argv)`` in-process; argparse errors come back as exit code 2 too."""
-
-    def invoke(*argv: str) -> Run:
-        capsys.readouterr()
-        try:
-            code = main(list(argv))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        out, err = capsys.readouterr()
-        return Run(code, out, err)
-
-    return invoke
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -123,7 +85,6 @@ def flipping_url(page: FakeStatusPage) -> Iterator[str]:
 @pytest.fixture
 def store_url(tmp_path: Path) -> str:
     return (tmp_path / "override.json").as_uri()
-
 
 
 # --- the parser ----------------------------------------------------------------------------------

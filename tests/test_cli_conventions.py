@@ -5,9 +5,7 @@ and an example, errors that name what the user typed, and verbs that use only wh
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,36 +13,8 @@ import pytest
 
 import failopen
 from failopen._cli_help import walk
-from failopen.cli import build_parser, main
+from failopen.cli import build_parser
 from failopen.testing import FakeStatusPage
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-
-@pytest.fixture(autouse=True)
-def _no_failopen_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("FAILOPEN_"):
-            monkeypatch.delenv(name)
-
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str]) -> Any:
-    def invoke(*argv: str) -> Run:
-        capsys.readouterr()
-        try:
-            code = main(list(argv))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        out, err = capsys.readouterr()
-        return Run(code, out, err)
-
-    return invoke
 
 
 @pytest.fixture

@@ -23,13 +23,6 @@ STATUS_URL = "https://status.example.com"
 WEBHOOK_SECRET = "T000/B000/XXXXsecretXXXX"
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("FAILOPEN_"):
-            monkeypatch.delenv(name)
-
-
 @pytest.fixture
 def page() -> FakeStatusPage:
     page = FakeStatusPage()

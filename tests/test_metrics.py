@@ -36,13 +36,6 @@ VERIFY_URL = "https://verify.example.com/api/v4/verify/"
 PATH, CLIENT = "/login/secret-path-xyz", "203.0.113.77"
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("FAILOPEN_"):
-            monkeypatch.delenv(name)
-
-
 @pytest.fixture
 def page() -> FakeStatusPage:
     page = FakeStatusPage()

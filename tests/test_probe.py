@@ -8,7 +8,6 @@ are exact and nothing sleeps.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,13 +30,6 @@ from failopen.web import flag_payload
 
 POLL = 30.0
 CRASH = "crash-"  # tokens a (buggy) vendor answers with a 500: an attacker's crafted tokens
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("FAILOPEN_"):
-            monkeypatch.delenv(name)
 
 
 class Site:

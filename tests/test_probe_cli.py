@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from failopen.cli import main
 from failopen.testing import FakeStatusPage, FakeVerifyAPI
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("FAILOPEN_"):
-            monkeypatch.delenv(name)
 
 
 def watch(capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:

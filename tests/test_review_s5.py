@@ -23,13 +23,6 @@ from failopen.stores.redis import RedisStore
 from failopen.verify import VerifyOutcome, VerifyResult
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("FAILOPEN_"):
-            monkeypatch.delenv(name)
-
-
 @pytest.fixture
 def sites() -> Iterator[list[Site]]:
     built: list[Site] = []

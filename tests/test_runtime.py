@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,13 +35,6 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
             return False
         time.sleep(0.005)
     return True
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("FAILOPEN_"):
-            monkeypatch.delenv(name)
 
 
 @pytest.fixture
