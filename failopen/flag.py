@@ -114,6 +114,11 @@ class EnforcementFlag:
         self._clock = clock
         self._store = store
         self._lock = threading.Lock()
+        # Placements (and lifts) made in this process, counted before the store write and again
+        # once applied: a refresh that read the store meanwhile holds an older value, and must
+        # not undo the operator's change (the store, holding that change, would then say that
+        # nothing changed, and it would stay undone).
+        self._placements = 0
         renew_locks_after_fork(self, "_lock")
         self._listeners: list[Listener] = []
         self._listener_failures = PacedLog(clock=clock)
@@ -203,6 +208,8 @@ class EnforcementFlag:
 
     def automatic(self, reason: str = "override lifted") -> FlagState:
         """Lift any override: the status page decides again."""
+        with self._lock:
+            self._placements += 1
         if self._store is not None:
             self._store.save(None)
         with self._lock:
@@ -211,6 +218,7 @@ class EnforcementFlag:
                     "event": "failopen.override_lifted", "reason": reason[:MAX_REASON],
                     "enforce": self._override.enforce})
             self._override = None
+            self._placements += 1
             old, new = self._swap()
         return self._notify(old, new)
 
@@ -222,11 +230,14 @@ class EnforcementFlag:
             return None
         return override
 
-    def apply_override(self, override: Override | None) -> FlagState:
+    def apply_override(self, override: Override | None, *,
+                       placements: int | None = None) -> FlagState:
         """Adopt an override read from the shared store (no write back).
 
         StoreError for a force-off that would end more than seven days from now (set in the
         future): its own window looks short, but it would keep protection off for as long.
+        ``placements``: the count read before the store was (nothing is adopted if this process
+        placed or lifted an override since).
         """
         now = self._clock.time()
         if (override is not None and not override.enforce and override.expires_at is not None
@@ -236,6 +247,8 @@ class EnforcementFlag:
                 f"than {FORCE_OFF_MAX_TEXT} from now; place it again with a ttl"
             )
         with self._lock:
+            if placements is not None and placements != self._placements:
+                return self._state  # older than this process's own placement: it stands
             if override is not None and override.expired(self._clock.time()):
                 override = None
             self._override = override
@@ -248,8 +261,9 @@ class EnforcementFlag:
         if store is None:
             return
         try:
+            placements = self._placements
             if force or store.changed():
-                self.apply_override(store.load())
+                self.apply_override(store.load(), placements=placements)
         except FailopenError as exc:
             # An unreadable store keeps the override we last knew: losing an operator's
             # "force on" because a file was half-written would be the wrong way to fail.
@@ -290,6 +304,8 @@ class EnforcementFlag:
         return Override(enforce, reason, now, now + ttl, set_by=set_by)
 
     def _place(self, override: Override) -> FlagState:
+        with self._lock:
+            self._placements += 1
         if self._store is not None:
             self._store.save(override)
         ttl = override.expires_at - override.set_at if override.expires_at is not None else None
@@ -300,7 +316,10 @@ class EnforcementFlag:
                    "ttl": ttl, "expires_at": rfc3339(override.expires_at),
                    "reason": override.reason, "set_by": override.set_by},
         )
-        return self.apply_override(override)
+        state = self.apply_override(override)
+        with self._lock:
+            self._placements += 1
+        return state
 
     def _lapse(self) -> FlagState:
         with self._lock:

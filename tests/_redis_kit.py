@@ -107,7 +107,17 @@ def redis_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Re
     finally:
         for store in opened:
             store.close()
+            # A runtime this test leaked would keep reconnecting, and a later test's server may
+            # get the same port: it would join that fleet as a stranger (and, after a FLUSHALL,
+            # restore the keys without that fleet's override). Its store stays closed instead.
+            store.call = _closed  # type: ignore[method-assign]
         server.stop()
+
+
+def _closed(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    from failopen.exceptions import StoreError
+
+    raise StoreError(f"this test's Redis store is closed ({what})")
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:

@@ -173,3 +173,41 @@ def test_failopen_fleet_shows_control_characters_from_redis_not_their_effect(
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\r" not in out and "\x07" not in out
     assert "enforce=False" in out and "\\x1b" in out
+
+
+@pytest.mark.parametrize("local", ["force_off", "automatic"])
+def test_an_override_placed_while_the_watcher_loads_the_store_is_not_undone(
+    failopen_config: Config, redis_server: RedisServer, local: str
+) -> None:
+    """The watcher's refresh read the store (the old value), then an operator in this process
+    placed or lifted an override, then the refresh applied what it had read. The operator's
+    change was undone in this process, and the store (now holding that change) said nothing had
+    changed, so it stayed undone: right after start-up this lost a force-off, and a FLUSHALL
+    then restored the fleet's keys without it."""
+    from failopen.flag import EnforcementFlag
+    from failopen.stores import open_store
+
+    store = open_store(redis_server.url)
+    flag = EnforcementFlag(store=store, load=False)
+    if local == "automatic":
+        EnforcementFlag(store=open_store(redis_server.url)).force_off("earlier", ttl=600)
+        flag.refresh(force=True)
+        assert flag.override is not None
+    loaded = store.load
+
+    def load_then_operator_acts() -> Any:
+        value = loaded()  # what the watcher read
+        if local == "force_off":
+            flag.force_off("INC-14", ttl=600)  # another thread, before the watcher applies it
+        else:
+            flag.automatic("over")
+        return value
+
+    store.load = load_then_operator_acts  # type: ignore[method-assign]
+    flag.refresh(force=True)
+    store.load = loaded  # type: ignore[method-assign]
+    flag.refresh()
+    if local == "force_off":
+        assert flag.override is not None and flag.override.reason == "INC-14"
+    else:
+        assert flag.override is None
