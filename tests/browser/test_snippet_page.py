@@ -40,6 +40,9 @@ class PageServer:
     script: str = PAGE_JS
     #: Answers to ``?confirm=1``, in turn (then ``flag``).
     confirms: list[Reply] = field(default_factory=list)
+    #: Answers to ``?confirm=1&question=N`` (N: the order the page asked in; see
+    #: ``number_the_questions``), when the order they reach the server must not matter.
+    by_question: dict[str, Reply] = field(default_factory=dict)
     vendor_js: str = ""
 
     def handler(self, request: FakeRequest) -> Reply:
@@ -55,6 +58,9 @@ class PageServer:
         if request.path == "/page.js":
             return Reply(body=self.script.encode(), headers=[("Content-Type", "text/javascript")])
         if request.path == "/flag":
+            question = request.query.get("question", [""])[0]
+            if question in self.by_question:
+                return self.by_question[question]
             if "confirm" in request.query and self.confirms:
                 return self.confirms.pop(0)
             return self.flag
@@ -220,6 +226,17 @@ TWO_ERRORS = """(() => {
 })();"""
 
 
+def number_the_questions(page: Any) -> None:
+    """Add ``question=N`` to each ``?confirm=1`` the page asks, in the order it asks them."""
+    asked: list[str] = []
+
+    def number(route: Any) -> None:
+        asked.append(route.request.url)
+        route.continue_(url=f"{route.request.url}&question={len(asked)}")
+
+    page.route("**/flag?confirm=1*", number)
+
+
 def test_an_older_slower_flag_answer_does_not_overrule_the_latest(
     site: PageServer, fakes: Vendor, visit: Callable[..., Visit]
 ) -> None:
@@ -228,13 +245,15 @@ def test_an_older_slower_flag_answer_does_not_overrule_the_latest(
     without a token to a server that enforces (and refused it)."""
     site.vendor_js = TWO_ERRORS
     site.tag = site.tag.replace(fakes.url, site.url)
-    # The first answer is late enough that the second question is asked before it arrives,
-    # even on a loaded machine (the snippet's retries take well under a second).
-    site.confirms = [Reply.json({"enforce": False}, delay=2.0), Reply.json({"enforce": True})]
+    # Two identical requests may reach the server in either order: each is numbered as the page
+    # asks it (Playwright sees them in that order), and answered by its number.
+    site.by_question = {"1": Reply.json({"enforce": False}, delay=0.8),
+                        "2": Reply.json({"enforce": True})}
     page = visit(site.url, "/login")
     page.wait_for_state("ready")
+    number_the_questions(page.page)
     page.submit()
     page.wait_for_state("failed")
-    page.page.wait_for_timeout(2400)  # the late answer has arrived by now
+    page.page.wait_for_timeout(1200)  # the late answer has arrived by now
     assert page.state == "failed" and page.posts == []
     assert page.page.evaluate("FailOpen.state") == "failed"
