@@ -211,3 +211,26 @@ def test_an_override_placed_while_the_watcher_loads_the_store_is_not_undone(
         assert flag.override is not None and flag.override.reason == "INC-14"
     else:
         assert flag.override is None
+
+
+def test_a_flushall_before_the_first_sync_is_not_read_as_no_override(
+    failopen_config: Config, redis_server: RedisServer
+) -> None:
+    """A process whose watcher had not yet synced with the fleet (its first sync read the store
+    before this process placed its override) refreshed with a plain GET. After a FLUSHALL that
+    GET found no key and the process dropped its override, then restored the fleet's keys
+    without it. Only a sync's read, which checks the epoch marker, may change the override."""
+    runtime = FailOpen(failopen_config.replace(store=redis_server.url))
+    try:
+        fleet = runtime.fleet
+        assert fleet is not None
+        snapshot = runtime.store.snapshot()  # type: ignore[attr-defined]  # the first sync's read
+        runtime.flag.force_off("INC-15", ttl=600)
+        runtime.store.note_synced(snapshot[1])  # type: ignore[attr-defined]  # not adopted
+        redis_server.client().flushall()
+        runtime.watcher.tick()  # the refresh
+        assert (runtime.state.enforce, runtime.state.reason) == (False, "INC-15")
+        fleet.sync()  # the first to notice puts back what it holds
+        assert redis_server.client().get("failopen:override") is not None
+    finally:
+        runtime.stop()

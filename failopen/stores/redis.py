@@ -173,7 +173,7 @@ class RedisStore:
         self._restore = self.client.register_script(_RESTORE)
         self._confirm = self._quick.register_script(_CONFIRM)
         # The override value last read by a sync and the one last loaded: ``changed`` compares
-        # the two without a round trip. ``_synced`` False: nobody syncs, ``changed`` asks Redis.
+        # the two without a round trip. ``_synced`` False: no sync yet, so nothing has changed.
         self._synced = False
         self._synced_raw: Any = None
         self._loaded_raw: Any = object()
@@ -241,11 +241,13 @@ class RedisStore:
             self._synced_raw = self._loaded_raw = raw
 
     def changed(self) -> bool:
-        """True when the override value differs from the one last loaded."""
-        if not self._synced:
-            raw = self.call("GET", self.client.get, self.key_override)
-            return bool(raw != self._loaded_raw)
-        return bool(self._synced_raw != self._loaded_raw)
+        """True when the override value a fleet sync read differs from the one last loaded.
+
+        Only a sync's read counts: it checks the epoch marker in the same round trip, so keys
+        lost to a FLUSHALL are never read as "no override". Before the first sync nothing has
+        changed (the process enforces until then, the safe side).
+        """
+        return self._synced and bool(self._synced_raw != self._loaded_raw)
 
     def note_synced(self, raw: Any) -> None:
         """The override value a fleet sync just read (called from the background thread)."""
