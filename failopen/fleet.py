@@ -140,6 +140,7 @@ class Fleet:
     def __init__(self, store: RedisStore, watcher: StatusWatcher, *, lease: float = 10.0,
                  confirm_ttl: float = 10.0, clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = store
+        store.fleet_syncs = True  # a plain GET would read keys lost to a FLUSHALL as "none"
         self.watcher = watcher
         self.lease = lease
         self.confirm_ttl = confirm_ttl

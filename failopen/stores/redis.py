@@ -173,8 +173,10 @@ class RedisStore:
         self._restore = self.client.register_script(_RESTORE)
         self._confirm = self._quick.register_script(_CONFIRM)
         # The override value last read by a sync and the one last loaded: ``changed`` compares
-        # the two without a round trip. ``_synced`` False: no sync yet, so nothing has changed.
+        # the two without a round trip. ``_synced`` False: no sync yet (see ``changed``).
         self._synced = False
+        #: Set by :class:`failopen.fleet.Fleet`: only its syncs read the override from now on.
+        self.fleet_syncs = False
         self._synced_raw: Any = None
         self._loaded_raw: Any = object()
         # A sync's snapshot taken before this process wrote the override is older than what the
@@ -241,13 +243,19 @@ class RedisStore:
             self._synced_raw = self._loaded_raw = raw
 
     def changed(self) -> bool:
-        """True when the override value a fleet sync read differs from the one last loaded.
+        """True when the override value differs from the one last loaded.
 
-        Only a sync's read counts: it checks the epoch marker in the same round trip, so keys
-        lost to a FLUSHALL are never read as "no override". Before the first sync nothing has
-        changed (the process enforces until then, the safe side).
+        In a fleet only a sync's read counts: it checks the epoch marker in the same round trip,
+        so keys lost to a FLUSHALL are never read as "no override". Before the fleet's first
+        sync nothing has changed (the process enforces until then, the safe side). A store no
+        fleet syncs (a command's, a test's) asks Redis.
         """
-        return self._synced and bool(self._synced_raw != self._loaded_raw)
+        if not self._synced:
+            if self.fleet_syncs:
+                return False
+            raw = self.call("GET", self.client.get, self.key_override)
+            return bool(raw != self._loaded_raw)
+        return bool(self._synced_raw != self._loaded_raw)
 
     def note_synced(self, raw: Any) -> None:
         """The override value a fleet sync just read (called from the background thread)."""
