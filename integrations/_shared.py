@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+from pathlib import Path
 
 from failopen import web
 from failopen.config import Config
 from failopen.exceptions import ConfigError
 from failopen.runtime import FailOpen
 
-__all__ = ["INNER_APPS", "adapter_runtime", "check_prefix", "django_handler_in", "referenced",
+__all__ = ["INNER_APPS", "adapter_runtime", "adapter_snippet", "check_prefix", "django_handler_in",
+           "referenced",
            "report_misconfiguration"]
 
 
@@ -135,3 +138,15 @@ def adapter_runtime(app: object, *, config: Config | None, runtime: FailOpen | N
     if not runtime.config.token_header.isascii():
         raise ConfigError("FAILOPEN_TOKEN_HEADER: an HTTP header name is plain ASCII")
     return runtime
+
+
+def adapter_snippet(logger: logging.Logger, snippet_path: str | os.PathLike[str] | None,
+                    prefix: str) -> web.Snippet | None:
+    """The browser snippet an adapter serves (``snippet_path`` or the packaged one); None, said
+    once in the log, when it cannot be read: ``GET <prefix>/failopen.js`` then answers 404."""
+    where = Path(os.fspath(snippet_path)) if snippet_path is not None else web.SNIPPET_PATH
+    snippet = web.load_snippet(where)
+    if snippet is None:
+        logger.warning("browser snippet not found at %s; GET %s/failopen.js answers 404",
+                       where, prefix)
+    return snippet

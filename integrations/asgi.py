@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from urllib.parse import parse_qsl
@@ -44,7 +43,7 @@ from failopen.guard import Decision, fail_closed
 from failopen.runtime import FailOpen
 
 from . import _asgi_body as raw
-from ._shared import adapter_runtime, check_prefix, report_misconfiguration
+from ._shared import adapter_runtime, adapter_snippet, check_prefix, report_misconfiguration
 
 __all__ = ["FailOpenMiddleware"]
 
@@ -96,11 +95,7 @@ class FailOpenMiddleware:
         self._store_not_shared = raw.json_response(409, web.STORE_NOT_SHARED)
         report_misconfiguration(logger, runtime, self._routes.get(prefix + "/override") is not None,
                                  prefix)
-        where = Path(os.fspath(snippet_path)) if snippet_path is not None else web.SNIPPET_PATH
-        snippet = web.load_snippet(where)
-        if snippet is None:
-            logger.warning("browser snippet not found at %s; GET %s/failopen.js answers 404",
-                           where, prefix)
+        snippet = adapter_snippet(logger, snippet_path, prefix)
         self._etag = snippet.etag if snippet is not None else ""
         self._snippet_200, self._snippet_304 = raw.snippet_responses(snippet)
 
