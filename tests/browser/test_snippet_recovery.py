@@ -12,11 +12,14 @@ token; no unhandled promise rejection, no CSP violation on the way.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
-from _browser_kit import Vendor, Visit
-from test_snippet_asgi import asgi, site, token_sent
+from _browser_kit import Vendor, Visit, enforcing, vendor_env, wait_until
+from test_snippet_asgi import READY_TIMEOUT_MS, asgi, site, token_sent
 
 pytestmark = pytest.mark.slow
 
@@ -34,6 +37,7 @@ document.addEventListener('securitypolicyviolation',
 """
 # The three ways the vendor's script fails: a load error, never calling back, onError each time.
 FAILURES = ["http404", "silent", "error"]
+FAILOPEN = Path(sys.executable).with_name("failopen")
 
 
 def open_login(asgi: str, visit: Callable[..., Visit]) -> Visit:
@@ -139,3 +143,36 @@ def test_starting_over_clears_the_message_while_it_works(
     page.wait_for_state("completed")
     assert page.page.text_content(MESSAGE) == ""
     assert page.page.get_attribute("form", "data-failopen-state") == "completed"
+
+
+def test_the_readme_recipe_failopen_emulate_vendor_down_then_back(
+    fakes: Vendor, visit: Callable[..., Visit], server_process: Callable[..., str]
+) -> None:
+    """README, "Testing an outage locally": ``failopen emulate vendor`` in one terminal, the
+    site, ``--set down=true`` and ``--set down=false`` in another; the open page recovers."""
+    emulator = server_process([str(FAILOPEN), "emulate", "vendor", "--port", "{port}"], {},
+                              "/_control")
+    env = vendor_env(fakes, FAILOPEN_VENDOR_URL=emulator,
+                     SNIPPET_READY_TIMEOUT_MS=str(READY_TIMEOUT_MS), SNIPPET_RETRY_DELAY_MS="100")
+    site = server_process(
+        [sys.executable, "-m", "uvicorn", "examples.asgi_app:app", "--host", "127.0.0.1",
+         "--port", "{port}", "--log-level", "warning"], env, "/health")
+    wait_until(lambda: enforcing(site), 10, "the server to enforce")
+
+    def control(setting: str) -> None:
+        subprocess.run([str(FAILOPEN), "emulate", "vendor", "--url", emulator, "--set", setting],
+                       check=True, capture_output=True, timeout=30)
+
+    control("down=true")
+    page = open_login(site, visit)
+    page.submit()
+    page.wait_for_state("failed")
+    assert page.page.text_content(MESSAGE) == FIRST and page.posts == []
+    control("down=false")
+    page.page.clock.fast_forward("01:01")
+    page.submit()
+    status, body = page.wait_for_answer()
+    # A token the emulator signed, which the verify fake accepted: a real solve, not a bypass.
+    assert page.state == "completed" and len(page.posts) == 1
+    assert status == 200 and body["decision"]["outcome"] == "valid" and body["bypassed"] is False
+    assert trouble(page) == []
