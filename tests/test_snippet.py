@@ -27,7 +27,7 @@ def test_within_its_gzipped_budget() -> None:
     body = SNIPPET_PATH.read_bytes()
     for level in (6, 9):  # what servers and CDNs commonly use
         size = len(gzip.compress(body, compresslevel=level))
-        assert size <= BUDGET, f"failopen.js is {size} bytes gzipped (level {level}); budget {BUDGET}"
+        assert size <= BUDGET, f"failopen.js: {size} bytes gzipped (level {level}); budget {BUDGET}"
 
 
 def test_the_django_app_ships_the_same_file() -> None:
