@@ -6,11 +6,11 @@
   const log = (...a) => console.debug('[failopen]', ...a);
   const add = (f, name) => f.appendChild(doc.createElement(name));
   const cb = 'failopenVendor' + Math.random().toString(36).slice(2);
-  let o, forms, vendor, tag, timer, held, started, at, loads, errors, asked = 0;
+  let o, forms, vendor, tag, timer, held, started, since, loads, errors, asked = 0;
   const F = window.FailOpen = {state: 'checking', init};
 
   function set(state) {
-    at = Date.now();
+    since = Date.now();
     log(F.state = state);
     for (const f of forms) f.setAttribute('data-failopen-state', state);
   }
@@ -118,13 +118,13 @@
     o.onToken(token);
   }
 
-  // Failed, or a submit during the cool-down: say when a submit starts over.
+  // Failed, or a submit in the minute it promises to wait: say when a submit starts over.
   function fail(early) {
     if (!early) {
       set('failed');
       held = 0;
     }
-    const s = Math.ceil((at + 6e4 - Date.now()) / 1e3);
+    const s = Math.ceil((since + 6e4 - Date.now()) / 1e3);
     const message = 'The security check could not load. Please try again in ' +
       (s > 59 ? 'a minute.' : s > 1 ? s + ' seconds.' : '1 second.');
     say(message);
@@ -147,7 +147,7 @@
   }
 
   function onSubmit(e) {
-    const state = F.state, age = Date.now() - at;
+    const state = F.state, age = Date.now() - since;
     if (state == 'completed' || state == 'bypassed' && age < 3e4) return;
     e.preventDefault();
     if (state == 'failed') {
