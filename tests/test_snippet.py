@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import gzip
 import re
+from pathlib import Path
 
 from failopen.web import SNIPPET_PATH, load_snippet
 
 SOURCE = SNIPPET_PATH.read_text(encoding="utf-8")
-#: The README quotes this budget and the measured figure.
-BUDGET = 2048
+ROOT = Path(__file__).resolve().parents[1]
+#: The README quotes this budget and the measured figure. 2 KB until the failed state learned
+#: to recover (a countdown, then starting over): 2.25 KB, still a fraction of the vendor's api.js.
+BUDGET = 2304
 
 
 def test_the_snippet_ships_and_is_served_by_the_adapters() -> None:
@@ -20,11 +23,17 @@ def test_the_snippet_ships_and_is_served_by_the_adapters() -> None:
     assert snippet is not None and snippet.body == SNIPPET_PATH.read_bytes()
 
 
-def test_at_most_2_kb_gzipped() -> None:
+def test_within_its_gzipped_budget() -> None:
     body = SNIPPET_PATH.read_bytes()
     for level in (6, 9):  # what servers and CDNs commonly use
         size = len(gzip.compress(body, compresslevel=level))
-        assert size <= BUDGET, f"failopen.js is {size} bytes gzipped (level {level}); budget 2 KB"
+        assert size <= BUDGET, f"failopen.js: {size} bytes gzipped (level {level}); budget {BUDGET}"
+
+
+def test_the_django_app_ships_the_same_file() -> None:
+    # Two copies until one file serves both; a fix made to one only would ship half-done.
+    django_copy = ROOT / "integrations" / "django" / "static" / "failopen" / "failopen.js"
+    assert django_copy.read_bytes() == SNIPPET_PATH.read_bytes()
 
 
 def test_nothing_a_strict_csp_would_refuse() -> None:

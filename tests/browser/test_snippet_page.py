@@ -257,3 +257,24 @@ def test_an_older_slower_flag_answer_does_not_overrule_the_latest(
     page.page.wait_for_timeout(1200)  # the late answer has arrived by now
     assert page.state == "failed" and page.posts == []
     assert page.page.evaluate("FailOpen.state") == "failed"
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_a_callback_that_throws_is_reported_not_left_as_an_unhandled_rejection(
+    site: PageServer, fakes: Vendor, visit: Callable[..., Visit], flag: bool
+) -> None:
+    """onBypass / onFailure run after the flag's answer: a throw there was an unhandled
+    promise rejection, which sites' error trackers count as the snippet's crash."""
+    site.flag = Reply.json({"enforce": flag})
+    fakes.script.set_mode("http404")
+    site.script = ("FailOpen.init({onBypass: () => { throw new Error('page bug'); },"
+                   " onFailure: () => { throw new Error('page bug'); }});")
+    page = visit(site.url, "/login", go=False)
+    page.page.add_init_script("addEventListener('unhandledrejection',"
+                              " e => console.error('unhandled rejection:', e.reason));")
+    page.page.goto(site.url + "/")
+    page.wait_for_state("failed" if flag else "bypassed")
+    page.page.wait_for_timeout(200)
+    assert not any("unhandled rejection" in line for line in page.console), page.console
+    # Still in front of the site's developer, as an error in the console.
+    assert any(line.startswith("error:") and "page bug" in line for line in page.console)

@@ -1,16 +1,16 @@
 (() => {
   const me = document.currentScript, noop = () => {}, doc = document;
-  const MESSAGE = 'The security check could not load. Please try again in a minute.';
   const D = {flagUrl: '/failopen/flag', publicKey: '', tokenField: 'enforcement-token',
     vendorUrl: '', form: '', readyTimeoutMs: 1e4, retries: 3, retryDelayMs: 500,
     onToken: noop, onBypass: noop, onFailure: noop};
   const log = (...a) => console.debug('[failopen]', ...a);
   const add = (f, name) => f.appendChild(doc.createElement(name));
   const cb = 'failopenVendor' + Math.random().toString(36).slice(2);
-  let o, forms, vendor, tag, timer, held, started, flagAt, loads, errors, asked = 0;
+  let o, forms, vendor, tag, timer, held, started, since, loads, errors, asked = 0;
   const F = window.FailOpen = {state: 'checking', init};
 
   function set(state) {
+    since = Date.now();
     log(F.state = state);
     for (const f of forms) f.setAttribute('data-failopen-state', state);
   }
@@ -48,7 +48,6 @@
         if (n != asked) return;
         log('enforce', !off);
         if (off) {
-          flagAt = Date.now();
           set('bypassed');
           release();
           o.onBypass();
@@ -57,11 +56,13 @@
           loads = errors = 0;
           load();
         }
-      });
+      })
+      .catch(console.error); // a page callback threw: no unhandled rejection
   }
 
   function load() {
     set('loading');
+    if (tag) tag.remove(); // starting over
     loads++;
     // onFailed: the person failed the challenge; never a bypass.
     window[cb] = v => (vendor = v).setConfig({onReady, onCompleted, onError, onFailed: () => {
@@ -117,16 +118,26 @@
     o.onToken(token);
   }
 
-  function fail() {
-    set('failed');
-    held = 0;
+  // Failed, or a submit in the minute it promises to wait: say when a submit starts over.
+  function fail(early) {
+    if (!early) {
+      set('failed');
+      held = 0;
+    }
+    const s = Math.ceil((since + 6e4 - Date.now()) / 1e3);
+    const message = 'The security check could not load. Please try again in ' +
+      (s > 59 ? 'a minute.' : s > 1 ? s + ' seconds.' : '1 second.');
+    say(message);
+    o.onFailure(message);
+  }
+
+  function say(message) {
     for (const f of forms) {
       const note = f.querySelector('[data-failopen-message]') || add(f, 'p');
       note.setAttribute('data-failopen-message', '');
       note.setAttribute('role', 'alert');
-      note.textContent = MESSAGE;
+      note.textContent = message;
     }
-    o.onFailure(MESSAGE);
   }
 
   function release() {
@@ -136,15 +147,18 @@
   }
 
   function onSubmit(e) {
-    const state = F.state;
-    if (state == 'completed' || state == 'bypassed' && Date.now() - flagAt < 3e4) return;
+    const state = F.state, age = Date.now() - since;
+    if (state == 'completed' || state == 'bypassed' && age < 3e4) return;
     e.preventDefault();
-    if (state == 'failed') return fail();
+    if (state == 'failed') {
+      if (age < 6e4) return fail(1);
+      say(''); // starting over: flag, script, challenge
+    }
     const busy = held;
     held = [e.currentTarget, e.submitter];
     if (busy) return;
     if (state == 'ready') run();
-    if (state == 'bypassed') check(); // over 30 s old: ask again
+    if (state == 'bypassed' || state == 'failed') check(); // bypassed over 30 s ago: ask again
   }
 
   // After deferred scripts, which may call FailOpen.init().
