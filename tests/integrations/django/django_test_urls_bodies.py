@@ -61,7 +61,7 @@ def unprotected(request: HttpRequest) -> HttpResponse:
 
 
 urlpatterns = [
-    path("signup/", signup),
+    path("signup/", signup, name="account_signup"),
     path("signup/async/", asignup),
     path("auth/login/", HeadlessLogin.as_view(), name="account_login"),
     path("login/json/", unprotected),  # protected by its path (PROTECTED_PATHS: /login/)
