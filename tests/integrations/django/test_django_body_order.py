@@ -72,8 +72,9 @@ def send(client: Any, url: str, body: str, fields: dict[str, str], method: str =
     return call(url, {**fields, "avatar": upload}, headers=HEADERS)
 
 
-def csrf_client(make_client: Callable[..., Any], order: str) -> Any:
-    """A client that runs the CSRF check, built under ``order`` (the chain loads on first use)."""
+def csrf_client(make_client: Callable[..., Any]) -> Any:
+    """A client that runs the CSRF check (make it under the MIDDLEWARE it is to use: its
+    handler loads the chain on first use)."""
     client = make_client(enforce_csrf_checks=True)
     client.cookies["csrftoken"] = CSRF
     return client
@@ -88,7 +89,7 @@ def test_token_in_the_body_is_found_whatever_read_the_form_first(
 ) -> None:
     url = ROUTES[route]
     with override_settings(MIDDLEWARE=ORDERS[order]):
-        client = csrf_client(make_client, order)
+        client = csrf_client(make_client)
         token = fake_verify_api.issue_token()
         admitted = send(client, url, body, {"username": "ann", "enforcement-token": token})
         missing = send(client, url, body, {"username": "ann"})
@@ -111,7 +112,7 @@ def test_json_put_after_a_post_reader_is_searched(
 ) -> None:
     """``request.POST`` of a PUT is empty without reading anything: the body still counts."""
     with override_settings(MIDDLEWARE=ORDERS[order]):
-        client = csrf_client(make_client, order)
+        client = csrf_client(make_client)
         token = fake_verify_api.issue_token()
         admitted = send(client, "/auth/login/", "json",
                         {"username": "ann", "enforcement-token": token}, method="put")
@@ -131,7 +132,7 @@ def test_refusal_page_sees_the_body_django_would_give_it(
     use_failopen(PROTECTED_PATHS=[], REJECT_VIEW="django_test_urls_bodies.reject_with_body")
     fields = {"username": "ann", "comment": "x" * 16}
     with override_settings(MIDDLEWARE=ORDERS[order], ROOT_URLCONF="django_test_urls_bodies"):
-        client = csrf_client(make_client, order)
+        client = csrf_client(make_client)
         response = send(client, "/signup/", body, fields)
     assert response.status_code == 403, response.content
     seen = response.json()["body"]
@@ -147,7 +148,7 @@ def test_json_over_the_cap_is_refused_whatever_read_the_form_first(
     fake_verify_api: FakeVerifyAPI, order: str,
 ) -> None:
     with override_settings(MIDDLEWARE=ORDERS[order]):
-        client = csrf_client(make_client, order)
+        client = csrf_client(make_client)
         response = send(client, "/signup/", "json", {"enforcement-token": FakeVerifyAPI.GOOD,
                                                      "pad": "x" * 2 * CAP})
     assert response.status_code == 413
