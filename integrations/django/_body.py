@@ -7,6 +7,10 @@ FAILOPEN_MAX_BODY_BYTES is read into memory (never more than that) and searched 
 linear finder as the ASGI adapter. ``request.body`` keeps the bytes, so the view afterwards
 parses ``request.POST`` / ``request.FILES`` from them as if nobody had looked. A larger body is
 refused (413): unread when it says its length, after ``cap + 1`` bytes when it does not.
+
+Whatever read ``request.POST`` before the guard (CsrfViewMiddleware, ahead of a view-protected
+request) changes only where a form's token is found: a JSON body, or a PUT's, is not parsed by
+Django there, and is still read and searched here, under the same bound.
 """
 
 # Django ships no type information: its names are Any here.
@@ -76,10 +80,13 @@ def token_from_request_body(request: HttpRequest, config: Config) -> str | None 
         if declared_length(request) > config.max_body_bytes:
             return TOO_LARGE
         if hasattr(request, "_post"):
-            # An earlier middleware parsed the form already (any file part is on disk by now):
-            # reading the parsed field costs nothing more.
+            # Something read request.POST first: CsrfViewMiddleware's process_view does, for
+            # every POST, before ours. A form's field is there already (any file part is on
+            # disk by now). But Django parses only a POSTed form: for JSON, or any PUT, it
+            # leaves an empty QueryDict and the body unread, so the body is searched next.
             value = request.POST.get(config.token_field)
-            return value if isinstance(value, str) else None
+            if isinstance(value, str):
+                return value
         body = _bounded_body(request, config.max_body_bytes)
         if isinstance(body, TooLarge):
             return body
@@ -100,6 +107,10 @@ def _bounded_body(request: HttpRequest, limit: int) -> bytes | TooLarge:
     if hasattr(request, "_body"):
         body: bytes = request.body
         return body if len(body) <= limit else TOO_LARGE
+    if getattr(request, "_read_started", False):
+        # Someone read the stream without keeping it (a multipart form parsed from it): there
+        # is nothing left to search, and ``request.body`` must go on saying so to the view.
+        return b""
     data: bytes = request.read(limit + 1)
     if len(data) > limit:
         return TOO_LARGE  # refused: nobody reads the rest

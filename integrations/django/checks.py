@@ -18,7 +18,8 @@
 ``failopen.W008``  a protected path's view is also routed where no protected path reaches
                    (an alias, a translated URL, a case-insensitive regex): a way around; protect
                    the view instead (``protect`` or PROTECTED_VIEWS)
-``failopen.W009``  a PROTECTED_VIEWS name that no route carries (a typo protects nothing)
+``failopen.W009``  a PROTECTED_VIEWS name that no route carries (a typo protects nothing); the
+                   middleware logs it too, on the first request of each server process
 =================  ===============================================================================
 """
 
@@ -37,7 +38,7 @@ from failopen.config import Config
 from failopen.exceptions import ConfigError
 
 from . import conf, routes
-from .protection import ProtectedViews, is_marked, walk
+from .protection import ProtectedViews, is_marked, unmatched_message, walk
 
 __all__ = ["check_settings", "register"]
 
@@ -97,9 +98,9 @@ def _check_config(config: Config) -> list[checks.CheckMessage]:
                  "@failopen.integrations.django.protect, or list them in "
                  "FAILOPEN['PROTECTED_VIEWS'] (or their paths in PROTECTED_PATHS).",
             id="failopen.W005"))
-    for name in _unmatched(named):
+    for name, meant in _unmatched(named):
         found.append(checks.Warning(
-            f"PROTECTED_VIEWS entry {name!r} names no view in the URLconf: it protects nothing.",
+            unmatched_message(name, meant),
             hint="List URL names with their namespace (accounts:login) or dotted paths of "
                  "views (accounts.views.LoginView).", id="failopen.W009"))
     for path in config.protected_paths:
@@ -189,7 +190,7 @@ def _marked_views() -> bool:
         return False
 
 
-def _unmatched(named: ProtectedViews) -> list[str]:
+def _unmatched(named: ProtectedViews) -> list[tuple[str, str | None]]:
     try:
         return named.unmatched() if named else []
     except Exception:  # a broken URLconf has checks of its own

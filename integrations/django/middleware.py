@@ -13,7 +13,11 @@ rewrites ``request.path_info`` or ``request.method`` (a path-prefix stripper, a 
 override), because the guard judges the path and method it sees and the URL resolver routes the
 ones it gets later. ``/login`` is protected with ``/login/``, and ``/fr/login/`` with
 ``/login/``. A body that may carry the token is read at most once, up to
-FAILOPEN_MAX_BODY_BYTES (413 over it), and stays readable by the view (``_body``).
+FAILOPEN_MAX_BODY_BYTES (413 over it), and stays readable by the view (``_body``), whatever
+read ``request.POST`` first (see the ``_body`` module).
+
+The system checks never run under gunicorn or uvicorn: the first request of the process logs
+the PROTECTED_VIEWS names that no route carries (failopen.W009), once.
 """
 
 # Django ships no type information: its names are Any here.
@@ -119,6 +123,8 @@ class FailOpenMiddleware:
             return self.__acall__(request)
         settings = conf.loaded()
         request.failopen = None
+        if not settings.views.reported:
+            settings.views.report_unmatched()  # once: checks never run under gunicorn/uvicorn
         if _is_protected(settings, request) or _big_form_to_protected_view(settings, request):
             refused = self._judge(request, settings)
             if refused is not None:
@@ -129,6 +135,8 @@ class FailOpenMiddleware:
         """The async twin of ``__call__``: the same steps, awaiting the guard and the view."""
         settings = conf.loaded()
         request.failopen = None
+        if not settings.views.reported:
+            settings.views.report_unmatched()
         if _is_protected(settings, request) or _big_form_to_protected_view(settings, request):
             refused = await self._ajudge(request, settings)
             if refused is not None:

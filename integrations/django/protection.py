@@ -15,16 +15,18 @@ A class's mark is inherited by its subclasses: protection only ever spreads, nev
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import inspect
 import logging
 import threading
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any, TypeVar
 
 from django.urls import URLResolver, get_resolver
 
-__all__ = ["MARK", "ProtectedViews", "is_marked", "protect", "view_key"]
+__all__ = ["MARK", "ProtectedViews", "is_marked", "protect", "unmatched_message", "view_key"]
 
 logger = logging.getLogger("failopen.django")
 
@@ -121,6 +123,8 @@ class ProtectedViews:
         # Keyed by the resolver object: Django makes a new one when the URLconf changes
         # (override_settings(ROOT_URLCONF=...) clears its cache), so this never goes stale.
         self._keys: dict[Any, frozenset[Any]] = {}
+        #: False until :meth:`report_unmatched` ran: one attribute read per request after that.
+        self.reported = not self.names
 
     def __bool__(self) -> bool:
         return bool(self.names)
@@ -145,12 +149,53 @@ class ProtectedViews:
         """True when the view with this :func:`view_key` is marked or named."""
         return is_marked(key) or (bool(self.names) and _identity(key) in self.keys(urlconf))
 
-    def unmatched(self, urlconf: Any = None) -> list[str]:
-        """The listed names that no route of the URLconf carries (a typo protects nothing)."""
+    def unmatched(self, urlconf: Any = None) -> list[tuple[str, str | None]]:
+        """The listed names that no route of the URLconf carries (a typo protects nothing),
+        each with the name it probably meant (or None)."""
         seen: set[str] = set()
         for _, names in walk(get_resolver(urlconf)):
             seen |= names
-        return sorted(self.names - seen)
+        return [(name, closest_name(name, seen)) for name in sorted(self.names - seen)]
+
+    def report_unmatched(self) -> None:
+        """Log a WARNING for each name ROOT_URLCONF does not carry; once, and never raises.
+
+        The system checks (failopen.W009) never run under gunicorn or uvicorn: the middleware
+        calls this on the first request of the process, when the URLconf is in use anyway.
+        """
+        with self._lock:
+            if self.reported:
+                return
+            self.reported = True
+        try:
+            unmatched = self.unmatched()
+        except Exception:  # the URLconf does not load: Django answers the request with that
+            logger.warning("failopen cannot check FAILOPEN['PROTECTED_VIEWS'] against the "
+                           "URLconf", exc_info=True)
+            return
+        for name, meant in unmatched:
+            logger.warning("failopen: %s", unmatched_message(name, meant))
+
+
+def unmatched_message(name: str, meant: str | None) -> str:
+    """What to say about a PROTECTED_VIEWS entry that no route carries."""
+    message = (f"FAILOPEN['PROTECTED_VIEWS'] entry {name!r} names no view in the URLconf, "
+               "so it protects nothing")
+    return message if meant is None else f"{message}; did you mean {meant!r}?"
+
+
+def closest_name(name: str, names: Collection[str]) -> str | None:
+    """The route name or dotted path ``name`` probably meant, or None.
+
+    The same URL name under another namespace (or none) first: ``allauth:account_login`` is
+    ``account_login`` (django-allauth's URLconf has no namespace); else the closest spelling.
+    """
+    wanted = name.rpartition(":")[2]
+    same = [n for n in names if n != name and n.rpartition(":")[2] == wanted]
+    if same:
+        return min(same, key=lambda n: (n.count(":"), n))
+    close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def walk(resolver: Any) -> Iterator[tuple[Any, frozenset[str]]]:
@@ -166,7 +211,10 @@ def _walk(resolver: Any, spaces: tuple[str, ...],
             yield from _walk(child, (*spaces, child.namespace) if child.namespace else spaces,
                              (*apps, child.app_name) if child.app_name else apps)
             continue
-        names = {child.lookup_str}
+        names = set()
+        # A pattern class of its own may have no dotted path: it still has its URL name.
+        with contextlib.suppress(Exception):
+            names.add(child.lookup_str)
         if child.name:
             names.add(":".join((*spaces, child.name)))
             names.add(":".join((*apps, child.name)))
