@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from failopen._cli_config import STORE_FIELDS, command_config
-from failopen._redact import terminal_safe
+from failopen._terminal import printable
 from failopen.exceptions import ConfigError, StoreError
 from failopen.flag import EnforcementFlag
 from failopen.stores import OverrideStore, open_store
@@ -73,10 +73,12 @@ def _cmd_override(args: argparse.Namespace) -> int:
         try:
             flag = _stored_override(store)
         except StoreError as exc:
-            print(f"failopen override show: the override in {store.describe()} is unusable: "
-                  f"{exc}. Servers ignore it and keep the override they last knew (none if "
-                  "they started since); place a new one with failopen override off|on|auto.",
-                  file=sys.stderr)
+            # The error may quote what is stored: shown as text.
+            print(printable(
+                f"failopen override show: the override in {store.describe()} is unusable: "
+                f"{exc}. Servers ignore it and keep the override they last knew (none if they "
+                "started since); place a new one with failopen override off|on|auto."),
+                file=sys.stderr)
             return EXIT_UNKNOWN
     else:
         flag = EnforcementFlag(store=store)
@@ -98,8 +100,9 @@ def _cmd_override(args: argparse.Namespace) -> int:
         print("no override: the status page decides")
     else:
         o = shown["override"]
-        print(terminal_safe(f"override: enforce={o['enforce']} "
-                            f"until={o['expires_at'] or 'lifted'} reason={o['reason']}"))
+        # The reason and who placed it come from the store: shown as text, never obeyed.
+        print(printable(f"override: enforce={o['enforce']} until={o['expires_at'] or 'lifted'} "
+                        f"by={o['set_by'] or 'unknown'} reason={o['reason']}"))
     return EXIT_OK
 
 
