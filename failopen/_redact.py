@@ -7,8 +7,9 @@ quoted) or the network stack (a proxy URL with its password, a redirect target w
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
-__all__ = ["MAX_ERROR", "MAX_LOGGED_ERROR", "public_error"]
+__all__ = ["MAX_ERROR", "MAX_LOGGED_ERROR", "host_port", "public_error"]
 
 #: Longest poll error shown on the flag endpoint and by ``failopen watch``.
 MAX_ERROR = 300
@@ -54,3 +55,17 @@ def _redact_url(word: str) -> str:
     out.append(word[pos:])
     return "".join(out)
 
+
+def host_port(url: object) -> str:
+    """``host:port`` of a URL, for an error that must say which server failed (a refused
+    connection, a name that does not resolve): never its userinfo, path or query."""
+    try:
+        parts = urlsplit(str(url))
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return "the server"
+    if not host:
+        return "the server"
+    port = port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    shown = f"[{host}]" if ":" in host else host
+    return f"{shown}:{port}" if port else shown

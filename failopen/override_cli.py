@@ -14,7 +14,7 @@ from typing import Any
 
 from failopen._cli_config import STORE_FIELDS, command_config
 from failopen._terminal import printable
-from failopen.exceptions import ConfigError, StoreError
+from failopen.exceptions import ConfigError, StoreError, StoreUnavailable
 from failopen.flag import EnforcementFlag
 from failopen.stores import OverrideStore, open_store
 from failopen.web import describe_override
@@ -69,9 +69,34 @@ def _cmd_override(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_UNKNOWN
     store = _override_store(args)
+    try:
+        if args.verb != "show":
+            _check_reachable(store)
+        return _apply(args, store)
+    except StoreUnavailable as exc:
+        # Not "the override is unusable": nothing was read, so nothing is known about it.
+        done = "nothing read" if args.verb == "show" else "nothing changed"
+        print(f"failopen override {args.verb}: {done}: {exc}", file=sys.stderr)
+        return EXIT_UNKNOWN
+
+
+def _check_reachable(store: OverrideStore) -> None:
+    """StoreUnavailable when the store cannot be reached or refuses us (a wrong password), said
+    once and first; garbage in it is no obstacle (the new override replaces it)."""
+    try:
+        store.load()
+    except StoreUnavailable:
+        raise
+    except StoreError:
+        pass
+
+
+def _apply(args: argparse.Namespace, store: OverrideStore) -> int:
     if args.verb == "show":
         try:
             flag = _stored_override(store)
+        except StoreUnavailable:
+            raise
         except StoreError as exc:
             # The error may quote what is stored: shown as text.
             print(printable(
