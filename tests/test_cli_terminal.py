@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -267,3 +268,18 @@ def test_demo_lines_show_outside_text_as_text() -> None:
     out = io.StringIO()
     _Printer(out).line("  >> flag: enforce True -> False [watcher] " + HOSTILE + "\n  next")
     assert out.getvalue() == f"  >> flag: enforce True -> False [watcher] {SHOWN}\n  next\n"
+
+
+def test_the_command_log_formatter_keeps_a_traceback_and_escapes_what_it_quotes() -> None:
+    from failopen._terminal_log import TerminalLogFormatter
+
+    formatter = TerminalLogFormatter("%(levelname)s %(message)s")
+    try:
+        raise ValueError("page said " + HOSTILE)
+    except ValueError:
+        record = logging.LogRecord("failopen", logging.ERROR, __file__, 1, "poll: %s",
+                                   ("a\nforged line",), sys.exc_info())
+    text = formatter.format(record)
+    assert obeyed(text) == []
+    assert text.startswith("ERROR poll: a\\nforged line\nTraceback (most recent call last):\n")
+    assert text.endswith(f"ValueError: page said {SHOWN}")

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,6 +112,41 @@ def test_a_refused_connection_names_host_and_port(run: Any) -> None:
     assert result.code == 2
     assert f"connection to 127.0.0.1:{port} failed (GET: Connection refused)" in result.err
     assert "authentication" not in result.err and secrets_in(result.err) == []
+
+
+def test_a_silent_server_names_host_and_port(run: Any) -> None:
+    with socket.socket() as silent:  # accepts connections (the kernel does), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        result = run("fleet", "--store", f"redis://:{WRONG}@127.0.0.1:{port}/0")
+    assert result.code == 2
+    assert f"no answer from 127.0.0.1:{port} in time (MGET)" in result.err
+    assert secrets_in(result.err) == []
+
+
+def _answer_like_http(listener: socket.socket) -> None:
+    for _ in range(4):  # redis-py may connect again after the first answer
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        with conn:
+            conn.recv(4096)
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+            conn.recv(4096)  # until the client hangs up
+
+
+def test_a_server_that_is_not_redis_is_named(run: Any) -> None:
+    with socket.socket() as listener:  # an HTTP server where Redis was expected
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        threading.Thread(target=_answer_like_http, args=(listener,), daemon=True).start()
+        result = run("override", "show", "--store", f"redis://:{WRONG}@{address}/0")
+    assert result.code == 2
+    assert f"{address} did not answer GET as Redis does" in result.err
+    assert "unusable" not in result.err and secrets_in(result.err) == []
 
 
 # --- the Redis store: the runtime's log ---------------------------------------------------------

@@ -66,4 +66,7 @@ def explain_failure(exc: BaseException, *, what: str, shown: str, client: Any,
         return (f"{store}: connection to {_address(settings)} failed ({what}: "
                 f"{_os_reason(exc)}); "
                 "check the host and port in FAILOPEN_STORE, and that the server is up")
-    return f"{store}: the server refused {what} ({type(exc).__name__})"
+    if isinstance(exc, rex.ResponseError):  # READONLY, OOM, LOADING, a disabled command...
+        return f"{store}: the server refused {what} ({type(exc).__name__})"
+    return (f"{store}: {_address(settings)} did not answer {what} as Redis does "
+            f"({type(exc).__name__}); is that the Redis server's host and port?")
