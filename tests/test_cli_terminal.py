@@ -105,6 +105,14 @@ def test_status_components_shows_hostile_names_as_text(
     assert [row[column:].split()[0] for row in rows] == ["operational"] * 3
 
 
+def test_a_lone_surrogate_in_a_name_is_shown_not_a_crash(url: str, page: FakeStatusPage) -> None:
+    # JSON may spell "\ud800"; written to a UTF-8 terminal it raised UnicodeEncodeError.
+    page.set_name("Global \ud800 x")
+    done = console("status", "--status-url", url, "--components")
+    assert done.returncode == 0, done.stderr
+    assert "global component: fakeglobal00 (Global \\ud800 x), chosen by guess" in done.stdout
+
+
 def test_status_components_json_keeps_the_names_exact(
     run: Any, url: str, page: FakeStatusPage
 ) -> None:

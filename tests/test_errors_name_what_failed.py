@@ -106,6 +106,17 @@ def test_fleet_with_a_wrong_password_says_authentication_failed(
     assert secrets_in(result.err) == []
 
 
+def test_an_acl_user_without_the_keys_is_permission_denied(
+    run: Any, server: RedisServer
+) -> None:
+    server.client().acl_setuser("limited", enabled=True, passwords=["+limited-pw"],
+                                keys=["other:*"], commands=["+@all"])
+    result = run("override", "show", "--store", f"redis://limited:limited-pw@{server.address}/0")
+    assert result.code == 2
+    assert "permission denied (GET)" in result.err and "failopen:*" in result.err
+    assert "limited-pw" not in result.err
+
+
 def test_a_refused_connection_names_host_and_port(run: Any) -> None:
     port = free_port()  # nothing listens there
     result = run("override", "show", "--store", f"redis://:{WRONG}@127.0.0.1:{port}/0")
@@ -147,6 +158,15 @@ def test_a_server_that_is_not_redis_is_named(run: Any) -> None:
     assert result.code == 2
     assert f"{address} did not answer GET as Redis does" in result.err
     assert "unusable" not in result.err and secrets_in(result.err) == []
+
+
+def test_a_password_redis_py_reads_as_a_port_is_never_shown(run: Any) -> None:
+    # An unescaped "/" ends the host part for redis-py: it reads ":4711" as the port and
+    # connects to localhost:4711. Naming what it tried would show the password's first digits.
+    result = run("override", "show", "--store", f"redis://:4711/{WRONG}@127.0.0.1:1/0")
+    assert result.code == 2
+    assert "does not parse as written: percent-encode" in result.err
+    assert "4711" not in result.err and secrets_in(result.err) == []
 
 
 # --- the Redis store: the runtime's log ---------------------------------------------------------

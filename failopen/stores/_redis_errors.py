@@ -23,11 +23,20 @@ def _settings(client: Any) -> dict[str, Any]:
 
 
 def _address(settings: dict[str, Any]) -> str:
-    """``host:port`` (or the socket path) a client connects to, from redis-py's pool settings."""
+    """``host:port`` (or the socket path) redis-py connects to, from its pool settings."""
     if settings.get("path"):
         return str(settings["path"])
-    host, port = str(settings.get("host", "localhost")), settings.get("port", 6379)
+    host, port = str(settings.get("host") or "localhost"), settings.get("port") or 6379
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _address_shown(shown: str) -> str:
+    """``host:port`` (or the socket path) as the masked store URL writes it."""
+    scheme, _, rest = shown.partition("://")
+    if scheme.lower() == "unix":
+        return rest.split("?", 1)[0]
+    authority = rest.split("/", 1)[0].split("?", 1)[0].rpartition("@")[2]
+    return authority if authority.rpartition(":")[2].isdigit() else f"{authority}:6379"
 
 
 def _os_reason(exc: BaseException) -> str:
@@ -47,6 +56,12 @@ def explain_failure(exc: BaseException, *, what: str, shown: str, client: Any,
     from redis import exceptions as rex
 
     store, settings = f"Redis store {shown}", _settings(client)
+    address = _address(settings)
+    if address.lower() != _address_shown(shown).lower():
+        # redis-py read the URL otherwise than it is written (an unescaped "/" in a password
+        # ends the host part early): its host and port may hold part of the password.
+        return (f"{store}: {what} failed, and the store URL does not parse as written: "
+                "percent-encode any '/', '?', '#' or '@' in its password (FAILOPEN_STORE)")
     if isinstance(exc, (rex.AuthenticationError, rex.AuthenticationWrongNumberOfArgsError)):
         if settings.get("password"):
             fix = ("the server refused the user or password of the store URL: correct them in "
@@ -60,13 +75,13 @@ def explain_failure(exc: BaseException, *, what: str, shown: str, client: Any,
                 f"{what} on the keys {prefix}*; grant it read, write and script rights on them "
                 "(ACL SETUSER), or use a user that has them in FAILOPEN_STORE")
     if isinstance(exc, rex.TimeoutError):
-        return (f"{store}: no answer from {_address(settings)} in time ({what}); is the server "
+        return (f"{store}: no answer from {address} in time ({what}); is the server "
                 "up, and reachable from here?")
     if isinstance(exc, (rex.ConnectionError, OSError)):
-        return (f"{store}: connection to {_address(settings)} failed ({what}: "
+        return (f"{store}: connection to {address} failed ({what}: "
                 f"{_os_reason(exc)}); "
-                "check the host and port in FAILOPEN_STORE, and that the server is up")
+                "check where FAILOPEN_STORE points, and that the server is up")
     if isinstance(exc, rex.ResponseError):  # READONLY, OOM, LOADING, a disabled command...
         return f"{store}: the server refused {what} ({type(exc).__name__})"
-    return (f"{store}: {_address(settings)} did not answer {what} as Redis does "
+    return (f"{store}: {address} did not answer {what} as Redis does "
             f"({type(exc).__name__}); is that the Redis server's host and port?")
