@@ -202,7 +202,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
         # A new poll error while stale is in the next poll line, not a transition.
         if not args.json and old != replace(new, error=old.error):
             print(printable(f"transition: enforce {old.enforce} -> {new.enforce} "
-                                f"({new.source}: {new.reason})"), flush=True)
+                            f"({new.source}: {new.reason})"), flush=True)
 
     runtime.flag.add_listener(on_transition)
     # Restored afterwards, so main() called in-process (tests, embedding) leaves Ctrl-C working.
@@ -341,10 +341,10 @@ def main(argv: Sequence[str] | None = None, *, config_factory: ConfigFactory | N
     try:
         code: int = args.func(args)
     except ConfigError as exc:
-        print(f"failopen: configuration error: {exc}", file=sys.stderr)
+        print(printable(f"failopen: configuration error: {exc}"), file=sys.stderr)
         return EXIT_UNKNOWN
-    except FailopenError as exc:
-        print(f"failopen: {type(exc).__name__}: {exc}", file=sys.stderr)
+    except FailopenError as exc:  # its text may quote a status page or a store: as text
+        print(printable(f"failopen: {type(exc).__name__}: {exc}"), file=sys.stderr)
         return EXIT_UNKNOWN
     except KeyboardInterrupt:
         return 130
