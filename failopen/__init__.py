@@ -26,6 +26,7 @@ from failopen.exceptions import (
     StatusParseError,
     StatusUnavailable,
     StoreError,
+    StoreUnavailable,
 )
 from failopen.flag import EnforcementFlag, FlagState, Override
 from failopen.guard import Decision, Guard, OutageConfirmer
@@ -72,6 +73,7 @@ __all__ = [
     "StatusUnavailable",
     "StatusWatcher",
     "StoreError",
+    "StoreUnavailable",
     "SystemClock",
     "Verifier",
     "VerifyOutcome",

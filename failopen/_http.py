@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from failopen._bounded_body import BoundedBody
+from failopen._redact import host_port
 from failopen.exceptions import (
     ConfigError,
     FetchError,
@@ -228,7 +229,8 @@ def _exchange(
                 for chunk in response.iter_raw():
                     body.feed(chunk)
                     if time.monotonic() > deadline:
-                        raise FetchTimeout("response still arriving at the deadline")
+                        raise FetchTimeout(f"response from {host_port(target)} still arriving at "
+                                           "the deadline")
             return Fetched(
                 response.status_code, response.headers, body.finish(), target,
                 time.monotonic() - started,
@@ -276,16 +278,18 @@ async def _aexchange(
             await response.aclose()
 
 
-def _translate(exc: BaseException, timeout: float) -> FetchError | None:
-    """The FetchError for an httpx failure; None for anything else (a bug, which must surface
-    as a bug rather than pass for a vendor that is unavailable)."""
+def _translate(exc: BaseException, timeout: float, where: str) -> FetchError | None:
+    """The FetchError for an httpx failure, naming ``where`` (host:port: a refused connection
+    or a name that does not resolve says which); None for anything else (a bug, which must
+    surface as a bug rather than pass for a vendor that is unavailable)."""
     if isinstance(exc, FetchError):
         return exc
     if isinstance(exc, httpx.TimeoutException):
-        return FetchTimeout(f"no complete answer within {timeout:g}s ({type(exc).__name__})")
+        return FetchTimeout(
+            f"no complete answer from {where} within {timeout:g}s ({type(exc).__name__})")
     if isinstance(exc, (httpx.HTTPError, httpx.StreamError)):
         # str(exc) of httpx errors carries no request body, so no secret can leak through it.
-        return FetchTransportError(f"{type(exc).__name__}: {exc}")
+        return FetchTransportError(f"{where}: {type(exc).__name__}: {exc}")
     return None
 
 
@@ -373,9 +377,10 @@ def fetch(
         sockets.cut()  # the worker stops too, instead of reading on past the deadline
         if not started.is_set():
             raise FetchOverloaded(f"no free {lane} worker within {timeout:g}s") from None
-        raise FetchTimeout(f"no complete answer within {timeout:g}s") from None
+        raise FetchTimeout(
+            f"no complete answer from {host_port(url)} within {timeout:g}s") from None
     except Exception as exc:
-        translated = _translate(exc, timeout)
+        translated = _translate(exc, timeout, host_port(url))
         if translated is None:
             raise
         raise translated from None
@@ -398,9 +403,10 @@ async def afetch(
             _aexchange(client, method, url, deadline, max_bytes, json, headers), timeout
         )
     except asyncio.TimeoutError:
-        raise FetchTimeout(f"no complete answer within {timeout:g}s") from None
+        raise FetchTimeout(
+            f"no complete answer from {host_port(url)} within {timeout:g}s") from None
     except Exception as exc:
-        translated = _translate(exc, timeout)
+        translated = _translate(exc, timeout, host_port(url))
         if translated is None:
             raise
         raise translated from None

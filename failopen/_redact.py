@@ -1,15 +1,15 @@
-"""Text from outside, made safe to show: poll errors for the public, lines for a terminal.
+"""Text from outside, made safe to show: poll errors for the public (a terminal: _terminal.py).
 
 The flag endpoint answers anyone, and part of an error's text comes from the status page (ids it
-quoted) or the network stack (a proxy URL with its password, a redirect target with a token). An
-override's reason comes from whoever placed it, or from a store another process wrote.
+quoted) or the network stack (a proxy URL with its password, a redirect target with a token).
 """
 
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
-__all__ = ["MAX_ERROR", "MAX_LOGGED_ERROR", "public_error", "terminal_safe"]
+__all__ = ["MAX_ERROR", "MAX_LOGGED_ERROR", "host_port", "public_error"]
 
 #: Longest poll error shown on the flag endpoint and by ``failopen watch``.
 MAX_ERROR = 300
@@ -56,7 +56,16 @@ def _redact_url(word: str) -> str:
     return "".join(out)
 
 
-def terminal_safe(line: str) -> str:
-    """``line`` as text a terminal shows, not obeys: a carriage return or an escape sequence in
-    a stored reason must not rewrite the lines an operator reads (a force-off hidden)."""
-    return line if line.isprintable() else line.encode("unicode_escape").decode("ascii")
+def host_port(url: object) -> str:
+    """``host:port`` of a URL, for an error that must say which server failed (a refused
+    connection, a name that does not resolve): never its userinfo, path or query."""
+    try:
+        parts = urlsplit(str(url))
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return "the server"
+    if not host:
+        return "the server"
+    port = port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    shown = f"[{host}]" if ":" in host else host
+    return f"{shown}:{port}" if port else shown

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import IO, Any
 
-from failopen._redact import terminal_safe
+from failopen._terminal import printable
 
 __all__ = ["Window", "audit_files", "read_windows", "register_audit"]
 
@@ -180,12 +180,15 @@ def _table(windows: list[Window], out: IO[str]) -> None:
     rows = [("START", "END", "REQUESTS", "CLIENTS", "SOURCE", "REASON")]
     for window in windows:
         shown = window.to_dict()
+        # Source and reason come from the file: escaped before the widths are measured, so
+        # the columns line up as the operator sees them.
         rows.append((shown["start"], shown["end"], str(shown["requests"]),
-                     str(shown["clients"]), shown["source"], shown["reason"]))
+                     str(shown["clients"]), printable(shown["source"]),
+                     printable(shown["reason"])))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     for row in rows:
         cells = [row[i].ljust(widths[i]) for i in range(5)] + [row[5]]
-        out.write(terminal_safe("  ".join(cells)) + "\n")
+        out.write("  ".join(cells) + "\n")
 
 
 def _cmd_windows(args: argparse.Namespace) -> int:
@@ -194,7 +197,7 @@ def _cmd_windows(args: argparse.Namespace) -> int:
     try:
         windows = read_windows(paths, problems)
     except OSError as exc:
-        print(f"failopen audit windows: cannot read {exc.filename}: {exc.strerror}",
+        print(printable(f"failopen audit windows: cannot read {exc.filename}: {exc.strerror}"),
               file=sys.stderr)
         return EXIT_UNREADABLE
     if args.json:
@@ -205,7 +208,7 @@ def _cmd_windows(args: argparse.Namespace) -> int:
     else:
         print("no bypass windows")
     for line in problems.shown:
-        print(terminal_safe(f"failopen audit windows: malformed line {line}"), file=sys.stderr)
+        print(printable(f"failopen audit windows: malformed line {line}"), file=sys.stderr)
     if problems.malformed:
         print(f"failopen audit windows: {problems.malformed} malformed line(s) skipped",
               file=sys.stderr)

@@ -33,7 +33,8 @@ from failopen._cli_config import (
     poll_count,
     positive_float,
 )
-from failopen._redact import terminal_safe
+from failopen._terminal import printable
+from failopen._terminal_log import log_to_terminal
 from failopen.config import Config
 from failopen.exceptions import ConfigError, FailopenError, StatusError
 from failopen.flag import FlagState, rfc3339
@@ -87,17 +88,20 @@ def _cmd_status(args: argparse.Namespace) -> int:
                     "would_bypass": False, "error": f"{type(exc).__name__}: {exc}",
                 })
             else:
-                print(f"status page unusable: {type(exc).__name__}: {exc}", file=sys.stderr)
+                print(printable(f"status page unusable: {type(exc).__name__}: {exc}"),
+                      file=sys.stderr)
             return EXIT_UNKNOWN
     would_bypass = report.global_status in config.bypass_on
     if args.json:
         _emit(sys.stdout, {**report.to_dict(), "would_bypass": would_bypass, "error": None})
     else:
-        print(f"global: {report.global_status}" + ("  (would bypass)" if would_bypass else ""))
+        # Everything but the labels comes from the status page: shown as text, never obeyed.
+        print(printable(f"global: {report.global_status}")
+              + ("  (would bypass)" if would_bypass else ""))
         for region in report.regions:
-            print(f"  {region.description or region.name}: {region.status}")
+            print(printable(f"  {region.description or region.name}: {region.status}"))
         for line in report.odd:
-            print(f"  odd (the reading still counts): {line}")
+            print(printable(f"  odd (the reading still counts): {line}"))
     if would_bypass:
         return EXIT_OUTAGE
     return EXIT_OK if report.known else EXIT_UNKNOWN
@@ -105,7 +109,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def _cell(value: object, width: int) -> str:
     text = "-" if value is None or value == "" else str(value)
-    text = " ".join(text.split())  # a newline in a name must not break the table
+    # A newline or an escape sequence in a name must not break the table: shown escaped.
+    text = printable(text).replace("\t", " ")
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
@@ -118,13 +123,14 @@ def _print_components(args: argparse.Namespace, client: StatusClient) -> int:
             _emit(sys.stdout, {"components": [], "global_component": None, "chosen_by": None,
                                "odd": [], "error": f"{type(exc).__name__}: {exc}"})
         else:
-            print(f"status page unusable: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print(printable(f"status page unusable: {type(exc).__name__}: {exc}"),
+                  file=sys.stderr)
         return EXIT_UNKNOWN
     if args.json:
         _emit(sys.stdout, listing.to_dict())
     else:
         # Ids and names are never cut: the reader copies one into FAILOPEN_GLOBAL_COMPONENT.
-        id_width = max([2, *(len(c.id) for c in listing.components)])
+        id_width = max([2, *(len(_cell(c.id, 10**6)) for c in listing.components)])
         name_width = max([4, *(len(_cell(c.name, 10**6)) for c in listing.components)])
         columns = (("id", id_width), ("name", name_width), ("description", 40), ("status", 22),
                    ("group", id_width + 3))
@@ -135,12 +141,13 @@ def _print_components(args: argparse.Namespace, client: StatusClient) -> int:
             print("  ".join(_cell(v, w).ljust(w)
                             for v, (_, w) in zip(cells, columns, strict=True)).rstrip())
         for line in listing.odd:
-            print(f"odd: {line}")
+            print(printable(f"odd: {line}"))
         if listing.global_id is not None:
             chosen = next(c for c in listing.components if c.id == listing.global_id)
-            print(f"global component: {chosen.id} ({chosen.name}), chosen by {listing.chosen_by}")
+            print(printable(f"global component: {chosen.id} ({chosen.name}), "
+                            f"chosen by {listing.chosen_by}"))
         else:
-            print(f"global component: cannot tell: {listing.error}")
+            print(printable(f"global component: cannot tell: {listing.error}"))
     # Never 1 (scripts read it as "outage"): 2 when failopen could not use this page.
     return EXIT_OK if listing.global_id is not None else EXIT_UNKNOWN
 
@@ -182,7 +189,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
             })
         else:
             seen = result.report.global_status if result.report is not None else "unreadable"
-            print(terminal_safe(
+            print(printable(
                 f"{rfc3339(time.time())} global={seen} "
                 f"enforce={state.enforce} source={state.source} reason={state.reason}"
                 + (f" error={result.error}" if result.error else "")), flush=True)
@@ -194,8 +201,8 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     def on_transition(old: FlagState, new: FlagState) -> None:
         # A new poll error while stale is in the next poll line, not a transition.
         if not args.json and old != replace(new, error=old.error):
-            print(terminal_safe(f"transition: enforce {old.enforce} -> {new.enforce} "
-                                f"({new.source}: {new.reason})"), flush=True)
+            print(printable(f"transition: enforce {old.enforce} -> {new.enforce} "
+                            f"({new.source}: {new.reason})"), flush=True)
 
     runtime.flag.add_listener(on_transition)
     # Restored afterwards, so main() called in-process (tests, embedding) leaves Ctrl-C working.
@@ -330,18 +337,14 @@ def main(argv: Sequence[str] | None = None, *, config_factory: ConfigFactory | N
         parser.print_help()
         return EXIT_OK
     args.config_factory = config_factory if config_factory is not None else Config.from_env
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    log_to_terminal(verbose=args.verbose)
     try:
         code: int = args.func(args)
     except ConfigError as exc:
-        print(f"failopen: configuration error: {exc}", file=sys.stderr)
+        print(printable(f"failopen: configuration error: {exc}"), file=sys.stderr)
         return EXIT_UNKNOWN
-    except FailopenError as exc:
-        print(f"failopen: {type(exc).__name__}: {exc}", file=sys.stderr)
+    except FailopenError as exc:  # its text may quote a status page or a store: as text
+        print(printable(f"failopen: {type(exc).__name__}: {exc}"), file=sys.stderr)
         return EXIT_UNKNOWN
     except KeyboardInterrupt:
         return 130

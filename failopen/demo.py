@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TextIO
 
+from failopen._terminal import printable
 from failopen.config import Config
 from failopen.flag import FlagState, rfc3339
 from failopen.runtime import FailOpen
@@ -121,8 +122,11 @@ class _Printer:
         self.lock = threading.Lock()
 
     def line(self, text: str) -> None:
+        # Reasons, errors and audit lines quote outside text: each line shown, never obeyed
+        # (the demo's own line breaks kept).
+        shown = "\n".join(printable(part) for part in text.split("\n"))
         with self.lock:
-            self.out.write(text + "\n")
+            self.out.write(shown + "\n")
             self.out.flush()
 
 

@@ -13,6 +13,8 @@
     │   └── StatusParseError   it answered, but not with a well-formed components document
     │       └── GlobalComponentError  which component is global cannot be told (never guessed)
     └── StoreError             the override store could not be read or written
+        └── StoreUnavailable   not reached, or it refused us (authentication, permissions):
+                               nothing is known about the override in it
 
 None of these ever reaches a request: the guard and the adapters turn them into decisions.
 Messages never contain secrets (private key, client secret, tokens).
@@ -34,6 +36,7 @@ __all__ = [
     "StatusParseError",
     "GlobalComponentError",
     "StoreError",
+    "StoreUnavailable",
 ]
 
 
@@ -97,3 +100,8 @@ class GlobalComponentError(StatusParseError):
 
 class StoreError(FailopenError):
     """The override store could not be read or written."""
+
+
+class StoreUnavailable(StoreError):
+    """The store was not reached, or refused us (a wrong password, an ACL); says nothing about
+    the override in it. The message names the store (password masked) and what to change."""

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from failopen._cli_config import STORE_FIELDS, command_config
-from failopen._redact import terminal_safe
+from failopen._terminal import printable
 from failopen.exceptions import ConfigError, StoreError
 from failopen.flag import rfc3339
 from failopen.fleet import parse_reading
@@ -76,7 +76,7 @@ def fleet_report(store: RedisStore, *, now: float | None = None) -> dict[str, An
 
 def _say(line: str) -> None:
     # Every value comes from Redis (a heartbeat, a reason): shown as text, never obeyed.
-    print(terminal_safe(line))
+    print(printable(line))
 
 
 def _print_text(report: dict[str, Any]) -> None:

@@ -13,8 +13,8 @@ import sys
 from typing import Any
 
 from failopen._cli_config import STORE_FIELDS, command_config
-from failopen._redact import terminal_safe
-from failopen.exceptions import ConfigError, StoreError
+from failopen._terminal import printable
+from failopen.exceptions import ConfigError, StoreError, StoreUnavailable
 from failopen.flag import EnforcementFlag
 from failopen.stores import OverrideStore, open_store
 from failopen.web import describe_override
@@ -69,14 +69,41 @@ def _cmd_override(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_UNKNOWN
     store = _override_store(args)
+    try:
+        if args.verb != "show":
+            _check_reachable(store)
+        return _apply(args, store)
+    except StoreUnavailable as exc:
+        # Not "the override is unusable": nothing was read, so nothing is known about it.
+        done = "nothing read" if args.verb == "show" else "nothing changed"
+        print(f"failopen override {args.verb}: {done}: {exc}", file=sys.stderr)
+        return EXIT_UNKNOWN
+
+
+def _check_reachable(store: OverrideStore) -> None:
+    """StoreUnavailable when the store cannot be reached or refuses us (a wrong password), said
+    once and first; garbage in it is no obstacle (the new override replaces it)."""
+    try:
+        store.load()
+    except StoreUnavailable:
+        raise
+    except StoreError:
+        pass
+
+
+def _apply(args: argparse.Namespace, store: OverrideStore) -> int:
     if args.verb == "show":
         try:
             flag = _stored_override(store)
+        except StoreUnavailable:
+            raise
         except StoreError as exc:
-            print(f"failopen override show: the override in {store.describe()} is unusable: "
-                  f"{exc}. Servers ignore it and keep the override they last knew (none if "
-                  "they started since); place a new one with failopen override off|on|auto.",
-                  file=sys.stderr)
+            # The error may quote what is stored: shown as text.
+            print(printable(
+                f"failopen override show: the override in {store.describe()} is unusable: "
+                f"{exc}. Servers ignore it and keep the override they last knew (none if they "
+                "started since); place a new one with failopen override off|on|auto."),
+                file=sys.stderr)
             return EXIT_UNKNOWN
     else:
         flag = EnforcementFlag(store=store)
@@ -98,8 +125,9 @@ def _cmd_override(args: argparse.Namespace) -> int:
         print("no override: the status page decides")
     else:
         o = shown["override"]
-        print(terminal_safe(f"override: enforce={o['enforce']} "
-                            f"until={o['expires_at'] or 'lifted'} reason={o['reason']}"))
+        # The reason and who placed it come from the store: shown as text, never obeyed.
+        print(printable(f"override: enforce={o['enforce']} until={o['expires_at'] or 'lifted'} "
+                        f"by={o['set_by'] or 'unknown'} reason={o['reason']}"))
     return EXIT_OK
 
 

@@ -25,12 +25,16 @@ needs_redis = pytest.mark.skipif(
 
 
 class RedisServer:
-    """One redis-server process on 127.0.0.1; ``kill``, ``start`` again on the same port."""
+    """One redis-server process on 127.0.0.1; ``kill``, ``start`` again on the same port.
 
-    def __init__(self, directory: Path) -> None:
+    With ``password`` it wants that password (``--requirepass``), and ``url`` gives it."""
+
+    def __init__(self, directory: Path, *, password: str | None = None) -> None:
         self.directory = directory
         self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.password = password
+        self.address = f"127.0.0.1:{self.port}"
+        self.url = f"redis://{'' if password is None else f':{password}@'}{self.address}/0"
         self.process: subprocess.Popen[bytes] | None = None
         self.clients: list[Any] = []
 
@@ -39,7 +43,8 @@ class RedisServer:
         self.process = subprocess.Popen(
             [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
              "--dir", str(self.directory), "--save", "", "--appendonly", "no",
-             "--protected-mode", "yes", "--loglevel", "warning"],
+             "--protected-mode", "yes", "--loglevel", "warning",
+             *([] if self.password is None else ["--requirepass", self.password])],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         client = self.client()
@@ -87,6 +92,23 @@ class RedisServer:
 def redis_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RedisServer]:
     """A fresh redis-server for one test; every RedisStore the test opened is closed after it
     (their sockets would otherwise be reported unclosed, at random, by the garbage collector)."""
+    yield from _serve(tmp_path, monkeypatch, password=None)
+
+
+#: What :func:`redis_server_with_password` wants.
+REDIS_PASSWORD = "s3cret-redis-Pa55"
+
+
+@pytest.fixture
+def redis_server_with_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[RedisServer]:
+    """As ``redis_server``, started with ``--requirepass REDIS_PASSWORD``."""
+    yield from _serve(tmp_path, monkeypatch, password=REDIS_PASSWORD)
+
+
+def _serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *,
+           password: str | None) -> Iterator[RedisServer]:
     if REDIS_SERVER is None:
         pytest.skip("redis-server is not installed (apt-get install redis-server); "
                     ".ci/run installs it")
@@ -100,7 +122,7 @@ def redis_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Re
         opened.append(self)
 
     monkeypatch.setattr(RedisStore, "__init__", recording_init)
-    server = RedisServer(tmp_path)
+    server = RedisServer(tmp_path, password=password)
     server.start()
     try:
         yield server

@@ -460,7 +460,8 @@ async def test_connection_error_is_unavailable(make: Any, mode: str) -> None:
 
     result = await call(make(transport=httpx.MockTransport(refuse)), TOKEN, mode)
     assert result.outcome is UNAVAILABLE
-    assert result.reason == "transport error: ConnectError: [Errno 111] Connection refused"
+    assert result.reason == (
+        "transport error: verify.test:443: ConnectError: [Errno 111] Connection refused")
 
 
 async def test_plain_user_mock_transport(make: Any, mode: str) -> None:

@@ -30,8 +30,9 @@ import threading
 from typing import Any
 
 from failopen._forksafe import renew_locks_after_fork
-from failopen.exceptions import ConfigError, StoreError
+from failopen.exceptions import ConfigError, StoreError, StoreUnavailable
 from failopen.flag import Override
+from failopen.stores._redis_errors import explain_failure
 
 __all__ = ["REDIS_SCHEMES", "RedisStore", "check_redis_url"]
 
@@ -196,12 +197,14 @@ class RedisStore:
         return f"{self.shown} (prefix {self.prefix!r}, every process of the fleet)"
 
     def call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run one Redis call; any failure is a StoreError that names no secret."""
+        """Run one Redis call; a failure is a StoreUnavailable that says what failed (a wrong
+        password, a refused connection) and what to change, naming no secret."""
         try:
             return fn(*args, **kwargs)
         except self._errors as exc:
-            raise StoreError(f"Redis store {self.shown} unavailable ({what}: "
-                             f"{type(exc).__name__})") from None
+            raise StoreUnavailable(explain_failure(
+                exc, what=what, shown=self.shown, client=self.client, prefix=self.prefix,
+            )) from None
 
     # --- the override (the OverrideStore protocol) ---------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from failopen._terminal import printable
 from failopen.testing.cli import _serving_port, _usage_error
 
 __all__ = ["control", "control_target"]
@@ -114,5 +115,5 @@ def control(fake: str, args: argparse.Namespace) -> int:
         return _usage_error(fake, str(exc))
     if state.get("fake") != fake:
         return _usage_error(fake, f"{url} is the {state.get('fake')!r} fake, not {fake!r}")
-    print(_describe(fake, url, state), flush=True)
+    print(printable(_describe(fake, url, state)), flush=True)  # the server's words: as text
     return 0

@@ -9,6 +9,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from failopen._terminal import printable
+
 if TYPE_CHECKING:
     from failopen.testing._server import LoopbackServer
 
@@ -42,7 +44,8 @@ def _serve_until_signalled(
 
 
 def _usage_error(command: str, message: str) -> int:
-    print(f"failopen emulate {command}: {message}", file=sys.stderr)
+    # The message may quote a running fake's answer (``--set``, ``--show``): shown as text.
+    print(printable(f"failopen emulate {command}: {message}"), file=sys.stderr)
     return EXIT_USAGE
 
 

@@ -157,6 +157,8 @@ class FakeStatusPage:
         self._status: dict[str, str] = {GLOBAL_ID: "operational"}
         self._status.update(dict.fromkeys(self.region_ids.values(), "operational"))
         self._updated: dict[str, float] = dict.fromkeys(self._status, self._created)
+        self._names = {GLOBAL_ID: "Global"}
+        self._names.update({cid: f"Region {label}" for label, cid in self.region_ids.items()})
         self._fault: str | None = None
         self._fault_endpoint: str | None = None
         self._retry_after: float | None = None
@@ -179,6 +181,15 @@ class FakeStatusPage:
         if region not in self.region_ids:
             raise KeyError(f"no region {region!r}; the page has {list(self.region_ids)!r}")
         self._set(self.region_ids[region], _check_status(status))
+
+    def set_name(self, name: str, *, region: str | None = None) -> None:
+        """Rename the global component, or ``region``'s: any string is served as given (to see
+        how a client shows a hostile page's names)."""
+        if not isinstance(name, str):
+            raise TypeError(f"a name is a string, not {type(name).__name__}")
+        cid = GLOBAL_ID if region is None else self.region_ids[region]
+        with self._lock:
+            self._names[cid] = name
 
     def _set(self, component_id: str, status: str) -> None:
         with self._lock:
@@ -239,7 +250,7 @@ class FakeStatusPage:
     def _component(self, cid: str, position: int, label: str | None) -> dict[str, Any]:
         return {
             "id": cid,
-            "name": "Global" if label is None else f"Region {label}",
+            "name": self._names[cid],
             "status": self._status[cid],
             "created_at": _rfc3339(self._created),
             "updated_at": _rfc3339(self._updated[cid]),
