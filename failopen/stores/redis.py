@@ -70,12 +70,13 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
 end
 return 0
 """
-# The fleet-wide confirmation lock; when taken, the latest reading comes back in the same trip.
+# The fleet-wide confirmation lock; when taken, the latest reading and the lock's holder come
+# back in the same trip (another deployment's lock says nothing about this one's page).
 _CONFIRM = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, false}
+  return {1, false, false}
 end
-return {0, redis.call('GET', KEYS[2])}
+return {0, redis.call('GET', KEYS[2]), redis.call('GET', KEYS[1])}
 """
 
 
@@ -322,11 +323,13 @@ class RedisStore:
         """Remove this process's heartbeat (on a clean stop)."""
         self.call("DEL", self.client.delete, self.key_proc + proc)
 
-    def try_confirm(self, token: str, ttl_ms: int) -> tuple[bool, Any]:
-        """Take the confirmation lock; when taken elsewhere, the latest reading's value."""
-        got, reading = self.call("EVAL", self._confirm,
-                                 keys=[self.key_confirm, self.key_reading], args=[token, ttl_ms])
-        return bool(got), reading
+    def try_confirm(self, token: str, ttl_ms: int) -> tuple[bool, Any, Any]:
+        """Take the confirmation lock; when taken elsewhere, the latest reading's value and the
+        holder's token."""
+        got, reading, holder = self.call("EVAL", self._confirm,
+                                         keys=[self.key_confirm, self.key_reading],
+                                         args=[token, ttl_ms])
+        return bool(got), reading, holder
 
     def processes(self) -> list[Any]:
         """The heartbeat values of the processes seen in the last minute."""
