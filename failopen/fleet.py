@@ -18,6 +18,13 @@ writes are idempotent (the same kind of reading, overwritten whole), and followe
 publishers' readings less than half a poll interval apart as one, so hysteresis is not sped up
 either (one leader's own readings all count, however its jitter spaced them).
 
+Another deployment sharing the Redis and the prefix (staging beside production, a laptop with
+production's store URL) writes the same keys. Every record says what its writer watched
+(:mod:`failopen._fleet_identity`); a process acts only on readings of its own status page and
+global component and on probe results of its own verify URL. Under another deployment's lease
+it polls (and probes) its own page, as when Redis is down; the override stays shared (the prefix
+is the operator's choice of fleet). One paced ERROR says what to change.
+
 When Redis is down, slow (a command over its timeout), answers garbage or has lost the keys,
 the process falls back: it polls the status page itself, keeps the override it last saw until
 that override's own expiry, logs once, and rejoins when Redis answers properly again. A marker

@@ -1,4 +1,4 @@
-"""One member of a fleet, as its own process, for tests/test_fleet_processes.py.
+"""One member of a fleet, as its own process (tests/_fleet_kit.py starts it).
 
 Configured by ``FAILOPEN_*`` variables; serves "requests" (``decide``) on a thread of its own and
 writes its state as one JSON line every 20 ms to stdout, until killed. Its log (WARNING and

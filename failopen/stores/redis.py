@@ -14,6 +14,12 @@ Keys, all under ``FAILOPEN_REDIS_PREFIX`` (default ``failopen:``), so several si
   replica), which is not the same as "no override".
 * ``proc:<id>`` — each process's heartbeat (TTL one minute), for ``failopen fleet``.
 
+The reading, the lease, the confirmation lock and the heartbeats carry ``page``, a hash of the
+status page and global component their writer watches (the probe result and a probing leader's
+lease ``verify``, a hash of the verify URL): a process acts only on its own
+(:mod:`failopen._fleet_identity`). Give each deployment its own prefix or database all the same:
+the override is shared by prefix.
+
 Whoever can write these keys can switch protection off, as with the file store: give Redis a
 password or an ACL and keep it off public networks. The URL's password is shown only masked.
 
