@@ -245,3 +245,26 @@ def test_failopen_fleet_marks_the_processes_that_watch_another_page(
     assert {p["id"]: p["other_page"] for p in report["processes"]} == {
         "ours": True, "laptop": False, "older": True}
     assert "than the leader" in run("fleet", "--store", redis_server.url).out
+
+
+def test_the_error_never_shows_the_store_password(
+    caplog: pytest.LogCaptureFixture, failopen_config: Config,
+) -> None:
+    from failopen._fleet_identity import Watched
+    from failopen.flag import EnforcementFlag
+    from failopen.fleet import Fleet
+    from failopen.stores.redis import RedisStore
+    from failopen.testing import free_port
+    from failopen.watcher import StatusWatcher
+
+    secret = "s3cret-Pa55-foreign"
+    store = RedisStore(f"redis://:{secret}@127.0.0.1:{free_port()}/0")  # never reached
+    watcher = StatusWatcher(None, EnforcementFlag(store=store, load=False))
+    watched = Watched.of(failopen_config.status_url, None, None)
+    fleet = Fleet(store, watcher, watched=watched)
+    with caplog.at_level(logging.WARNING, logger="failopen.fleet"):
+        fleet._check_leader(json.dumps({"id": "laptop", "page": OTHER_PAGE}).encode())
+    (line,) = foreign_lines(caplog)
+    assert secret not in line.getMessage() and "***" in line.getMessage()
+    assert fleet.foreign_leader == "laptop" and fleet.polls
+    store.close()

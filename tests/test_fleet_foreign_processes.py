@@ -137,6 +137,8 @@ def test_a_laptop_on_the_production_store_never_switches_production_off(
     elapsed = time.monotonic() - started
     polled = [m.state()["polls"] - p for m, p in zip(production, before, strict=True)]
     assert all(n <= elapsed / INTERVAL + 2 for n in polled), (polled, elapsed)
+    print(f"\nunder the laptop's lease: {[round(n * INTERVAL / elapsed, 2) for n in polled]} "
+          "status requests per interval per production process")
     assert fake_status_page.requests - requests_before >= sum(polled) - 2
     assert all(m.state()["foreign_leader"] == laptop.state()["id"] for m in production)
     assert laptop.state()["leader"] and not laptop.state()["enforce"]
