@@ -222,7 +222,7 @@ class Fleet:
                 if foreign != self.foreign_leader:  # once per lease; paced beyond that
                     self._foreign.ignored("the poller's lease", foreign, why)
         if foreign is None and self.foreign_leader is not None:
-            logger.warning("fleet: the poller's lease is no longer another deployment's; this "
+            logger.warning("the poller's lease is no longer another deployment's; this "
                            "process follows the fleet again", extra={
                                "event": "failopen.fleet_foreign_ended", "leader": self.leader})
         self.foreign_leader = foreign

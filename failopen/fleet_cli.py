@@ -113,7 +113,7 @@ def _print_text(report: dict[str, Any]) -> None:
     else:
         _say(f"reading:  global {reading['global_status']} ({reading['kind']}) by {reading['by']}"
              f" at {reading['at']}, {reading['age_seconds']:g}s ago"
-             f"{other + ' (not acted on)' if reading['other_page'] else ''}")
+             f"{other + ' (ignored by this deployment)' if reading['other_page'] else ''}")
     override = report["override"]
     if override is None:
         _say("override: none: the status page decides")
