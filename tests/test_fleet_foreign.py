@@ -58,6 +58,7 @@ def test_another_deployments_leader_and_outage_readings_are_ignored(
     client = redis_server.client()
     plant_leader(client, **identity)
     with caplog.at_level(logging.WARNING, logger="failopen.fleet"):
+        started = time.monotonic()
         runtime.start()
         for n in range(10):  # a fresh outage reading every poll, as a leader publishes them
             client.set("failopen:reading", reading(n, "major_outage", **identity))
@@ -65,7 +66,7 @@ def test_another_deployments_leader_and_outage_readings_are_ignored(
         assert runtime.state.enforce, runtime.state
         assert runtime.state.global_status == "operational"
         # It polls its own page, one request per interval (0.2 s) at most.
-        assert 3 <= fetches(runtime) <= 7
+        assert 1 <= fetches(runtime) <= (time.monotonic() - started) / 0.2 + 2
         assert runtime.fleet is not None and runtime.fleet.foreign_leader == "laptop"
         assert not runtime.fleet.leader and runtime.fleet.store_state == "redis"
         (line,) = foreign_lines(caplog)  # ten readings and twenty syncs: one line
