@@ -4,6 +4,8 @@ The leader publishes each probe's result under ``<prefix>probe``; the other proc
 their sync and count it through their own :class:`~failopen.probe.VerifyProbe`. A stored value is
 parsed as strictly as the published status reading (:func:`failopen.fleet.parse_reading`):
 anything failopen did not write is a :class:`~failopen.exceptions.StoreError`, never a result.
+``verify`` says which verify URL the probe called (:mod:`failopen._fleet_identity`): a result of
+another, or one without (an older failopen), is parsed but never counted.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from failopen._fleet_identity import stored_hash
 from failopen.exceptions import StoreError
 from failopen.verify import VerifyOutcome, VerifyResult
 
@@ -55,12 +58,14 @@ class ProbeResult:
     #: In fleet mode: ``<process id>:<sequence>`` and the process that sent it; "" otherwise.
     id: str = ""
     by: str = ""
+    #: In fleet mode: the hash of the verify URL the probe called (None: unknown).
+    verify: str | None = None
 
     def to_json(self) -> str:
         """The stored form."""
         return json.dumps({
             "id": self.id, "by": self.by, "at": self.at, "verdict": self.verdict,
-            "outcome": self.outcome, "reason": self.reason[:_MAX_TEXT],
+            "outcome": self.outcome, "reason": self.reason[:_MAX_TEXT], "verify": self.verify,
         }, sort_keys=True)
 
 
@@ -99,4 +104,5 @@ def parse_probe(raw: Any, *, now: float) -> ProbeResult | None:
     if verdict_of(VerifyResult(VerifyOutcome(outcome), "")) != verdict:
         raise StoreError("the published probe result's verdict does not match its outcome")
     return ProbeResult(verdict=verdict, outcome=outcome, reason=_text(data, "reason"),
-                       at=float(at), id=_text(data, "id"), by=_text(data, "by"))
+                       at=float(at), id=_text(data, "id"), by=_text(data, "by"),
+                       verify=stored_hash(data.get("verify")))

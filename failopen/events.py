@@ -150,6 +150,13 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
         "why"),
     "failopen.fleet_store_back": (
         "failopen.fleet", "WARNING", "the fleet's Redis store answers again", "store"),
+    "failopen.fleet_foreign": (
+        "failopen.fleet", "ERROR", "a record of another deployment sharing the Redis store and "
+        "prefix (another status page or verify URL) was ignored (one line per 5 minutes)",
+        "record, member, why, suppressed"),
+    "failopen.fleet_foreign_ended": (
+        "failopen.fleet", "WARNING", "the poller's lease is no longer another deployment's",
+        "leader"),
     "failopen.fleet_error": (
         "failopen.fleet", "ERROR", "a bug in a fleet sync (the watcher goes on)", "-"),
     "failopen.thread_ended": (

@@ -18,6 +18,13 @@ writes are idempotent (the same kind of reading, overwritten whole), and followe
 publishers' readings less than half a poll interval apart as one, so hysteresis is not sped up
 either (one leader's own readings all count, however its jitter spaced them).
 
+Another deployment sharing the Redis and the prefix (staging beside production, a laptop with
+production's store URL) writes the same keys. Every record says what its writer watched
+(:mod:`failopen._fleet_identity`); a process acts only on readings of its own status page and
+global component and on probe results of its own verify URL. Under another deployment's lease
+it polls (and probes) its own page, as when Redis is down; the override stays shared (the prefix
+is the operator's choice of fleet). One paced ERROR says what to change.
+
 When Redis is down, slow (a command over its timeout), answers garbage or has lost the keys,
 the process falls back: it polls the status page itself, keeps the override it last saw until
 that override's own expiry, logs once, and rejoins when Redis answers properly again. A marker
@@ -29,16 +36,17 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import secrets
 import socket
 import threading
 from typing import TYPE_CHECKING, Any, Literal
 
+from failopen._fleet_identity import ForeignRecords, Watched, stored_hash
+from failopen._fleet_reading import FleetReading, Kind, parse_reading
 from failopen._forksafe import renew_locks_after_fork
 from failopen._probe_record import ProbeResult, parse_probe
-from failopen._status_documents import KNOWN_STATUSES, Component, StatusReport
+from failopen._status_documents import StatusReport
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.exceptions import StoreError
 from failopen.stores.redis import parse_override
@@ -54,80 +62,6 @@ logger = logging.getLogger("failopen.fleet")
 #: Seconds a process's heartbeat key lives: ``failopen fleet`` lists those seen in the last minute.
 HEARTBEAT_TTL = 60.0
 _HEARTBEAT_EVERY = 10.0  # or a third of the lease, if shorter
-_FUTURE_SKEW = 60.0  # a reading dated further ahead than this is garbage, not a fresh reading
-_MAX_REGIONS = 200
-_MAX_TEXT = 200
-_MAX_READING = 128 * 1024
-
-Kind = Literal["watcher", "confirmed"]
-
-
-class FleetReading:
-    """A status reading published to the fleet."""
-
-    __slots__ = ("at", "by", "id", "kind", "report")
-
-    def __init__(self, id: str, by: str, at: float, kind: Kind, report: StatusReport) -> None:
-        self.id, self.by, self.at, self.kind, self.report = id, by, at, kind, report
-
-    def to_json(self) -> str:
-        """The stored form."""
-        report = self.report
-        return json.dumps({
-            "id": self.id, "by": self.by, "at": self.at, "kind": self.kind,
-            "global_status": report.global_status, "source": report.source,
-            "regions": [{"id": r.id, "name": r.name, "status": r.status,
-                         "description": r.description} for r in report.regions[:_MAX_REGIONS]],
-        }, sort_keys=True)
-
-
-def _text(data: dict[str, Any], key: str, *, optional: bool = False) -> Any:
-    value = data.get(key)
-    if value is None and optional:
-        return None
-    if not isinstance(value, str) or len(value) > _MAX_TEXT:
-        raise StoreError(f"the published status reading has no usable {key!r}")
-    return value
-
-
-def parse_reading(raw: Any, *, now: float) -> FleetReading | None:
-    """The published reading (None: none yet); StoreError for anything failopen did not write."""
-    if raw is None:
-        return None
-    if len(raw) > _MAX_READING:
-        raise StoreError("the published status reading is larger than failopen writes")
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError, TypeError, UnicodeDecodeError):
-        raise StoreError("the published status reading is not JSON") from None
-    if not isinstance(data, dict):
-        raise StoreError("the published status reading is not an object")
-    at = data.get("at")
-    if isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at) \
-            or not 0 < at <= now + _FUTURE_SKEW:
-        # A reading dated in the future would never grow old: refused, never trusted.
-        raise StoreError("the published status reading has no usable time")
-    kind = data.get("kind")
-    if kind not in ("watcher", "confirmed"):
-        raise StoreError("the published status reading has no usable kind")
-    source = data.get("source")
-    regions_data = data.get("regions")
-    if source not in ("components", "indicator") or not isinstance(regions_data, list) \
-            or len(regions_data) > _MAX_REGIONS:
-        raise StoreError("the published status reading is malformed")
-    regions = []
-    for item in regions_data:
-        if not isinstance(item, dict):
-            raise StoreError("the published status reading is malformed")
-        status = _text(item, "status")
-        regions.append(Component(
-            id=_text(item, "id"), name=_text(item, "name"), status=status,
-            description=_text(item, "description", optional=True), group=False, group_id=None,
-            updated_at=None, known=status in KNOWN_STATUSES,
-        ))
-    report = StatusReport(global_status=_text(data, "global_status"), global_component=None,
-                          regions=tuple(regions), fetched_at=float(at), source=source)
-    return FleetReading(_text(data, "id"), _text(data, "by"), float(at), kind, report)
 
 
 def _identity() -> str:
@@ -138,8 +72,13 @@ class Fleet:
     """This process's membership of a fleet sharing one Redis store."""
 
     def __init__(self, store: RedisStore, watcher: StatusWatcher, *, lease: float = 10.0,
-                 confirm_ttl: float = 10.0, clock: Clock = SYSTEM_CLOCK) -> None:
+                 confirm_ttl: float = 10.0, clock: Clock = SYSTEM_CLOCK,
+                 watched: Watched | None = None) -> None:
         self.store = store
+        #: What this process acts on (its page, its verify URL): records of another are ignored.
+        self.watched = watched if watched is not None else Watched()
+        self._foreign = ForeignRecords(self.watched, f"{store.shown} with prefix {store.prefix!r}",
+                                       clock=clock)
         store.fleet_syncs = True  # a plain GET would read keys lost to a FLUSHALL as "none"
         self.watcher = watcher
         self.lease = lease
@@ -160,7 +99,9 @@ class Fleet:
         self.id = _identity()
         self.leader = False
         self.leader_since: float | None = None
-        self._token = json.dumps({"id": self.id, "since": self._clock.time()}, sort_keys=True)
+        self._token = self._lease_token(self._clock.time())
+        #: The id of another deployment's process holding the lease (we poll ourselves), or None.
+        self.foreign_leader: str | None = None
         self._renew_due = 0.0
         self._heartbeat_due = 0.0
         self._last_id: str | None = None
@@ -176,8 +117,15 @@ class Fleet:
 
     @property
     def polls(self) -> bool:
-        """True when this process must poll the status page itself (leader, or fallen back)."""
-        return self.leader or self.store_state == "local"
+        """True when this process must poll the status page itself (leader, fallen back, or the
+        lease is another deployment's)."""
+        return self.leader or self.store_state == "local" or self.foreign_leader is not None
+
+    def _lease_token(self, since: float) -> str:
+        # What the leader watches goes with its lease: a member of another deployment that finds
+        # it polls its own page rather than wait for readings it would never act on.
+        return json.dumps({"id": self.id, "since": since, "page": self.watched.page,
+                           "verify": self.watched.verify}, sort_keys=True)
 
     # --- the background thread -------------------------------------------------------------
 
@@ -226,10 +174,11 @@ class Fleet:
         except StoreError as exc:
             raise _Unfollowable(str(exc)) from None
         self._elect(leader_raw, now, mono)
+        self._check_leader(leader_raw)
         if mono >= self._heartbeat_due:
             store.heartbeat(self.id, json.dumps({
                 "id": self.id, "pid": os.getpid(), "leader": self.leader, "seen": now,
-                "polls": self.watcher.polls,
+                "polls": self.watcher.polls, "page": self.watched.page,
             }, sort_keys=True), int(HEARTBEAT_TTL * 1000))
             self._heartbeat_due = mono + min(_HEARTBEAT_EVERY, self.lease / 3)
         pending, self._pending = self._pending, None
@@ -255,12 +204,28 @@ class Fleet:
             self._set_leader(False, now, "its lease was lost")
         if not self.leader and leader_raw is None:
             # The token says since when this process leads (``failopen fleet`` shows it).
-            self._token = json.dumps({"id": self.id, "since": now}, sort_keys=True)
+            self._token = self._lease_token(now)
             if store.acquire(self._token, lease_ms):
                 self._renew_due = mono + self.lease / 3
                 self._set_leader(True, now, "the lease was free")
         elif self.leader and mono >= self._renew_due:
             self._renew_due = mono + self.lease / 3
+
+    def _check_leader(self, leader_raw: Any) -> None:
+        """Another deployment's lease: poll our own page (and probe) rather than follow it."""
+        foreign = None
+        if not self.leader and leader_raw is not None and self.watched.page is not None:
+            token = json.loads(leader_raw)  # an object with an id: checked by _is_token
+            why = self._foreign.leader_differs(token)
+            if why is not None:
+                foreign = token["id"]
+                if foreign != self.foreign_leader:  # once per lease; paced beyond that
+                    self._foreign.ignored("the poller's lease", foreign, why)
+        if foreign is None and self.foreign_leader is not None:
+            logger.warning("the poller's lease is no longer another deployment's; this "
+                           "process follows the fleet again", extra={
+                               "event": "failopen.fleet_foreign_ended", "leader": self.leader})
+        self.foreign_leader = foreign
 
     def _set_leader(self, leader: bool, now: float, why: str) -> None:
         if leader != self.leader:
@@ -295,6 +260,13 @@ class Fleet:
         if reading.id == self._last_id or reading.by == self.id:
             return
         self._last_id = reading.id
+        if self.watched.page is None:
+            return  # no status page of its own: no reading is about this process's page
+        why = self._foreign.page_differs(reading.page)
+        if why is not None:
+            status = repr(reading.report.global_status)[:40]
+            self._foreign.ignored(f"a status reading (global {status})", reading.by, why)
+            return
         age = max(0.0, now - reading.at)
         if age > self.watcher.stale_after:
             return  # old already: it would open nothing a fresh reading does not
@@ -316,6 +288,10 @@ class Fleet:
         if probe is None or result.id == self._last_probe_id or result.by == self.id:
             return
         self._last_probe_id = result.id
+        why = self._foreign.verify_differs(result.verify)
+        if why is not None:
+            self._foreign.ignored(f"a {result.verdict!r} verify probe result", result.by, why)
+            return
         if now - result.at > 2 * probe.interval:
             return  # old already: a result is evidence about the moment it was made
         # Two leaders for a moment: their results closer than half an interval count once.
@@ -330,7 +306,7 @@ class Fleet:
         self._seq += 1
         self._last_probe_at, self._last_probe_by = result.at, self.id
         stored = ProbeResult(result.verdict, result.outcome, result.reason, result.at,
-                             id=f"{self.id}:{self._seq}", by=self.id)
+                             id=f"{self.id}:{self._seq}", by=self.id, verify=self.watched.verify)
         try:
             self.store.publish_probe(stored.to_json(), self._reading_ttl_ms())
         except StoreError as exc:
@@ -346,7 +322,8 @@ class Fleet:
         """A reading this process made, to publish (the leader's now; a confirmation's at the
         next sync, off the request path)."""
         self._seq += 1
-        reading = FleetReading(f"{self.id}:{self._seq}", self.id, at, kind, report)
+        reading = FleetReading(f"{self.id}:{self._seq}", self.id, at, kind, report,
+                               page=self.watched.page)
         if kind == "confirmed":
             self._pending = reading
             return
@@ -367,12 +344,16 @@ class Fleet:
         if self.store_state != "redis":
             return True
         try:
-            got, raw = self.store.try_confirm(self.id, int(self.confirm_ttl * 1000))
-            if not got and raw is not None:
+            mine = json.dumps({"id": self.id, "page": self.watched.page}, sort_keys=True)
+            got, raw, holder = self.store.try_confirm(mine, int(self.confirm_ttl * 1000))
+            if got or self._foreign.page_differs(_lock_page(holder)) is not None:
+                # Another deployment's check says nothing about this process's page.
+                return True
+            if raw is not None:
                 reading = parse_reading(raw, now=self._clock.time())
                 if reading is not None and reading.kind == "confirmed":
                     self._apply(reading, self._clock.time())
-            return got
+            return False
         except StoreError:
             return True
 
@@ -398,3 +379,12 @@ def _is_token(raw: Any) -> bool:
     except (ValueError, TypeError, UnicodeDecodeError):
         return False
     return isinstance(data, dict) and isinstance(data.get("id"), str)
+
+
+def _lock_page(raw: Any) -> str | None:
+    """The page of the process holding the confirmation lock (None: unknown, or no holder)."""
+    try:
+        data = json.loads(raw) if raw is not None else None
+    except (ValueError, TypeError, UnicodeDecodeError):
+        return None
+    return stored_hash(data.get("page")) if isinstance(data, dict) else None

@@ -1,6 +1,11 @@
 """``failopen fleet``: who polls for the fleet and since when, the last reading and its age, the
 override, and the processes seen in the last minute (read from the Redis store, never written).
 
+Each of the leader, the reading and the processes is marked ``other_page`` when it watches
+another status page (or global component) than ``FAILOPEN_STATUS_URL`` and
+``FAILOPEN_GLOBAL_COMPONENT`` name (without them: than the leader): another deployment sharing
+the store and prefix, whose records this deployment ignores.
+
 Exit codes as the other verbs: 0 when the store answered, 2 when it could not be read.
 """
 
@@ -13,6 +18,7 @@ import time
 from typing import Any
 
 from failopen._cli_config import STORE_FIELDS, command_config
+from failopen._fleet_identity import Watched, stored_hash
 from failopen._terminal import printable
 from failopen.exceptions import ConfigError, StoreError
 from failopen.flag import rfc3339
@@ -30,8 +36,10 @@ def _json_or_none(raw: Any) -> Any:
         return None
 
 
-def fleet_report(store: RedisStore, *, now: float | None = None) -> dict[str, Any]:
-    """What the store says about the fleet, JSON-ready. Raises StoreError."""
+def fleet_report(store: RedisStore, *, now: float | None = None,
+                 page: str | None = None) -> dict[str, Any]:
+    """What the store says about the fleet, JSON-ready; ``page``: the hash of the status page
+    this deployment watches (None: the leader's). Raises StoreError."""
     now = time.time() if now is None else now
     epoch, override_raw, reading_raw, leader_raw = store.snapshot()
     leader = _json_or_none(leader_raw)
@@ -39,10 +47,13 @@ def fleet_report(store: RedisStore, *, now: float | None = None) -> dict[str, An
                               "keys_present": epoch is not None}
     if isinstance(leader, dict) and isinstance(leader.get("id"), str):
         since = leader.get("since")
+        page = page if page is not None else stored_hash(leader.get("page"))
         report["leader"] = {"id": leader["id"], "since": rfc3339(since)
-                            if isinstance(since, (int, float)) else None}
+                            if isinstance(since, (int, float)) else None,
+                            **_page_of(leader.get("page"), page)}
     else:
         report["leader"] = None
+    report["page"] = page
     try:
         reading = parse_reading(reading_raw, now=now)
     except StoreError as exc:
@@ -53,6 +64,7 @@ def fleet_report(store: RedisStore, *, now: float | None = None) -> dict[str, An
             "by": reading.by, "at": rfc3339(reading.at), "age_seconds": round(now - reading.at, 3),
             "impaired_regions": [r.description or r.name
                                  for r in reading.report.impaired_regions()],
+            **_page_of(reading.page, page),
         }
     try:
         override = parse_override(override_raw)
@@ -69,9 +81,16 @@ def fleet_report(store: RedisStore, *, now: float | None = None) -> dict[str, An
         if isinstance(seen, dict) and isinstance(seen.get("seen"), (int, float)):
             processes.append({"id": seen.get("id"), "pid": seen.get("pid"),
                               "leader": seen.get("leader") is True, "polls": seen.get("polls"),
-                              "last_seen_seconds": round(now - seen["seen"], 3)})
+                              "last_seen_seconds": round(now - seen["seen"], 3),
+                              **_page_of(seen.get("page"), page)})
     report["processes"] = sorted(processes, key=lambda p: str(p["id"]))
     return report
+
+
+def _page_of(stored: Any, page: str | None) -> dict[str, Any]:
+    """A record's page hash, and whether it is another than ``page`` (None: nothing to compare)."""
+    theirs = stored_hash(stored)
+    return {"page": theirs, "other_page": page is not None and theirs != page}
 
 
 def _say(line: str) -> None:
@@ -82,8 +101,10 @@ def _say(line: str) -> None:
 def _print_text(report: dict[str, Any]) -> None:
     leader = report["leader"]
     _say(f"store:    {report['store']} (prefix {report['prefix']!r})")
-    _say(f"leader:   {leader['id']} since {leader['since']}" if leader else
-          "leader:   none (the next process to sync takes the lease)")
+    other = "; watches another status page"
+    _say(f"leader:   {leader['id']} since {leader['since']}"
+         f"{other if leader['other_page'] else ''}" if leader else
+         "leader:   none (the next process to sync takes the lease)")
     reading = report["reading"]
     if reading is None:
         _say("reading:  none published")
@@ -91,7 +112,8 @@ def _print_text(report: dict[str, Any]) -> None:
         _say(f"reading:  unusable: {reading['error']}")
     else:
         _say(f"reading:  global {reading['global_status']} ({reading['kind']}) by {reading['by']}"
-              f" at {reading['at']}, {reading['age_seconds']:g}s ago")
+             f" at {reading['at']}, {reading['age_seconds']:g}s ago"
+             f"{other + ' (ignored by this deployment)' if reading['other_page'] else ''}")
     override = report["override"]
     if override is None:
         _say("override: none: the status page decides")
@@ -103,7 +125,13 @@ def _print_text(report: dict[str, Any]) -> None:
     _say(f"processes seen in the last minute: {len(report['processes'])}")
     for proc in report["processes"]:
         _say(f"  {proc['id']}{' (leader)' if proc['leader'] else ''}: "
-              f"{proc['last_seen_seconds']:g}s ago")
+             f"{proc['last_seen_seconds']:g}s ago{other if proc['other_page'] else ''}")
+    strangers = sum(proc["other_page"] for proc in report["processes"])
+    if strangers:
+        _say(f"warning: {strangers} of these watch another status page than "
+             f"{report['reference']}: another deployment shares this Redis and prefix "
+             f"{report['prefix']!r}; each ignores the other's readings and polls its own page. "
+             "Give each deployment its own FAILOPEN_REDIS_PREFIX or Redis database.")
 
 
 def _cmd_fleet(args: argparse.Namespace) -> int:
@@ -113,8 +141,9 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     if not isinstance(store, RedisStore):
         raise ConfigError("FAILOPEN_STORE: failopen fleet reads a redis:// store; "
                           f"{store.describe()} has no fleet")
+    watched = Watched.of(config.status_url, config.global_component, None)
     try:
-        report = fleet_report(store)
+        report = fleet_report(store, page=watched.page)
     except StoreError as exc:
         print(f"failopen fleet: {exc}", file=sys.stderr)
         return 2
@@ -123,6 +152,7 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(report, sort_keys=True) + "\n")
     else:
+        report["reference"] = watched.shown if watched.page is not None else "the leader"
         _print_text(report)
     return 0
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from failopen._fleet_identity import Watched
 from failopen.audit import BypassAudit
 from failopen.audit_file import AuditFile
 from failopen.clock import SYSTEM_CLOCK, Clock
@@ -113,7 +114,9 @@ class FailOpen:
         self.fleet: Fleet | None = None
         if isinstance(self.store, RedisStore):
             self.fleet = Fleet(self.store, self.watcher, lease=config.fleet_lease,
-                               confirm_ttl=config.confirm_ttl, clock=clock)
+                               confirm_ttl=config.confirm_ttl, clock=clock,
+                               watched=Watched.of(config.status_url, config.global_component,
+                                                  config.verify_url if config.probe else None))
             self.watcher.fleet = self.fleet
             if confirmer is not None:
                 confirmer.fleet = self.fleet

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from failopen import Config
+from failopen._fleet_identity import Watched
 from failopen.runtime import FailOpen
 from failopen.testing import free_port
 
@@ -153,6 +154,15 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
 
 
 # --- several fleet members in one process ----------------------------------------------------
+
+
+def same_deployment(config: Config) -> dict[str, str | None]:
+    """The ``page`` and ``verify`` a member of ``config`` writes in its records: what a record
+    planted for another process of the same deployment (a leader, a reading) must carry."""
+    watched = Watched.of(config.status_url, config.global_component,
+                         config.verify_url if config.probe else None)
+    return {"page": watched.page, "verify": watched.verify}
+
 
 
 class Counted:

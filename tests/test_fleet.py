@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _redis_kit import RedisServer, wait_for
+from _redis_kit import RedisServer, same_deployment, wait_for
 
 from failopen.runtime import FailOpen
 from failopen.testing import FakeStatusPage, FakeVerifyAPI
@@ -176,11 +176,13 @@ def test_a_reading_from_the_future_is_not_trusted(
     fleet: Callable[..., list[FailOpen]], redis_server: RedisServer
 ) -> None:
     (runtime,) = fleet(1)
+    ours = same_deployment(runtime.config)
     client = redis_server.client()
     client.set("failopen:epoch", "1")
-    client.set("failopen:leader", json.dumps({"id": "elsewhere", "since": 1}), px=60_000)
+    client.set("failopen:leader", json.dumps({"id": "elsewhere", "since": 1, **ours}),
+               px=60_000)
     forged = {"id": "x:1", "by": "x", "at": time.time() + 3600, "kind": "watcher",
-              "global_status": "major_outage", "source": "components", "regions": []}
+              "global_status": "major_outage", "source": "components", "regions": [], **ours}
     client.set("failopen:reading", json.dumps(forged))
     runtime.start()
     assert wait_for(lambda: runtime.fleet is not None and runtime.fleet.store_state == "local")
@@ -193,11 +195,12 @@ def test_followers_count_a_readings_age(
 ) -> None:
     """A published outage reading that is already older than the stale limit opens nothing."""
     (follower,) = fleet(1, poll_interval=5.0, stale_after=10.0, max_stale_bypass=10.0)
+    ours = same_deployment(follower.config)
     redis_server.client().set("failopen:epoch", "1")
-    redis_server.client().set("failopen:leader", json.dumps({"id": "elsewhere", "since": 1}),
-                              px=60_000)
+    redis_server.client().set("failopen:leader",
+                              json.dumps({"id": "elsewhere", "since": 1, **ours}), px=60_000)
     old = {"id": "elsewhere:1", "by": "elsewhere", "at": time.time() - 11, "kind": "watcher",
-           "global_status": "major_outage", "source": "components", "regions": []}
+           "global_status": "major_outage", "source": "components", "regions": [], **ours}
     redis_server.client().set("failopen:reading", json.dumps(old))
     follower.start()
     time.sleep(0.3)

@@ -4,18 +4,15 @@ and restarted, FLUSHALL, and gunicorn --preload with four workers sharing one po
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
+from _fleet_kit import Member
 from _redis_kit import RedisServer, wait_for
 from _serving import fakes_env, served
 
@@ -31,32 +28,6 @@ HERE = Path(__file__).resolve().parent
 SITE = HERE.parent / "examples" / "django_site"
 LEASE = 1.5
 REFRESH = 0.1
-
-
-class Member:
-    """One fleet member process; ``state()`` is its latest JSON line."""
-
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.log = log
-        self.out = log.open("wb")
-        self.proc = subprocess.Popen([sys.executable, str(HERE / "fleet_member.py")], env=env,
-                                     stdout=self.out, stderr=subprocess.DEVNULL)
-
-    def state(self) -> dict[str, Any]:
-        lines = self.log.read_bytes().splitlines()
-        for line in reversed(lines[-3:]):
-            try:
-                data: dict[str, Any] = json.loads(line)
-                return data
-            except ValueError:
-                continue  # a line half-written
-        return {}
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-        self.out.close()
 
 
 @pytest.fixture

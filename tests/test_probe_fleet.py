@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from _redis_kit import RedisServer, wait_for
+from _redis_kit import RedisServer, same_deployment, wait_for
 
 from failopen._probe_record import ProbeResult, parse_probe
 from failopen.exceptions import StoreError
@@ -94,13 +94,15 @@ def test_forged_failed_probes_never_open_a_member_whose_requests_are_answered(
     """Whoever writes Redis can place an override anyway; still, a forged result alone is one of
     the two conditions only: requests that the vendor answers keep enforcement on."""
     (member,) = fleet(1, **PROBING)
+    ours = same_deployment(member.config)  # not secret: whoever reads Redis can copy them
     client = redis_server.client()
     client.set("failopen:epoch", "1")
-    client.set("failopen:leader", json.dumps({"id": "elsewhere", "since": 1}), px=60_000)
+    client.set("failopen:leader", json.dumps({"id": "elsewhere", "since": 1, **ours}),
+               px=60_000)
     member.start()
     for n in range(12):
         forged = ProbeResult("failed", "unavailable", "timeout", time.time(),
-                             id=f"elsewhere:{n}", by="elsewhere")
+                             id=f"elsewhere:{n}", by="elsewhere", verify=ours["verify"])
         client.set("failopen:probe", forged.to_json(), px=60_000)
         for _ in range(5):
             member.decide("junk-token-answered-400", path="/login")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _redis_kit import RedisServer, wait_for
+from _redis_kit import RedisServer, same_deployment, wait_for
 
 from failopen import Config
 from failopen.runtime import FailOpen
@@ -17,10 +17,11 @@ from failopen.runtime import FailOpen
 pytestmark = pytest.mark.timeout(60)
 
 
-def _follower_of_elsewhere(client: Any) -> None:
-    """Another machine leads (and publishes): this process only follows."""
+def _follower_of_elsewhere(client: Any, config: Config) -> None:
+    """Another machine of the same deployment leads (and publishes): this process follows."""
     client.set("failopen:epoch", "1")
-    client.set("failopen:leader", json.dumps({"id": "elsewhere", "since": 1}), px=60_000)
+    client.set("failopen:leader", json.dumps({"id": "elsewhere", "since": 1,
+                                              **same_deployment(config)}), px=60_000)
 
 
 def test_an_unusable_reading_does_not_cut_a_process_off_from_overrides(
@@ -31,14 +32,15 @@ def test_an_unusable_reading_does_not_cut_a_process_off_from_overrides(
     key: an operator lifting a force-off (or forcing enforcement on) reached none of them, and
     they went on admitting tokenless requests until the force-off's own expiry (up to 7 days)."""
     client = redis_server.client()
-    _follower_of_elsewhere(client)
     (runtime,) = fleet(1)
+    _follower_of_elsewhere(client, runtime.config)
     (operator,) = fleet(1)  # never started: writes the store as `failopen override` does
     runtime.start()
     operator.flag.force_off("vendor outage INC-1", ttl=600)
     assert wait_for(lambda: not runtime.state.enforce)
     skewed = {"id": "elsewhere:7", "by": "elsewhere", "at": time.time() + 120, "kind": "watcher",
-              "global_status": "major_outage", "source": "components", "regions": []}
+              "global_status": "major_outage", "source": "components", "regions": [],
+              **same_deployment(runtime.config)}
     client.set("failopen:reading", json.dumps(skewed))
     assert wait_for(lambda: runtime.fleet is not None and runtime.fleet.store_state == "local")
     operator.flag.automatic("outage over")
@@ -114,9 +116,10 @@ def test_a_sync_read_before_a_local_override_does_not_drop_it(
         runtime.stop()
 
 
-def _reading(n: int, at: float, status: str) -> str:
+def _reading(n: int, at: float, status: str, config: Config) -> str:
     return json.dumps({"id": f"elsewhere:{n}", "by": "elsewhere", "at": at, "kind": "watcher",
-                       "global_status": status, "source": "components", "regions": []})
+                       "global_status": status, "source": "components", "regions": [],
+                       **same_deployment(config)})
 
 
 def test_a_leaders_jittered_readings_all_count_towards_ending_a_bypass(
@@ -127,20 +130,20 @@ def test_a_leaders_jittered_readings_all_count_towards_ending_a_bypass(
     once (such readings count once) also dropped the one leader's second recovery reading: the
     leader enforced again, its followers went on bypassing."""
     client = redis_server.client()
-    _follower_of_elsewhere(client)
     (follower,) = fleet(1, poll_interval=2.0, poll_jitter=0.9, close_after=2)
+    _follower_of_elsewhere(client, follower.config)
     follower.start()
     now = time.time()
-    client.set("failopen:reading", _reading(1, now - 2.0, "major_outage"))
+    client.set("failopen:reading", _reading(1, now - 2.0, "major_outage", follower.config))
     assert wait_for(lambda: not follower.state.enforce)
-    client.set("failopen:reading", _reading(2, now - 1.0, "operational"))
+    client.set("failopen:reading", _reading(2, now - 1.0, "operational", follower.config))
     fleet_ = follower.fleet
     assert fleet_ is not None
     assert wait_for(lambda: fleet_.last_reading is not None
                     and fleet_.last_reading.id == "elsewhere:2")
     assert not follower.state.enforce  # one reading that is not an outage: close_after is 2
     # 0.5 s later: the leader's next poll, 2 s - 0.75 x 2 s of jitter after the last.
-    client.set("failopen:reading", _reading(3, now - 0.5, "operational"))
+    client.set("failopen:reading", _reading(3, now - 0.5, "operational", follower.config))
     assert wait_for(lambda: follower.state.enforce, timeout=3), follower.state
     assert fetches_none(follower)
 

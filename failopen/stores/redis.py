@@ -14,6 +14,12 @@ Keys, all under ``FAILOPEN_REDIS_PREFIX`` (default ``failopen:``), so several si
   replica), which is not the same as "no override".
 * ``proc:<id>`` — each process's heartbeat (TTL one minute), for ``failopen fleet``.
 
+The reading, the lease, the confirmation lock and the heartbeats carry ``page``, a hash of the
+status page and global component their writer watches (the probe result and a probing leader's
+lease ``verify``, a hash of the verify URL): a process acts only on its own
+(:mod:`failopen._fleet_identity`). Give each deployment its own prefix or database all the same:
+the override is shared by prefix.
+
 Whoever can write these keys can switch protection off, as with the file store: give Redis a
 password or an ACL and keep it off public networks. The URL's password is shown only masked.
 
@@ -71,12 +77,13 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
 end
 return 0
 """
-# The fleet-wide confirmation lock; when taken, the latest reading comes back in the same trip.
+# The fleet-wide confirmation lock; when taken, the latest reading and the lock's holder come
+# back in the same trip (another deployment's lock says nothing about this one's page).
 _CONFIRM = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, false}
+  return {1, false, false}
 end
-return {0, redis.call('GET', KEYS[2])}
+return {0, redis.call('GET', KEYS[2]), redis.call('GET', KEYS[1])}
 """
 
 
@@ -325,11 +332,13 @@ class RedisStore:
         """Remove this process's heartbeat (on a clean stop)."""
         self.call("DEL", self.client.delete, self.key_proc + proc)
 
-    def try_confirm(self, token: str, ttl_ms: int) -> tuple[bool, Any]:
-        """Take the confirmation lock; when taken elsewhere, the latest reading's value."""
-        got, reading = self.call("EVAL", self._confirm,
-                                 keys=[self.key_confirm, self.key_reading], args=[token, ttl_ms])
-        return bool(got), reading
+    def try_confirm(self, token: str, ttl_ms: int) -> tuple[bool, Any, Any]:
+        """Take the confirmation lock; when taken elsewhere, the latest reading's value and the
+        holder's token."""
+        got, reading, holder = self.call("EVAL", self._confirm,
+                                         keys=[self.key_confirm, self.key_reading],
+                                         args=[token, ttl_ms])
+        return bool(got), reading, holder
 
     def processes(self) -> list[Any]:
         """The heartbeat values of the processes seen in the last minute."""
