@@ -33,7 +33,14 @@ from failopen.rai.exceptions import (
 )
 from failopen.rai.models import Cohort, Page
 
-__all__ = ["BaseClient", "error_from_response", "decode_page", "parse_cohort", "decode_object"]
+#: Pages in one window (at most 30 days; one cohort for its sessions): 100 million records at
+#: the spec's largest page_size of 1,000. ``max_pages`` of the clients, ``--max-pages``.
+DEFAULT_MAX_PAGES = 100_000
+
+__all__ = [
+    "BaseClient", "error_from_response", "decode_page", "parse_cohort", "decode_object",
+    "DEFAULT_MAX_PAGES",
+]  # fmt: skip
 
 logger = logging.getLogger("failopen.rai")
 
@@ -283,6 +290,7 @@ class BaseClient:
         backoff_base: float,
         backoff_max: float,
         prefetch: bool,
+        max_pages: int = DEFAULT_MAX_PAGES,
     ) -> None:
         self.base_url = check_base_url(base_url)
         if not isinstance(client_id, str) or not client_id:
@@ -297,6 +305,10 @@ class BaseClient:
         self.backoff_base = _positive("backoff_base", backoff_base)
         self.backoff_max = _positive("backoff_max", backoff_max)
         self.prefetch = bool(prefetch)
+        if isinstance(max_pages, bool) or not isinstance(max_pages, int) or max_pages < 1:
+            raise RaiValidationError(f"max_pages must be an int >= 1, not {max_pages!r}")
+        #: The most pages a list call takes in one window (see ``_pager.py``'s bounds).
+        self.max_pages = max_pages
         self.user_agent = _user_agent()
         self._rng = random.Random()
         # Shared by every thread using this client: a retry's backoff holds back all requests

@@ -51,8 +51,10 @@ A second run on the same state file refuses to start (<state>.lock).
 
 Exit codes: 0 done, 1 the output, state or lock file could not be used, 2 bad
 arguments (or a 400), 3 unauthorized or forbidden, 4 not found, 5 server or
-network failure after the retries. On failure the state keeps every cohort
-written before it; the next run goes on from there.
+network failure after the retries, or a listing the service never ends (100
+empty pages in a row still carrying a next_page_token, or --max-pages pages).
+On failure the state keeps every cohort written before it; the next run goes on
+from there.
 """
 
 
@@ -68,12 +70,6 @@ def _lookback(text: str) -> timedelta:
 def _parallel(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 32:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer from 1 to 32")
-    return int(text)
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
     return int(text)
 
 
@@ -182,7 +178,7 @@ def register_sync(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sync.add_argument("--until", metavar="RFC3339", help="end of this run (default: now)")
     sync.add_argument("--parallel", type=_parallel, default=4, metavar="N",
                       help="cohorts fetched at once, 1-32 (default: 4)")  # fmt: skip
-    sync.add_argument("--batch-records", type=_positive, default=20_000, metavar="N",
+    sync.add_argument("--batch-records", type=cli._positive, default=20_000, metavar="N",
                       help="append and record progress every N records at least (default: "
                       "20000; smaller redoes less after a crash, costs more fsyncs)")
     sync.add_argument("--json", action="store_true",
@@ -190,6 +186,7 @@ def register_sync(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sync.add_argument("--base-url", help=f"service base URL (default: ${cli.ENV_BASE_URL})")
     sync.add_argument("--page-size", type=cli._page_size, default=cli.DEFAULT_PAGE_SIZE,
                       help=f"records per request, 1-1000 (default: {cli.DEFAULT_PAGE_SIZE})")
+    cli.max_pages_flag(sync)
     sync.add_argument("--timeout", type=float, default=30.0,
                       help="seconds per attempt (default: 30)")  # fmt: skip
     sync.add_argument("--max-attempts", type=int, default=4,

@@ -26,6 +26,7 @@ from failopen.rai import (
     Unauthorized,
 )
 from failopen.rai._arguments import check_cohort_id, check_id, check_public_keys, check_window
+from failopen.rai._base import DEFAULT_MAX_PAGES
 from failopen.rai._output import (
     EXTRA_COLUMN,
     AtomicFile,
@@ -84,10 +85,14 @@ only when the export is complete, so an interrupted or failed export leaves no
 file that looks whole (the temporary file is removed on errors, Ctrl-C and
 SIGTERM). Progress goes to stderr, only when stderr is a terminal.
 
+A listing the service never ends is cut short: 100 empty pages in a row that
+still carry a next_page_token, or --max-pages pages in one window, end the run
+with exit 5 (service_error).
+
 Exit codes: 0 done, 1 the output could not be written, 2 bad arguments (or a 400
 from the service), 3 unauthorized or forbidden, 4 not found, 5 server or network
-failure after the retries. Failures print the error code, message and
-request_id; never the secret or a token.
+failure after the retries, or an answer that breaks the spec. Failures print
+the error code, message and request_id; never the secret or a token.
 """
 
 # --- running a verb ----------------------------------------------------------------------------
@@ -110,6 +115,7 @@ def _client(args: argparse.Namespace) -> Client:
     # more than N requests at once, though N + 1 windows may be under way (one finishing).
     return Client(base_url, client_id, client_secret, timeout=args.timeout,
                   max_attempts=args.max_attempts,
+                  max_pages=getattr(args, "max_pages", DEFAULT_MAX_PAGES),
                   max_in_flight=getattr(args, "parallel", None))  # fmt: skip
 
 
@@ -321,6 +327,20 @@ def _count(text: str) -> int:
     return int(text)
 
 
+def max_pages_flag(parser: argparse.ArgumentParser) -> None:
+    """``--max-pages``: the bound that ends a listing the service never ends (exit 5)."""
+    parser.add_argument("--max-pages", type=_positive, default=DEFAULT_MAX_PAGES, metavar="N",
+                        help="most pages per window of up to 30 days (or per cohort); a service "
+                        "still sending a next page after that fails the run (default: "
+                        f"{DEFAULT_MAX_PAGES:,})")  # fmt: skip
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
+
+
 def _common(parser: argparse.ArgumentParser, *, paged: bool) -> None:
     parser.add_argument("--base-url", help=f"service base URL (default: ${ENV_BASE_URL})")
     parser.add_argument("--format", choices=("jsonl", "csv"), default="jsonl",
@@ -331,6 +351,7 @@ def _common(parser: argparse.ArgumentParser, *, paged: bool) -> None:
     if paged:
         parser.add_argument("--page-size", type=_page_size, default=DEFAULT_PAGE_SIZE,
                             help=f"records per request, 1-1000 (default: {DEFAULT_PAGE_SIZE})")
+        max_pages_flag(parser)
     parser.add_argument("--timeout", type=float, default=30.0,
                         help="seconds per attempt (default: 30)")  # fmt: skip
     parser.add_argument("--max-attempts", type=int, default=4,
