@@ -34,7 +34,9 @@ Each run lists the cohorts of each key from where the last run ended, less
 --lookback (a cohort created late inside an old window is still caught), up to
 --until (default: now), skips the cohorts already delivered, and writes the new
 ones and their sessions. --since is needed the first time for each key, and is
-ignored once the state file knows the key.
+ignored once the state file knows the key: it records a key's --since before
+its first run fetches anything, so a first run killed at any point is resumed by
+the same command without --since.
 
 Output: one file per UTC day and kind in --out-dir, cohorts-YYYY-MM-DD.jsonl
 (by cohort_window_start) and sessions-YYYY-MM-DD.jsonl (by session_created),
@@ -88,7 +90,7 @@ def _sink(args: argparse.Namespace) -> Sink:
     if args.out_dir == "-":
         if args.format != "jsonl":
             raise UsageError("--out-dir - writes JSON lines; drop --format csv")
-        return StdoutSink(sys.stdout.buffer)
+        return StdoutSink(sys.stdout.buffer, owner=args.state)
     columns = {"cohorts": COHORT_COLUMNS, "sessions": SESSION_COLUMNS}
     return DirSink(args.out_dir, args.format, columns)
 
@@ -126,8 +128,13 @@ def _sync(args: argparse.Namespace) -> int:
         cli._report(prog, "invalid_argument", str(exc), None)
         code = cli.EXIT_USAGE
     except MissingSince as exc:
-        cli._report(prog, "invalid_argument", f"the state file has no {exc.args[0]!r} yet: "
-                    "give --since for its first run", None)  # fmt: skip
+        key, exists = exc.args
+        where = f"the state file has no {key!r} yet" if exists else (
+            f"no state file yet ({args.state}): this is the first run"
+        )  # fmt: skip
+        cli._report(prog, "invalid_argument", f"{where}: give --since for its first run "
+                    "(later runs, even after one was killed, go on without it)", None)
+
         code = cli.EXIT_USAGE
     except StateError as exc:
         cli._report(prog, "state_error", str(exc), None)

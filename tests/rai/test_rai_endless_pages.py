@@ -228,7 +228,7 @@ def test_sync_ends_keeps_what_it_committed_and_frees_its_lock(
 
     # The lock is free, and once the service behaves the same command finishes the job.
     served.hostile = None
-    again = run_cli(served.url, SECRET, *argv, "--since", SINCE)
+    again = run_cli(served.url, SECRET, *argv)  # the same command, minus --since
     assert again.returncode == 0, again.stderr
     assert_exactly_once(out, emulator)
 
