@@ -369,6 +369,25 @@ class BaseClient:
         return delay
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _host_port(exc: Exception) -> str | None:
+    """``host:port`` the failed request went to; never the URL's user info or path."""
+    try:
+        url = exc.request.url  # type: ignore[attr-defined]  # httpx.RequestError
+    except (AttributeError, RuntimeError):  # httpx raises RuntimeError when no request is set
+        return None
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    port = url.port or _DEFAULT_PORTS.get(url.scheme)
+    return f"{host}:{port}" if port else host
+
+
 def transport_error(exc: Exception) -> RaiTransportError:
-    """A RaiTransportError for an httpx request failure (httpx's text carries no headers)."""
-    return RaiTransportError(f"{type(exc).__name__}: {str(exc) or 'no detail'}")
+    """A RaiTransportError for an httpx request failure, naming the host and port it failed on
+    (a wrong base URL shows at once); httpx's text carries no headers, the base URL no user
+    info (``check_base_url``)."""
+    where = _host_port(exc)
+    detail = str(exc) or "no detail"
+    kind = type(exc).__name__
+    return RaiTransportError(f"{kind} ({where}): {detail}" if where else f"{kind}: {detail}")

@@ -15,6 +15,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from datetime import datetime
 from typing import Any, TypeAlias
 
+from failopen._terminal import printable
 from failopen.rai import (
     BadRequest,
     Client,
@@ -121,9 +122,16 @@ def _client(args: argparse.Namespace) -> Client:
 
 def _report(prog: str, code: str, message: str, request_id: str | None,
             status: int | None = None) -> None:  # fmt: skip
+    """One line on stderr; outside text (the service's code, message, id) shown printable.
+
+    The request id is named only for an answer of the service (its HTTP status is known): an
+    error that never reached it (a bad argument, the network) has none to quote.
+    """
     where = f" (HTTP {status})" if status is not None else ""
-    print(f"{prog}: {code}{where}: {message} [request_id: {request_id or 'none'}]",
-          file=sys.stderr)  # fmt: skip
+    line = f"{prog}: {printable(code)}{where}: {printable(message)}"
+    if status is not None or request_id:
+        line += f" [request_id: {printable(request_id or 'none')}]"
+    print(line, file=sys.stderr)
 
 
 def _exit_code(exc: RaiError) -> tuple[int, str]:
