@@ -164,7 +164,11 @@ def _export(args: argparse.Namespace, columns: tuple[str, ...], fetch: Fetch) ->
                 if args.out not in (None, "-"):
                     target = AtomicFile(args.out)
                 out = target.file if target is not None else sys.stdout.buffer
-                writer = CsvRows(out, columns) if args.format == "csv" else JsonLines(out)
+                # CSV on a terminal is a table to read: cells shown printable (JSONL stays
+                # exact: it is the records as received, like --json elsewhere).
+                args.terminal = target is None and _is_terminal(sys.stdout)
+                writer = (CsvRows(out, columns, terminal=args.terminal) if args.format == "csv"
+                          else JsonLines(out))  # fmt: skip
                 args.spool_dir = None if target is None else os.path.dirname(target.path)
                 batches = fetch(client, args)
                 try:
@@ -210,6 +214,14 @@ def _export(args: argparse.Namespace, columns: tuple[str, ...], fetch: Fetch) ->
             target.discard()
 
 
+def _is_terminal(stream: object) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if isatty is not None else False
+    except (OSError, ValueError):  # closed or detached
+        return False
+
+
 def _close(iterable: object) -> None:
     close = getattr(iterable, "close", None)
     if close is not None:
@@ -248,7 +260,7 @@ def _encoder(args: argparse.Namespace, columns: tuple[str, ...]) -> Encode:
             return "\n".join([*lines, ""]).encode() if lines else b""
         buffer = io.BytesIO()
         if args.format == "csv":
-            CsvRows(buffer, columns, header=False).write(records)
+            CsvRows(buffer, columns, header=False, terminal=args.terminal).write(records)
         else:
             JsonLines(buffer).write(records, lines)
         return buffer.getvalue()

@@ -116,3 +116,81 @@ def test_the_services_error_text_in_sync_is_printed_escaped(
     assert result.returncode == 2
     assert not any(char in result.stderr for char in "\x1b\x07\x9b\u202e\u2066\r")
     assert "bad \\x1b]0;owned" in result.stderr
+
+
+# -- records shown as a CSV table on the terminal ----------------------------------------------
+
+
+@pytest.fixture
+def hostile_records() -> Iterator[LoopbackServer]:
+    """The emulator, but the sessions listed carry terminal escapes in their text."""
+    emulator = RaiEmulator(client_secret=SECRET)
+    record = {"session_id": "ses_1", "session_created": "2024-05-01T10:00:00Z",
+              "attack_label": HOSTILE, "telltale_names": [HOSTILE], "note": HOSTILE}  # fmt: skip
+
+    def handler(request: FakeRequest) -> Reply:
+        if request.path.endswith("/authorize"):
+            return emulator.handler(request)
+        # Only in the window (or --parallel slice) that holds its time, as a service would.
+        start, end = request.query["from"][0], request.query["to"][0]
+        inside = start <= record["session_created"] < end
+        return Reply.json({"sessions": [record] if inside else [], "next_page_token": ""})
+
+    with LoopbackServer(handler) as server:
+        yield server
+
+
+def run_on_terminal(base_url: str, *argv: str) -> tuple[int, bytes]:
+    """``failopen ARGV`` with its stdout on a pseudo-terminal, as an operator runs it."""
+    import os
+    import pty
+    import subprocess
+
+    from _hostile import FAILOPEN
+
+    env = {**os.environ, "FAILOPEN_RAI_BASE_URL": base_url,
+           "FAILOPEN_RAI_CLIENT_ID": "test-client", "FAILOPEN_RAI_CLIENT_SECRET": SECRET}
+    master, slave = pty.openpty()
+    with subprocess.Popen([str(FAILOPEN), *argv], env=env, stdout=slave,
+                          stderr=subprocess.DEVNULL) as child:  # fmt: skip
+        os.close(slave)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+        os.close(master)
+        return child.wait(60), shown
+
+
+@pytest.mark.parametrize("parallel", ["1", "2"])
+def test_csv_on_a_terminal_shows_escapes_as_text(
+    hostile_records: LoopbackServer, parallel: str
+) -> None:
+    code, shown = run_on_terminal(hostile_records.url, "rai", "sessions", *WINDOW,
+                                  "--format", "csv", "--parallel", parallel)  # fmt: skip
+    assert code == 0
+    text = shown.decode()
+    assert "ses_1" in text
+    assert not any(char in text for char in "\x1b\x07\x9b\u202e")
+    # Each cell shown printable: the label, the JSON array and extra_fields alike.
+    assert text.count("bad \\x1b]0;owned\\x07\\x1b[2J\\u202eevil\\x9b31m\\r\\nnext") == 1
+    assert text.count("owned") == 3  # in JSON cells as JSON's own escapes (\u001b), shown too
+
+
+def test_csv_to_a_file_keeps_the_records_text_exact(
+    hostile_records: LoopbackServer, tmp_path: Path
+) -> None:
+    import csv
+
+    out = tmp_path / "sessions.csv"
+    result = run_cli(hostile_records.url, SECRET, "rai", "sessions", *WINDOW, "--format", "csv",
+                     "--out", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    with open(out, newline="", encoding="utf-8") as f:
+        header, row = list(csv.reader(f))
+    assert row[header.index("attack_label")] == HOSTILE  # data, not a display: exact
