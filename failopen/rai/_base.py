@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from failopen._http import parse_retry_after
+from failopen._terminal import printable
 from failopen.rai._arguments import API_PREFIX, check_base_url
 from failopen.rai.exceptions import (
     BadRequest,
@@ -358,13 +359,13 @@ class BaseClient:
             if asked > self.backoff_max:
                 logger.warning(
                     "%s failed (%s); not retrying: Retry-After %.0fs exceeds backoff_max %.0fs",
-                    what, error, asked, self.backoff_max,
+                    what, printable(str(error)), asked, self.backoff_max,
                 )
                 return None
             delay = max(delay, asked)
         logger.warning(
             "%s failed (%s); attempt %d of %d, retrying in %.2fs",
-            what, error, attempt, self.max_attempts, delay,
+            what, printable(str(error)), attempt, self.max_attempts, delay,
         )
         return delay
 

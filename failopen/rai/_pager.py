@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -73,6 +74,10 @@ def peek_cursor(content: bytes) -> str | None:
         return None
 
 
+def _digest(token: str) -> bytes:
+    return hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
 class Pager(Generic[T]):
     """Which request comes next in one list call: the windows in order, the cursor within each.
 
@@ -112,7 +117,9 @@ class Pager(Generic[T]):
         self._pages = 0  # in the current window
         self._empty = 0  # empty pages in a row with a token, in the current window
         self._index = 0
-        self._tokens: set[str] = set()
+        # Digests of the window's tokens, not the tokens: a service sending huge tokens would
+        # otherwise hold max_pages of them in memory.
+        self._tokens: set[bytes] = set()
         self._previous: set[Hashable] = set()
         self._current: set[Hashable] = set()
 
@@ -148,12 +155,13 @@ class Pager(Generic[T]):
         """The parameters of the request after ``page``; None when the listing is complete."""
         token = page.next_page_token
         if token:
-            if token in self._tokens:
+            digest = _digest(token)
+            if digest in self._tokens:
                 raise InvalidResponse(
                     f"list of {self.key}: the service returned a next_page_token it had "
                     "already returned; stopping instead of looping forever"
                 )
-            self._tokens.add(token)
+            self._tokens.add(digest)
             self._check_progress(page)
             return [*self._windows[self._index], ("page_token", token)]
         self._index += 1

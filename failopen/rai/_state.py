@@ -112,10 +112,10 @@ class SyncState:
     def remove_stale_temporaries(self) -> None:
         """Delete the temporary files of a :meth:`save` killed before its rename (under the lock).
 
-        Only names :meth:`save` makes (``.<state name>.`` and mkstemp's eight characters).
+        Only names :meth:`save` makes: ``.<state name>.``, mkstemp's eight characters, ``.tmp``.
         """
         folder = os.path.dirname(os.path.abspath(self.path))
-        name = re.compile(re.escape(f".{os.path.basename(self.path)}.") + r"[a-z0-9_]{8}")
+        name = re.compile(re.escape(f".{os.path.basename(self.path)}.") + r"[a-z0-9_]{8}\.tmp")
         with contextlib.suppress(OSError), os.scandir(folder) as entries:
             for entry in entries:
                 if name.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
@@ -131,7 +131,8 @@ class SyncState:
             "keys": {key: self.keys[key].to_json() for key in sorted(self.keys)},
         }
         folder = os.path.dirname(os.path.abspath(self.path))
-        fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", dir=folder)
+        fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", suffix=".tmp",
+                                    dir=folder)  # fmt: skip
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(body, f, separators=(",", ":"), sort_keys=True)

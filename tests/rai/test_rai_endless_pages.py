@@ -247,3 +247,25 @@ def test_sync_with_an_endless_cohort_listing_ends(
     assert "empty pages in a row" in result.stderr
     assert hostile.pages <= MAX_EMPTY_PAGES + 1
     assert sorted(p.name for p in out.iterdir()) == []
+
+
+def test_huge_tokens_are_not_kept_in_memory() -> None:
+    # The repeated-token check remembers every token of a window: a service sending tokens of
+    # 200 KB would make it hold max_pages of them (20 GB at the default bound).
+    import tracemalloc
+
+    from failopen.rai._pager import sessions_pager
+    from failopen.rai.models import Page
+
+    pager = sessions_pager(SINCE, "2024-05-02T00:00:00Z", [KEY], cohort_id=None, anomaly_id=None,
+                           telltale_id=None, page_size=None)  # fmt: skip
+    tracemalloc.start()
+    try:
+        for n in range(300):
+            pager.after(Page([{"session_id": str(n)}], f"{n:08d}" + "x" * 200_000))
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 5_000_000  # 300 tokens of 200 KB would be 60 MB
+    with pytest.raises(InvalidResponse, match="already returned"):
+        pager.after(Page([{"session_id": "again"}], f"{7:08d}" + "x" * 200_000))

@@ -194,3 +194,21 @@ def test_csv_to_a_file_keeps_the_records_text_exact(
     with open(out, newline="", encoding="utf-8") as f:
         header, row = list(csv.reader(f))
     assert row[header.index("attack_label")] == HOSTILE  # data, not a display: exact
+
+
+def test_the_retry_warnings_show_the_services_text_escaped() -> None:
+    emulator = RaiEmulator(client_secret=SECRET)
+
+    def handler(request: FakeRequest) -> Reply:
+        if request.path.endswith("/authorize"):
+            return emulator.handler(request)
+        body = {"error": {"code": "internal", "message": HOSTILE, "request_id": "r\x1b[8m"}}
+        return Reply(500, json.dumps(body).encode(), [("Content-Type", "application/json")])
+
+    with LoopbackServer(handler) as server:
+        result = run_cli(server.url, SECRET, "rai", "sessions", *WINDOW, "--parallel", "1",
+                         "--max-attempts", "2")  # fmt: skip
+    assert result.returncode == 5
+    assert "retrying in" in result.stderr  # the warning was printed...
+    assert not any(char in result.stderr for char in "\x1b\x07\x9b\u202e\r")  # ...escaped
+    assert "bad \\x1b]0;owned" in result.stderr

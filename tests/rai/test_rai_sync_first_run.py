@@ -162,9 +162,10 @@ def test_a_stale_state_temporary_is_removed_and_nothing_else(
     out = tmp_path / "out"
     out.mkdir()
     state, log = tmp_path / "state.json", tmp_path / "err"
-    stale = tmp_path / ".state.json.k3j_9x0a"
+    stale = tmp_path / ".state.json.k3j_9x0a.tmp"
     stale.write_text('{"version": 1')
-    kept = [tmp_path / ".state.json.backup", tmp_path / ".other.json.k3j_9x0a"]
+    kept = [tmp_path / ".state.json.backup01", tmp_path / ".state.json.k3j_9x0a",
+            tmp_path / ".other.json.k3j_9x0a.tmp"]  # not names a save of this state makes
     for path in kept:
         path.write_text("mine")
     run = start(server, command(state, out, "--since", SINCE, "--until", "2024-05-02T00:00:00Z"),
