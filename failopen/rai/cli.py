@@ -80,6 +80,9 @@ of any fields the spec does not list (empty when none). Arrays and objects are
 JSON in their cell, booleans true/false, null an empty cell. A text cell that
 starts with =, +, -, @, tab or carriage return gets a leading apostrophe (')
 so that spreadsheets show it as text instead of running it as a formula.
+CSV shown on a terminal has control and bidi characters escaped in every cell
+(\\x1b, \\u202e), so a record cannot rewrite the screen; --out and pipes get the
+text exactly.
 
 --out is written to a hidden temporary file beside it and renamed into place
 only when the export is complete, so an interrupted or failed export leaves no
@@ -93,7 +96,8 @@ with exit 5 (service_error).
 Exit codes: 0 done, 1 the output could not be written, 2 bad arguments (or a 400
 from the service), 3 unauthorized or forbidden, 4 not found, 5 server or network
 failure after the retries, or an answer that breaks the spec. Failures print
-the error code, message and request_id; never the secret or a token.
+the error code and message, the request_id when the service answered, and the
+host:port for a network error; never the secret or a token.
 """
 
 # --- running a verb ----------------------------------------------------------------------------
