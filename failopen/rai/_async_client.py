@@ -12,7 +12,13 @@ from typing import Any, Literal, TypeVar, overload
 import httpx
 
 from failopen.rai._arguments import Instant, Params, cohort_path
-from failopen.rai._base import BaseClient, error_from_response, parse_cohort, transport_error
+from failopen.rai._base import (
+    DEFAULT_MAX_PAGES,
+    BaseClient,
+    error_from_response,
+    parse_cohort,
+    transport_error,
+)
 from failopen.rai._pager import (
     Pager,
     Record,
@@ -40,7 +46,8 @@ class AsyncClient(BaseClient):
     fetches the next page while the caller handles the current one, never more than one page
     ahead: it is started, and given the event loop, as soon as the current page's cursor is
     decoded, before any model of the current page is built. ``timer`` is the monotonic clock
-    used for token expiry.
+    used for token expiry. A listing ends with InvalidResponse after ``max_pages`` pages in one
+    window, or 100 empty pages in a row, that still ask for more (``_pager.py``).
     """
 
     def __init__(
@@ -57,10 +64,12 @@ class AsyncClient(BaseClient):
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
         prefetch: bool = True,
         timer: Callable[[], float] = time.monotonic,
+        max_pages: int = DEFAULT_MAX_PAGES,
     ) -> None:
         super().__init__(
             base_url, client_id, client_secret, timeout=timeout, max_attempts=max_attempts,
             backoff_base=backoff_base, backoff_max=backoff_max, prefetch=prefetch,
+            max_pages=max_pages,
         )
         self._sleep = sleep
         self.auth = ClientCredentialsAuth(
@@ -117,6 +126,8 @@ class AsyncClient(BaseClient):
             await self._sleep(delay)
 
     async def _raw_pages(self, pager: Pager[Any]) -> AsyncGenerator[Page[Record], None]:
+        pager.max_pages = self.max_pages
+
         async def fetch(params: Params) -> Page[Record]:
             return pager.decode(await self._request("GET", pager.path, params))
 

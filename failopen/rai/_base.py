@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from failopen._http import parse_retry_after
+from failopen._terminal import printable
 from failopen.rai._arguments import API_PREFIX, check_base_url
 from failopen.rai.exceptions import (
     BadRequest,
@@ -33,7 +34,14 @@ from failopen.rai.exceptions import (
 )
 from failopen.rai.models import Cohort, Page
 
-__all__ = ["BaseClient", "error_from_response", "decode_page", "parse_cohort", "decode_object"]
+#: Pages in one window (at most 30 days; one cohort for its sessions): 100 million records at
+#: the spec's largest page_size of 1,000. ``max_pages`` of the clients, ``--max-pages``.
+DEFAULT_MAX_PAGES = 100_000
+
+__all__ = [
+    "BaseClient", "error_from_response", "decode_page", "parse_cohort", "decode_object",
+    "DEFAULT_MAX_PAGES",
+]  # fmt: skip
 
 logger = logging.getLogger("failopen.rai")
 
@@ -283,6 +291,7 @@ class BaseClient:
         backoff_base: float,
         backoff_max: float,
         prefetch: bool,
+        max_pages: int = DEFAULT_MAX_PAGES,
     ) -> None:
         self.base_url = check_base_url(base_url)
         if not isinstance(client_id, str) or not client_id:
@@ -297,6 +306,10 @@ class BaseClient:
         self.backoff_base = _positive("backoff_base", backoff_base)
         self.backoff_max = _positive("backoff_max", backoff_max)
         self.prefetch = bool(prefetch)
+        if isinstance(max_pages, bool) or not isinstance(max_pages, int) or max_pages < 1:
+            raise RaiValidationError(f"max_pages must be an int >= 1, not {max_pages!r}")
+        #: The most pages a list call takes in one window (see ``_pager.py``'s bounds).
+        self.max_pages = max_pages
         self.user_agent = _user_agent()
         self._rng = random.Random()
         # Shared by every thread using this client: a retry's backoff holds back all requests
@@ -346,17 +359,36 @@ class BaseClient:
             if asked > self.backoff_max:
                 logger.warning(
                     "%s failed (%s); not retrying: Retry-After %.0fs exceeds backoff_max %.0fs",
-                    what, error, asked, self.backoff_max,
+                    what, printable(str(error)), asked, self.backoff_max,
                 )
                 return None
             delay = max(delay, asked)
         logger.warning(
             "%s failed (%s); attempt %d of %d, retrying in %.2fs",
-            what, error, attempt, self.max_attempts, delay,
+            what, printable(str(error)), attempt, self.max_attempts, delay,
         )
         return delay
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _host_port(exc: Exception) -> str | None:
+    """``host:port`` the failed request went to; never the URL's user info or path."""
+    try:
+        url = exc.request.url  # type: ignore[attr-defined]  # httpx.RequestError
+    except (AttributeError, RuntimeError):  # httpx raises RuntimeError when no request is set
+        return None
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    port = url.port or _DEFAULT_PORTS.get(url.scheme)
+    return f"{host}:{port}" if port else host
+
+
 def transport_error(exc: Exception) -> RaiTransportError:
-    """A RaiTransportError for an httpx request failure (httpx's text carries no headers)."""
-    return RaiTransportError(f"{type(exc).__name__}: {str(exc) or 'no detail'}")
+    """A RaiTransportError for an httpx request failure, naming the host and port it failed on
+    (a wrong base URL shows at once); httpx's text carries no headers, the base URL no user
+    info (``check_base_url``)."""
+    where = _host_port(exc)
+    detail = str(exc) or "no detail"
+    kind = type(exc).__name__
+    return RaiTransportError(f"{kind} ({where}): {detail}" if where else f"{kind}: {detail}")

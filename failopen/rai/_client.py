@@ -12,7 +12,13 @@ from typing import Any, Literal, TypeVar, overload
 import httpx
 
 from failopen.rai._arguments import Instant, Params, cohort_path
-from failopen.rai._base import BaseClient, error_from_response, parse_cohort, transport_error
+from failopen.rai._base import (
+    DEFAULT_MAX_PAGES,
+    BaseClient,
+    error_from_response,
+    parse_cohort,
+    transport_error,
+)
 from failopen.rai._pager import (
     SLIM_FIELDS,
     Pager,
@@ -42,7 +48,9 @@ class Client(BaseClient):
     page ahead: its request leaves as soon as the current answer arrives (its cursor read from
     the raw bytes, checked once the page is decoded: ``_pipeline.py``), before the page is
     decoded or any model built. ``timer`` is the monotonic clock used for token expiry.
-    ``max_in_flight`` caps the requests on the wire at once across all threads using the client.
+    A listing ends with InvalidResponse after ``max_pages`` pages in one window, or 100 empty
+    pages in a row, that still ask for more (``_pager.py``). ``max_in_flight`` caps the
+    requests on the wire at once across all threads using the client.
     """
 
     def __init__(
@@ -59,11 +67,13 @@ class Client(BaseClient):
         sleep: Callable[[float], None] = time.sleep,
         prefetch: bool = True,
         timer: Callable[[], float] = time.monotonic,
+        max_pages: int = DEFAULT_MAX_PAGES,
         max_in_flight: int | None = None,
     ) -> None:
         super().__init__(
             base_url, client_id, client_secret, timeout=timeout, max_attempts=max_attempts,
             backoff_base=backoff_base, backoff_max=backoff_max, prefetch=prefetch,
+            max_pages=max_pages,
         )
         self._sleep = sleep
         if max_in_flight is not None and (
@@ -149,6 +159,7 @@ class Client(BaseClient):
             self._sleep(delay)
 
     def _raw_pages(self, pager: Pager[Any]) -> Generator[Page[Record], None, None]:
+        pager.max_pages = self.max_pages
         if not self.prefetch:
             params: Params | None = pager.first()
             while params is not None:

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Iterator
 from types import FrameType
 from typing import IO, Any, TextIO
 
+from failopen._terminal import printable
+
 __all__ = [
     "EXTRA_COLUMN", "ENCODER", "UsageError", "JsonLines", "CsvRows", "AtomicFile",
     "sigterm_raises", "Progress", "safe_text", "limit_malloc_arenas",
@@ -81,12 +83,19 @@ def _cell(value: Any) -> str:
 
 
 class CsvRows:
-    """A header row, then one row per record in a fixed column order."""
+    """A header row, then one row per record in a fixed column order.
 
-    def __init__(self, out: IO[bytes], columns: tuple[str, ...], *, header: bool = True) -> None:
+    With ``terminal``, the rows are a table on an operator's screen, not data: each cell is
+    shown :func:`~failopen._terminal.printable`, so a record's ESC or bidi characters cannot
+    rewrite what the screen shows (a file or a pipe gets the text exactly).
+    """
+
+    def __init__(self, out: IO[bytes], columns: tuple[str, ...], *, header: bool = True,
+                 terminal: bool = False) -> None:  # fmt: skip
         self._out = out
         self._columns = columns
         self._known = frozenset(columns)
+        self._terminal = terminal
         if header:
             self.write_header()
 
@@ -95,6 +104,8 @@ class CsvRows:
         self._write_rows([[safe_text(name) for name in (*self._columns, EXTRA_COLUMN)]])
 
     def _write_rows(self, rows: list[list[str]]) -> None:
+        if self._terminal:
+            rows = [[printable(cell) for cell in row] for row in rows]
         buffer = io.StringIO()
         csv.writer(buffer).writerows(rows)
         self._out.write(buffer.getvalue().encode())

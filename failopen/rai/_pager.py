@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -18,13 +19,13 @@ from failopen.rai._arguments import (
     format_rfc3339,
     split_window,
 )
-from failopen.rai._base import decode_page
+from failopen.rai._base import DEFAULT_MAX_PAGES, decode_page
 from failopen.rai.exceptions import InvalidResponse
 from failopen.rai.models import Cohort, Page, Session
 
 __all__ = [
     "Pager", "Record", "SLIM_FIELDS", "cohorts_pager", "sessions_pager", "cohort_sessions_pager",
-    "peek_cursor",
+    "peek_cursor", "MAX_EMPTY_PAGES", "DEFAULT_MAX_PAGES",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -32,6 +33,10 @@ T = TypeVar("T")
 
 Record = dict[str, Any]
 """One record of a list answer, exactly as decoded."""
+
+#: Empty pages in a row that still carry a ``next_page_token``: a service that has nothing to
+#: send keeps no listing open for more (a hostile one answered that way forever).
+MAX_EMPTY_PAGES = 100
 
 _CURSOR = b'"next_page_token"'
 _WS = b" \t\r\n"
@@ -69,6 +74,10 @@ def peek_cursor(content: bytes) -> str | None:
         return None
 
 
+def _digest(token: str) -> bytes:
+    return hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
 class Pager(Generic[T]):
     """Which request comes next in one list call: the windows in order, the cursor within each.
 
@@ -81,7 +90,10 @@ class Pager(Generic[T]):
     so a record may come back in two adjacent windows; :meth:`deliver` drops a record already seen
     in the current or the previous window (cohorts by ``cohort_id``, sessions by ``session_id``
     and ``cohort_id``). Only ids of two windows are kept, and none when there is one window.
-    Within a window, a ``next_page_token`` seen before is an error, not an endless loop.
+    Within a window, a ``next_page_token`` seen before is an error, not an endless loop; so are
+    :data:`MAX_EMPTY_PAGES` empty pages in a row that still carry a token, and more than
+    :attr:`max_pages` pages (fresh tokens from a broken or hostile service). :meth:`after` raises
+    before the request that would pass a bound, so the pipelined pager sends one at most.
     """
 
     def __init__(
@@ -100,8 +112,14 @@ class Pager(Generic[T]):
         #: Set by :meth:`Client.export_pages`: the only fields kept of a record whose text is in
         #: the page's ``lines`` (never for pages that become models).
         self.keep: tuple[str, ...] | None = None
+        #: Set by the client (its ``max_pages``): the most pages one window may take.
+        self.max_pages = DEFAULT_MAX_PAGES
+        self._pages = 0  # in the current window
+        self._empty = 0  # empty pages in a row with a token, in the current window
         self._index = 0
-        self._tokens: set[str] = set()
+        # Digests of the window's tokens, not the tokens: a service sending huge tokens would
+        # otherwise hold max_pages of them in memory.
+        self._tokens: set[bytes] = set()
         self._previous: set[Hashable] = set()
         self._current: set[Hashable] = set()
 
@@ -137,19 +155,44 @@ class Pager(Generic[T]):
         """The parameters of the request after ``page``; None when the listing is complete."""
         token = page.next_page_token
         if token:
-            if token in self._tokens:
+            digest = _digest(token)
+            if digest in self._tokens:
                 raise InvalidResponse(
                     f"list of {self.key}: the service returned a next_page_token it had "
                     "already returned; stopping instead of looping forever"
                 )
-            self._tokens.add(token)
+            self._tokens.add(digest)
+            self._check_progress(page)
             return [*self._windows[self._index], ("page_token", token)]
         self._index += 1
         if self._index >= len(self._windows):
             return None
         self._tokens.clear()
+        self._pages = self._empty = 0
         self._previous, self._current = self._current, set()
         return list(self._windows[self._index])
+
+    def _check_progress(self, page: Page[Record]) -> None:
+        """InvalidResponse when the page, which asks for one more, passes a bound."""
+        self._pages += 1
+        self._empty = 0 if page.items else self._empty + 1
+        if self._empty >= MAX_EMPTY_PAGES:
+            raise InvalidResponse(
+                f"list of {self.key}: {MAX_EMPTY_PAGES} empty pages in a row{self._where()}, "
+                "each with a next_page_token; stopping: the service is not making progress"
+            )
+        if self._pages >= self.max_pages:
+            raise InvalidResponse(
+                f"list of {self.key}: {self._pages} pages in one window{self._where()} and the "
+                "service still sent a next_page_token; stopping at max_pages (--max-pages in "
+                "the CLI): raise it, or ask for a shorter window, if it holds that many records"
+            )
+
+    def _where(self) -> str:
+        window = dict(self._windows[self._index])
+        if "from" in window and "to" in window:
+            return f" (window {window['from']} to {window['to']})"
+        return ""
 
     def guess_after(self, params: Params, content: bytes) -> Params | None:
         """The request that most likely follows ``content``, the answer to ``params``, read from

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
 import os
 import re
 import tempfile
@@ -58,8 +59,9 @@ class Spool:
     """The encoded records of one unit of work, in temporary files named by their output file."""
 
     def __init__(self, folder: str, fmt: str, columns: Mapping[str, tuple[str, ...]],
-                 write: Write, by_day: bool) -> None:  # fmt: skip
+                 write: Write, by_day: bool, prefix: str = SPOOL_PREFIX) -> None:  # fmt: skip
         self._folder = folder
+        self._prefix = prefix
         self._fmt = fmt
         self._columns = columns
         self._write = write
@@ -71,7 +73,7 @@ class Spool:
     def _file(self, name: str) -> BinaryIO:
         f = self._files.get(name)
         if f is None:
-            fd, path = tempfile.mkstemp(prefix=SPOOL_PREFIX, suffix=".part", dir=self._folder)
+            fd, path = tempfile.mkstemp(prefix=self._prefix, suffix=".part", dir=self._folder)
             f = self._files[name] = os.fdopen(fd, "wb", buffering=1 << 18)
             self.parts[name] = path
         return f
@@ -217,24 +219,38 @@ class DirSink:
 
 
 class StdoutSink:
-    """JSON lines on stdout (``--out-dir -``): each batch flushed before the state advances."""
+    """JSON lines on stdout (``--out-dir -``): each batch flushed before the state advances.
+
+    Spools go to the system's temporary directory, named after the state file (``owner``), so
+    the next run on that state (under its lock) finds those a killed run left, and only those.
+    """
 
     by_day = False
 
-    def __init__(self, out: IO[bytes], write: Write = _write) -> None:
+    def __init__(self, out: IO[bytes], write: Write = _write, *, owner: str = "") -> None:
         self.out = out
         self.write = write
         self.fmt = "jsonl"
+        tag = hashlib.sha256(os.path.abspath(owner).encode()).hexdigest()[:16] if owner else ""
+        self._prefix = f"{SPOOL_PREFIX}{tag}-" if tag else SPOOL_PREFIX
 
     def check(self) -> None:
         """Nothing to check: stdout is open."""
 
     def spool(self) -> Spool:
         """A spool in the system's temporary directory."""
-        return Spool(tempfile.gettempdir(), "jsonl", {}, self.write, by_day=False)
+        return Spool(tempfile.gettempdir(), "jsonl", {}, self.write, by_day=False,
+                     prefix=self._prefix)  # fmt: skip
 
     def remove_stale_spools(self) -> None:
-        """Spools in the temporary directory are not ours to clean by pattern."""
+        """Delete the spools a killed run on the same state left (none without an owner: the
+        temporary directory is shared, and others' spools are not ours to clean)."""
+        if self._prefix == SPOOL_PREFIX:
+            return
+        folder = glob.escape(tempfile.gettempdir())
+        for path in glob.glob(os.path.join(folder, self._prefix + "*.part")):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
     def sizes(self, names: Iterable[str]) -> dict[str, int]:
         """Stdout cannot be cut back: nothing to record."""

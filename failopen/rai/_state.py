@@ -35,13 +35,16 @@ class StateError(Exception):
 @dataclass
 class KeyState:
     """One public key: listed through ``through``; ``delivered`` maps cohort id to the end of the
-    window it was listed in, so an id is forgotten once no later run can list that window again."""
+    window it was listed in, so an id is forgotten once no later run can list that window again.
+    ``since`` is where the key's first run started, recorded before it fetches anything: a first
+    run killed before it completes is resumed from there without ``--since``."""
 
     through: str | None = None
     delivered: dict[str, str] = field(default_factory=dict)
+    since: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"through": self.through, "delivered": self.delivered}
+        return {"through": self.through, "delivered": self.delivered, "since": self.since}
 
 
 @dataclass
@@ -83,15 +86,17 @@ class SyncState:
             raise ValueError(f"version {body.get('version')!r}, this failopen reads {VERSION}")
         keys: dict[str, KeyState] = {}
         for key, entry in body["keys"].items():
-            through = entry["through"]
+            through, since = entry["through"], entry.get("since")
             if through is not None and not isinstance(through, str):
                 raise ValueError(f"keys.{key}.through is not a string")
+            if since is not None and not isinstance(since, str):
+                raise ValueError(f"keys.{key}.since is not a string")
             delivered = entry["delivered"]
             if not isinstance(delivered, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in delivered.items()
             ):
                 raise ValueError(f"keys.{key}.delivered is not an object of strings")
-            keys[key] = KeyState(through, dict(delivered))
+            keys[key] = KeyState(through, dict(delivered), since)
         pending = body.get("pending") or {}
         if not isinstance(pending, dict) or not all(
             isinstance(k, str) and isinstance(v, int) and v >= 0 and _FILE_NAME.fullmatch(k)
@@ -104,6 +109,19 @@ class SyncState:
         """The state of one key, created empty when new."""
         return self.keys.setdefault(public_key, KeyState())
 
+    def remove_stale_temporaries(self) -> None:
+        """Delete the temporary files of a :meth:`save` killed before its rename (under the lock).
+
+        Only names :meth:`save` makes: ``.<state name>.``, mkstemp's eight characters, ``.tmp``.
+        """
+        folder = os.path.dirname(os.path.abspath(self.path))
+        name = re.compile(re.escape(f".{os.path.basename(self.path)}.") + r"[a-z0-9_]{8}\.tmp")
+        with contextlib.suppress(OSError), os.scandir(folder) as entries:
+            for entry in entries:
+                if name.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+
     def save(self) -> None:
         """Replace the state file atomically and durably."""
         body = {
@@ -113,7 +131,8 @@ class SyncState:
             "keys": {key: self.keys[key].to_json() for key in sorted(self.keys)},
         }
         folder = os.path.dirname(os.path.abspath(self.path))
-        fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", dir=folder)
+        fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", suffix=".tmp",
+                                    dir=folder)  # fmt: skip
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(body, f, separators=(",", ":"), sort_keys=True)

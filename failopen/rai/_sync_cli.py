@@ -34,7 +34,9 @@ Each run lists the cohorts of each key from where the last run ended, less
 --lookback (a cohort created late inside an old window is still caught), up to
 --until (default: now), skips the cohorts already delivered, and writes the new
 ones and their sessions. --since is needed the first time for each key, and is
-ignored once the state file knows the key.
+ignored once the state file knows the key: it records a key's --since before
+its first run fetches anything, so a first run killed at any point is resumed by
+the same command without --since.
 
 Output: one file per UTC day and kind in --out-dir, cohorts-YYYY-MM-DD.jsonl
 (by cohort_window_start) and sessions-YYYY-MM-DD.jsonl (by session_created),
@@ -51,8 +53,10 @@ A second run on the same state file refuses to start (<state>.lock).
 
 Exit codes: 0 done, 1 the output, state or lock file could not be used, 2 bad
 arguments (or a 400), 3 unauthorized or forbidden, 4 not found, 5 server or
-network failure after the retries. On failure the state keeps every cohort
-written before it; the next run goes on from there.
+network failure after the retries, or a listing the service never ends (100
+empty pages in a row still carrying a next_page_token, or --max-pages pages).
+On failure the state keeps every cohort written before it; the next run goes on
+from there.
 """
 
 
@@ -71,12 +75,6 @@ def _parallel(text: str) -> int:
     return int(text)
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
-    return int(text)
-
-
 def _instant(text: str | None, name: str) -> datetime | None:
     if text is None:
         return None
@@ -92,7 +90,7 @@ def _sink(args: argparse.Namespace) -> Sink:
     if args.out_dir == "-":
         if args.format != "jsonl":
             raise UsageError("--out-dir - writes JSON lines; drop --format csv")
-        return StdoutSink(sys.stdout.buffer)
+        return StdoutSink(sys.stdout.buffer, owner=args.state)
     columns = {"cohorts": COHORT_COLUMNS, "sessions": SESSION_COLUMNS}
     return DirSink(args.out_dir, args.format, columns)
 
@@ -130,8 +128,13 @@ def _sync(args: argparse.Namespace) -> int:
         cli._report(prog, "invalid_argument", str(exc), None)
         code = cli.EXIT_USAGE
     except MissingSince as exc:
-        cli._report(prog, "invalid_argument", f"the state file has no {exc.args[0]!r} yet: "
-                    "give --since for its first run", None)  # fmt: skip
+        key, exists = exc.args
+        where = f"the state file has no {key!r} yet" if exists else (
+            f"no state file yet ({args.state}): this is the first run"
+        )  # fmt: skip
+        cli._report(prog, "invalid_argument", f"{where}: give --since for its first run "
+                    "(later runs, even after one was killed, go on without it)", None)
+
         code = cli.EXIT_USAGE
     except StateError as exc:
         cli._report(prog, "state_error", str(exc), None)
@@ -182,7 +185,7 @@ def register_sync(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sync.add_argument("--until", metavar="RFC3339", help="end of this run (default: now)")
     sync.add_argument("--parallel", type=_parallel, default=4, metavar="N",
                       help="cohorts fetched at once, 1-32 (default: 4)")  # fmt: skip
-    sync.add_argument("--batch-records", type=_positive, default=20_000, metavar="N",
+    sync.add_argument("--batch-records", type=cli._positive, default=20_000, metavar="N",
                       help="append and record progress every N records at least (default: "
                       "20000; smaller redoes less after a crash, costs more fsyncs)")
     sync.add_argument("--json", action="store_true",
@@ -190,6 +193,7 @@ def register_sync(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sync.add_argument("--base-url", help=f"service base URL (default: ${cli.ENV_BASE_URL})")
     sync.add_argument("--page-size", type=cli._page_size, default=cli.DEFAULT_PAGE_SIZE,
                       help=f"records per request, 1-1000 (default: {cli.DEFAULT_PAGE_SIZE})")
+    cli.max_pages_flag(sync)
     sync.add_argument("--timeout", type=float, default=30.0,
                       help="seconds per attempt (default: 30)")  # fmt: skip
     sync.add_argument("--max-attempts", type=int, default=4,

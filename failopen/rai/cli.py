@@ -15,6 +15,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from datetime import datetime
 from typing import Any, TypeAlias
 
+from failopen._terminal import printable
 from failopen.rai import (
     BadRequest,
     Client,
@@ -26,6 +27,7 @@ from failopen.rai import (
     Unauthorized,
 )
 from failopen.rai._arguments import check_cohort_id, check_id, check_public_keys, check_window
+from failopen.rai._base import DEFAULT_MAX_PAGES
 from failopen.rai._output import (
     EXTRA_COLUMN,
     AtomicFile,
@@ -78,16 +80,24 @@ of any fields the spec does not list (empty when none). Arrays and objects are
 JSON in their cell, booleans true/false, null an empty cell. A text cell that
 starts with =, +, -, @, tab or carriage return gets a leading apostrophe (')
 so that spreadsheets show it as text instead of running it as a formula.
+CSV shown on a terminal has control and bidi characters escaped in every cell
+(\\x1b, \\u202e), so a record cannot rewrite the screen; --out and pipes get the
+text exactly.
 
 --out is written to a hidden temporary file beside it and renamed into place
 only when the export is complete, so an interrupted or failed export leaves no
 file that looks whole (the temporary file is removed on errors, Ctrl-C and
 SIGTERM). Progress goes to stderr, only when stderr is a terminal.
 
+A listing the service never ends is cut short: 100 empty pages in a row that
+still carry a next_page_token, or --max-pages pages in one window, end the run
+with exit 5 (service_error).
+
 Exit codes: 0 done, 1 the output could not be written, 2 bad arguments (or a 400
 from the service), 3 unauthorized or forbidden, 4 not found, 5 server or network
-failure after the retries. Failures print the error code, message and
-request_id; never the secret or a token.
+failure after the retries, or an answer that breaks the spec. Failures print
+the error code and message, the request_id when the service answered, and the
+host:port for a network error; never the secret or a token.
 """
 
 # --- running a verb ----------------------------------------------------------------------------
@@ -110,14 +120,22 @@ def _client(args: argparse.Namespace) -> Client:
     # more than N requests at once, though N + 1 windows may be under way (one finishing).
     return Client(base_url, client_id, client_secret, timeout=args.timeout,
                   max_attempts=args.max_attempts,
+                  max_pages=getattr(args, "max_pages", DEFAULT_MAX_PAGES),
                   max_in_flight=getattr(args, "parallel", None))  # fmt: skip
 
 
 def _report(prog: str, code: str, message: str, request_id: str | None,
             status: int | None = None) -> None:  # fmt: skip
+    """One line on stderr; outside text (the service's code, message, id) shown printable.
+
+    The request id is named only for an answer of the service (its HTTP status is known): an
+    error that never reached it (a bad argument, the network) has none to quote.
+    """
     where = f" (HTTP {status})" if status is not None else ""
-    print(f"{prog}: {code}{where}: {message} [request_id: {request_id or 'none'}]",
-          file=sys.stderr)  # fmt: skip
+    line = f"{prog}: {printable(code)}{where}: {printable(message)}"
+    if status is not None or request_id:
+        line += f" [request_id: {printable(request_id or 'none')}]"
+    print(line, file=sys.stderr)
 
 
 def _exit_code(exc: RaiError) -> tuple[int, str]:
@@ -150,7 +168,11 @@ def _export(args: argparse.Namespace, columns: tuple[str, ...], fetch: Fetch) ->
                 if args.out not in (None, "-"):
                     target = AtomicFile(args.out)
                 out = target.file if target is not None else sys.stdout.buffer
-                writer = CsvRows(out, columns) if args.format == "csv" else JsonLines(out)
+                # CSV on a terminal is a table to read: cells shown printable (JSONL stays
+                # exact: it is the records as received, like --json elsewhere).
+                args.terminal = target is None and _is_terminal(sys.stdout)
+                writer = (CsvRows(out, columns, terminal=args.terminal) if args.format == "csv"
+                          else JsonLines(out))  # fmt: skip
                 args.spool_dir = None if target is None else os.path.dirname(target.path)
                 batches = fetch(client, args)
                 try:
@@ -196,6 +218,14 @@ def _export(args: argparse.Namespace, columns: tuple[str, ...], fetch: Fetch) ->
             target.discard()
 
 
+def _is_terminal(stream: object) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if isatty is not None else False
+    except (OSError, ValueError):  # closed or detached
+        return False
+
+
 def _close(iterable: object) -> None:
     close = getattr(iterable, "close", None)
     if close is not None:
@@ -234,7 +264,7 @@ def _encoder(args: argparse.Namespace, columns: tuple[str, ...]) -> Encode:
             return "\n".join([*lines, ""]).encode() if lines else b""
         buffer = io.BytesIO()
         if args.format == "csv":
-            CsvRows(buffer, columns, header=False).write(records)
+            CsvRows(buffer, columns, header=False, terminal=args.terminal).write(records)
         else:
             JsonLines(buffer).write(records, lines)
         return buffer.getvalue()
@@ -321,6 +351,20 @@ def _count(text: str) -> int:
     return int(text)
 
 
+def max_pages_flag(parser: argparse.ArgumentParser) -> None:
+    """``--max-pages``: the bound that ends a listing the service never ends (exit 5)."""
+    parser.add_argument("--max-pages", type=_positive, default=DEFAULT_MAX_PAGES, metavar="N",
+                        help="most pages per window of up to 30 days (or per cohort); a service "
+                        "still sending a next page after that fails the run (default: "
+                        f"{DEFAULT_MAX_PAGES:,})")  # fmt: skip
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
+
+
 def _common(parser: argparse.ArgumentParser, *, paged: bool) -> None:
     parser.add_argument("--base-url", help=f"service base URL (default: ${ENV_BASE_URL})")
     parser.add_argument("--format", choices=("jsonl", "csv"), default="jsonl",
@@ -331,6 +375,7 @@ def _common(parser: argparse.ArgumentParser, *, paged: bool) -> None:
     if paged:
         parser.add_argument("--page-size", type=_page_size, default=DEFAULT_PAGE_SIZE,
                             help=f"records per request, 1-1000 (default: {DEFAULT_PAGE_SIZE})")
+        max_pages_flag(parser)
     parser.add_argument("--timeout", type=float, default=30.0,
                         help="seconds per attempt (default: 30)")  # fmt: skip
     parser.add_argument("--max-attempts", type=int, default=4,

@@ -46,7 +46,10 @@ class _Stopped(Exception):
 
 
 class MissingSince(Exception):
-    """A key has no state yet and no ``--since`` was given (exit 2)."""
+    """A key has no state yet and no ``--since`` was given (exit 2).
+
+    ``args``: the key, and whether the state file existed.
+    """
 
 
 @dataclass
@@ -188,10 +191,10 @@ class _Run:
         keystate = self.state.key(public_key)
         if keystate.through is not None:
             start = parse_rfc3339(keystate.through, name="state through") - self.options.lookback
-        elif self.options.since is not None:
-            start = self.options.since
+        elif keystate.since is not None:  # a first run, or one resumed after it was killed
+            start = parse_rfc3339(keystate.since, name="state since")
         else:
-            raise MissingSince(public_key)
+            raise MissingSince(public_key, self.state.exists)
         until = self.options.until
         if start >= until:
             return
@@ -248,6 +251,12 @@ class _Run:
                 future.result().spool.discard()
 
 
+def _started(state: SyncState, public_key: str) -> bool:
+    """Whether the state knows where the key's runs start (if not, the first needs --since)."""
+    keystate = state.keys.get(public_key)
+    return keystate is not None and (keystate.through is not None or keystate.since is not None)
+
+
 def run_sync(client: Client, state: SyncState, sink: Sink, options: SyncOptions,
              progress: Progress, summary: Summary | None = None,
              clock: Callable[[], float] = time.monotonic) -> Summary:  # fmt: skip
@@ -258,14 +267,28 @@ def run_sync(client: Client, state: SyncState, sink: Sink, options: SyncOptions,
     """
     summary = summary if summary is not None else Summary()
     started = clock()
-    for public_key in options.public_keys:
-        if public_key not in state.keys and options.since is None:
-            raise MissingSince(public_key)
+    # What a killed run left is cleaned first, whatever this run goes on to do.
     summary.resumed = state.running or bool(state.pending)
     if state.pending:
         sink.rollback(state.pending)  # the previous run died mid-append
         state.pending = {}
     sink.remove_stale_spools()
+    state.remove_stale_temporaries()
+    new = [key for key in options.public_keys if not _started(state, key)]
+    for public_key in new:
+        if options.since is None:
+            raise MissingSince(public_key, state.exists)
+    for public_key in options.public_keys:
+        recorded = state.keys[public_key].since if public_key not in new else None
+        if recorded is not None and state.keys[public_key].through is None and (
+            options.since is not None and format_rfc3339(options.since) != recorded
+        ):
+            logger.warning("--since ignored for %s: its first run, interrupted, started at %s; "
+                           "this run goes on from there", public_key, recorded)  # fmt: skip
+    for public_key in new:
+        assert options.since is not None
+        # Saved below, before anything is fetched: a run killed from now on resumes from it.
+        state.key(public_key).since = format_rfc3339(options.since)
     state.running = True
     state.save()
     run = _Run(client, state, sink, options, summary, progress)

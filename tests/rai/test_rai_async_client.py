@@ -147,7 +147,7 @@ async def test_transport_errors_after_the_last_attempt() -> None:
 
     fake = FakeRai(data)
     client, sleeps = make_async_client(fake, max_attempts=2)
-    with pytest.raises(RaiTransportError, match="ConnectError: refused"):
+    with pytest.raises(RaiTransportError, match=r"ConnectError \(rai\.test:443\): refused"):
         await client.get_cohort("c")
     assert len(sleeps) == 1
 

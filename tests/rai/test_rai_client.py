@@ -448,7 +448,7 @@ def test_transport_errors_after_the_last_attempt() -> None:
     with pytest.raises(RaiTransportError) as info:
         client.get_cohort("c")
     assert info.value.status_code is None
-    assert "ReadTimeout: timed out" in str(info.value)
+    assert "ReadTimeout (rai.test:443): timed out" in str(info.value)  # names where it failed
     assert isinstance(info.value.__cause__, httpx.ReadTimeout)
     assert len(fake.requests) == 3 and len(sleeps) == 2
 
