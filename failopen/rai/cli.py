@@ -15,6 +15,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from datetime import datetime
 from typing import Any, TypeAlias
 
+from failopen._variables import RAI_BASE_URL, RAI_CLIENT_ID, RAI_CLIENT_SECRET
 from failopen.rai import (
     BadRequest,
     Client,
@@ -42,9 +43,8 @@ from failopen.rai.models import Page
 
 __all__ = ["register_rai", "COHORT_COLUMNS", "SESSION_COLUMNS", "DESCRIPTION"]
 
-ENV_BASE_URL = "FAILOPEN_RAI_BASE_URL"
-ENV_CLIENT_ID = "FAILOPEN_RAI_CLIENT_ID"
-ENV_CLIENT_SECRET = "FAILOPEN_RAI_CLIENT_SECRET"
+# Defined with every other variable failopen reads (failopen._variables), so none goes unknown.
+ENV_BASE_URL, ENV_CLIENT_ID, ENV_CLIENT_SECRET = RAI_BASE_URL, RAI_CLIENT_ID, RAI_CLIENT_SECRET
 EXIT_OK, EXIT_OUTPUT, EXIT_USAGE, EXIT_AUTH, EXIT_NOT_FOUND, EXIT_FAILURE = 0, 1, 2, 3, 4, 5
 DEFAULT_PAGE_SIZE = 1000  # the spec's maximum: fewest round trips for an export
 
@@ -100,7 +100,8 @@ def _client(args: argparse.Namespace) -> Client:
     client_id = os.environ.get(ENV_CLIENT_ID, "")
     client_secret = os.environ.get(ENV_CLIENT_SECRET, "")
     given = ((ENV_CLIENT_ID, client_id), (ENV_CLIENT_SECRET, client_secret))
-    missing = [name for name, value in given if not value]
+    # Blank is unset, as for every other secret ("" from a template, a stray space).
+    missing = [name for name, value in given if not value.strip()]
     if missing:
         raise UsageError(f"set {' and '.join(missing)} (credentials are read only from the "
                           "environment, never from the command line)")  # fmt: skip
