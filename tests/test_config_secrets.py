@@ -131,18 +131,26 @@ def test_a_secret_of_the_wrong_type_is_named_without_its_value() -> None:
         Config(admin_token=TOKEN.encode())  # type: ignore[arg-type]
 
 
-def test_the_store_password_opens_a_redis_that_requires_it(redis_server: RedisServer) -> None:
-    """A real redis-server with requirepass: the password given beside the URL is used."""
+@pytest.mark.parametrize("where", ["variable", "url", "query"])
+def test_the_store_password_opens_a_redis_that_requires_it(
+    redis_server: RedisServer, where: str
+) -> None:
+    """A real redis-server with requirepass: the password moved out of the URL, or given beside
+    it, is the one the store authenticates with."""
     admin = redis_server.client()
     admin.config_set("requirepass", PASSWORD)
-    config = Config.from_env({"FAILOPEN_STORE": redis_server.url,
-                              "FAILOPEN_STORE_PASSWORD": PASSWORD})
-    runtime = FailOpen(config)
+    host = redis_server.url.removeprefix("redis://")
+    environ = {"variable": {"FAILOPEN_STORE": redis_server.url,
+                            "FAILOPEN_STORE_PASSWORD": PASSWORD},
+               "url": {"FAILOPEN_STORE": f"redis://:{PASSWORD}@{host}"},
+               "query": {"FAILOPEN_STORE": f"{redis_server.url}?password={PASSWORD}"}}[where]
+    runtime = FailOpen(Config.from_env(environ))
     try:
         runtime.store.save(Override(enforce=True, reason="drill", set_at=1.0, set_by="t"))
         loaded = runtime.store.load()
         assert loaded is not None and loaded.reason == "drill"
-        assert PASSWORD not in repr(runtime.store) and PASSWORD not in runtime.store.describe()
+        shown = repr(runtime.store) + runtime.store.describe() + str(vars(runtime.store))
+        assert PASSWORD not in shown and ":***@" in runtime.store.describe()
     finally:
         runtime.stop()
         admin.execute_command("AUTH", PASSWORD)

@@ -138,9 +138,12 @@ class RedisStore:
     def __init__(self, url: str, *, prefix: str = "failopen:",
                  timeout: float = DEFAULT_TIMEOUT, clock_time: Any = None,
                  password: str | None = None) -> None:
-        from failopen.stores import shown_url
+        from failopen.stores import shown_url, split_password
 
         check_redis_url(url)
+        # A password in the URL goes beside it: no attribute of the store holds it in clear.
+        url, in_url = split_password(url)
+        password = password or in_url
         import time
 
         import redis
