@@ -2,9 +2,9 @@
 
 ``FAILOPEN_PROTECTED_PATHS`` spelled without its S would leave sign-up unprotected without a word:
 every adapter and the CLI name such a variable at start-up, with the closest known one, once
-per process. The known list is built from the code: every Config field's variable, plus the
-variables read outside Config (the ``rai`` client's credentials, defined here and imported by
-``failopen.rai.cli``). tests/test_variables.py fails when code reads a variable not listed here.
+per process. The known list is every Config field's variable, plus the variables read outside
+Config (the ``rai`` client's credentials, named again here so this module imports no client):
+tests/test_variables.py fails when any ``FAILOPEN_*`` name in the code is missing from it.
 """
 
 from __future__ import annotations
@@ -18,16 +18,11 @@ from collections.abc import Mapping
 
 from failopen._config_fields import ENV_PREFIX, env_name
 
-__all__ = [
-    "RAI_BASE_URL", "RAI_CLIENT_ID", "RAI_CLIENT_SECRET", "known_variables", "unknown_variables",
-    "warn_unknown_variables",
-]
+__all__ = ["known_variables", "unknown_variables", "warn_unknown_variables"]
 
-#: The session-intelligence export's settings (``failopen rai``), read from the environment only.
-RAI_BASE_URL = "FAILOPEN_RAI_BASE_URL"
-RAI_CLIENT_ID = "FAILOPEN_RAI_CLIENT_ID"
-RAI_CLIENT_SECRET = "FAILOPEN_RAI_CLIENT_SECRET"
-_OUTSIDE_CONFIG = frozenset({RAI_BASE_URL, RAI_CLIENT_ID, RAI_CLIENT_SECRET})
+# Read outside Config: the session-intelligence export's settings (failopen.rai.cli).
+_OUTSIDE_CONFIG = frozenset({
+    "FAILOPEN_RAI_BASE_URL", "FAILOPEN_RAI_CLIENT_ID", "FAILOPEN_RAI_CLIENT_SECRET"})
 
 _warned: set[str] = set()
 _warned_lock = threading.Lock()

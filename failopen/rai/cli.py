@@ -15,7 +15,6 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from datetime import datetime
 from typing import Any, TypeAlias
 
-from failopen._variables import RAI_BASE_URL, RAI_CLIENT_ID, RAI_CLIENT_SECRET
 from failopen.rai import (
     BadRequest,
     Client,
@@ -43,8 +42,9 @@ from failopen.rai.models import Page
 
 __all__ = ["register_rai", "COHORT_COLUMNS", "SESSION_COLUMNS", "DESCRIPTION"]
 
-# Defined with every other variable failopen reads (failopen._variables), so none goes unknown.
-ENV_BASE_URL, ENV_CLIENT_ID, ENV_CLIENT_SECRET = RAI_BASE_URL, RAI_CLIENT_ID, RAI_CLIENT_SECRET
+ENV_BASE_URL = "FAILOPEN_RAI_BASE_URL"
+ENV_CLIENT_ID = "FAILOPEN_RAI_CLIENT_ID"
+ENV_CLIENT_SECRET = "FAILOPEN_RAI_CLIENT_SECRET"
 EXIT_OK, EXIT_OUTPUT, EXIT_USAGE, EXIT_AUTH, EXIT_NOT_FOUND, EXIT_FAILURE = 0, 1, 2, 3, 4, 5
 DEFAULT_PAGE_SIZE = 1000  # the spec's maximum: fewest round trips for an export
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -107,23 +108,34 @@ def test_the_first_request_logs_what_this_process_protects(
     assert fo_settings["PRIVATE_KEY"] not in caplog.text and TOKEN not in caplog.text
 
 
+@contextmanager
+def _site(urlconf: str, failopen: dict[str, Any]) -> Iterator[FailOpen]:
+    """Both settings in one override (two nested ones, left out of order, would leak one)."""
+    from failopen.integrations.django import conf
+
+    with override_settings(ROOT_URLCONF=urlconf, FAILOPEN=failopen):
+        try:
+            yield conf.runtime()
+        finally:
+            conf.reset()
+
+
 def test_views_marked_protect_count_as_protected(
-    use_failopen: Callable[..., FailOpen | None], caplog: pytest.LogCaptureFixture,
+    fo_settings: dict[str, Any], caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="failopen")
-    with override_settings(ROOT_URLCONF="django_test_urls_views"):
-        assert use_failopen(PROTECTED_PATHS=[]) is not None
+    with _site("django_test_urls_views", {**fo_settings, "PROTECTED_PATHS": []}):
+        pass
     [line] = [m for m in _messages(caplog, logging.INFO) if m.startswith("failopen (Django)")]
     assert "view(s) marked @protect" in line
     assert "protects nothing" not in caplog.text
 
 
 def test_a_runtime_that_protects_nothing_says_so_once(
-    use_failopen: Callable[..., FailOpen | None], caplog: pytest.LogCaptureFixture,
+    fo_settings: dict[str, Any], caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="failopen")
-    with override_settings(ROOT_URLCONF=__name__):
-        assert use_failopen(PROTECTED_PATHS=[]) is not None
+    with _site(__name__, {**fo_settings, "PROTECTED_PATHS": []}):
         client = Client()
         for _ in range(3):
             assert client.post("/login/").status_code == 200
