@@ -155,3 +155,24 @@ def test_the_store_password_opens_a_redis_that_requires_it(
         runtime.stop()
         admin.execute_command("AUTH", PASSWORD)
         admin.config_set("requirepass", "")
+
+
+def test_the_cli_keeps_the_store_password_when_another_setting_is_bad(
+    redis_server: RedisServer, run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator must reach the store during an outage whatever else is misconfigured: a bad
+    setting the verb does not use is only warned about, and the password is one it uses."""
+    admin = redis_server.client()
+    admin.config_set("requirepass", PASSWORD)
+    try:
+        monkeypatch.setenv("FAILOPEN_STORE", redis_server.url)
+        monkeypatch.setenv("FAILOPEN_STORE_PASSWORD", PASSWORD)
+        monkeypatch.setenv("FAILOPEN_POLL_INTERVAL", "soon")
+        for verb in ("override", "fleet"):
+            result = run(verb, "show") if verb == "override" else run(verb)
+            assert result.code == 0, result.err
+            assert "ignored a setting this command does not use" in result.err
+            assert PASSWORD not in result.out + result.err
+    finally:
+        admin.execute_command("AUTH", PASSWORD)
+        admin.config_set("requirepass", "")
