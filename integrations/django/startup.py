@@ -14,6 +14,7 @@ thread, makes a request or imports the URLconf.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import logging
 import os
@@ -24,8 +25,9 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from failopen._announce import announce, protection_text
+from failopen._config_fields import coerce
 from failopen._variables import warn_unknown_variables
-from failopen.config import closest_setting, setting_names
+from failopen.config import Config, closest_setting, env_name, setting_names
 from failopen.exceptions import ConfigError
 from failopen.runtime import FailOpen
 from failopen.stores import split_password
@@ -66,8 +68,29 @@ def report() -> None:
         logger.warning("failopen: %s is not in MIDDLEWARE; no request is checked", _MIDDLEWARE)
     # Read here too: a key missing from the FAILOPEN dict falls back to its variable.
     warn_unknown_variables(logger)
-    for line in exposed_store_passwords(conf.raw_settings()):
+    raw = conf.raw_settings()
+    for line in [*_shadowed_variables(raw), *exposed_store_passwords(raw)]:
         logger.warning("failopen: %s", line)
+
+
+def _shadowed_variables(raw: Mapping[str, Any]) -> list[str]:
+    """Known variables that the FAILOPEN dict overrides with another value: an operator who
+    sets one expects a change that never comes. Values are compared, never shown."""
+    fields = {spec.name for spec in dataclasses.fields(Config)}
+    found = []
+    for key, value in raw.items():
+        name = key.lower() if isinstance(key, str) else ""
+        text = os.environ.get(env_name(name), "") if name in fields else ""
+        if not text.strip():
+            continue
+        try:
+            differs = coerce(name, value, source="setting") != coerce(name, text, source="env")
+        except ConfigError:
+            differs = True
+        if differs:
+            found.append(f"the environment variable {env_name(name)} is ignored: "
+                         f"FAILOPEN[{key!r}] in the settings wins over it; remove one of the two")
+    return found
 
 
 def exposed_store_passwords(raw: Mapping[str, Any]) -> list[str]:

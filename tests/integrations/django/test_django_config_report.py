@@ -89,6 +89,28 @@ def test_every_unknown_variable_is_named_once_even_with_a_failopen_dict(
     ]
 
 
+def test_a_variable_the_failopen_dict_overrides_with_another_value_is_named(
+    fo_settings: dict[str, Any], caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """FAILOPEN['STATUS_URL'] wins over FAILOPEN_STATUS_URL: an operator changing the variable
+    would wait for a change that never comes. The same value in both (a settings file that
+    reads the variable) is no news."""
+    caplog.set_level(logging.WARNING, logger="failopen")
+    monkeypatch.setenv("FAILOPEN_STATUS_URL", fo_settings["STATUS_URL"])
+    monkeypatch.setenv("FAILOPEN_PROTECTED_PATHS", "/login/")  # ["/login/"] in the dict
+    monkeypatch.setenv("FAILOPEN_POLL_INTERVAL", "0.05")         # 0.05 in the dict
+    monkeypatch.setenv("FAILOPEN_PRIVATE_KEY", "another-private-key")
+    with override_settings(FAILOPEN=fo_settings):
+        ready()
+    shadowed = [m for m in _messages(caplog, logging.WARNING) if "wins over it" in m]
+    assert shadowed == [
+        "failopen: the environment variable FAILOPEN_PRIVATE_KEY is ignored: "
+        "FAILOPEN['PRIVATE_KEY'] in the settings wins over it; remove one of the two"]
+    assert "another-private-key" not in caplog.text
+    assert fo_settings["PRIVATE_KEY"] not in caplog.text
+
+
 # --- item 8: the start-up line ---------------------------------------------------------------
 
 
