@@ -68,7 +68,8 @@ class Config:
     backoff_max: float | None = None  # None: 10 x poll_interval, at most 300 s
     max_stale_bypass: float | None = None  # None: 900 s, or the stale limit if that is longer
 
-    # The verify call.
+    # The verify call. Secrets (here, store_password, admin_token) are failopen.Secret: a str
+    # given is wrapped (blank: None); the code that uses one calls .reveal().
     verify_url: str | None = None
     private_key: SecretSetting = SecretSetting()
     public_key: str | None = None
