@@ -31,6 +31,7 @@ from failopen.exceptions import (
 from failopen.flag import EnforcementFlag, FlagState, Override
 from failopen.guard import Decision, Guard, OutageConfirmer
 from failopen.runtime import FailOpen
+from failopen.secret import Secret
 from failopen.status import Component, StatusClient, StatusReport
 from failopen.stores import OverrideStore, open_store
 from failopen.verify import HttpVerifier, Verifier, VerifyOutcome, VerifyResult
@@ -66,6 +67,7 @@ __all__ = [
     "RedirectRefused",
     "ResponseTooLarge",
     "SYSTEM_CLOCK",
+    "Secret",
     "StatusClient",
     "StatusError",
     "StatusParseError",

@@ -34,8 +34,9 @@ STATUS_FIELDS = frozenset({
     "status_max_bytes", "bypass_on"})
 WATCH_FIELDS = STATUS_FIELDS | {
     "poll_interval", "poll_jitter", "open_after", "close_after", "stale_after", "backoff_max",
-    "max_stale_bypass", "store", "store_refresh", "redis_prefix", "fleet_lease"}
-STORE_FIELDS = frozenset({"store", "redis_prefix"})
+    "max_stale_bypass", "store", "store_password", "store_refresh", "redis_prefix",
+    "fleet_lease"}
+STORE_FIELDS = frozenset({"store", "store_password", "redis_prefix"})
 
 
 def command_config(args: argparse.Namespace, *, uses: frozenset[str] | None = None,

@@ -35,6 +35,7 @@ from failopen._cli_config import (
 )
 from failopen._terminal import printable
 from failopen._terminal_log import log_to_terminal
+from failopen._variables import unknown_variables
 from failopen.config import Config
 from failopen.exceptions import ConfigError, FailopenError, StatusError
 from failopen.flag import FlagState, rfc3339
@@ -338,6 +339,9 @@ def main(argv: Sequence[str] | None = None, *, config_factory: ConfigFactory | N
         return EXIT_OK
     args.config_factory = config_factory if config_factory is not None else Config.from_env
     log_to_terminal(verbose=args.verbose)
+    if config_factory is None:  # Django's command: its AppConfig.ready said it already
+        for line in unknown_variables():
+            print(printable(f"failopen: warning: {line}"), file=sys.stderr)
     try:
         code: int = args.func(args)
     except ConfigError as exc:

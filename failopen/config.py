@@ -10,7 +10,7 @@ import dataclasses
 import difflib
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from failopen._config_fields import ENV_PREFIX, check_field, coerce, env_name, vendor_url
@@ -19,7 +19,9 @@ from failopen._paths import ODD_CHARACTER, spellings
 from failopen._status_url import check_status_url
 from failopen.audit_file import DEFAULT_AUDIT_BACKUPS, DEFAULT_AUDIT_MAX_BYTES, check_audit_path
 from failopen.exceptions import ConfigError
-from failopen.stores import mask_url
+from failopen.secret import SecretSetting
+from failopen.stores import mask_url, shown_url, split_password
+from failopen.stores.redis import REDIS_SCHEMES
 
 __all__ = [
     "Config", "KNOWN_IMPAIRED", "closest_setting", "default_backoff_max", "env_name",
@@ -29,7 +31,8 @@ __all__ = [
 #: Global statuses the status page can report that mean "the platform does not work as it should".
 KNOWN_IMPAIRED = frozenset({"degraded_performance", "partial_outage", "major_outage"})
 
-_SECRETS = frozenset({"private_key", "admin_token"})
+#: Fields held as :class:`failopen.secret.Secret`: shown as ``***`` on every path.
+_SECRETS = frozenset({"private_key", "admin_token", "store_password"})
 # An admin token switches enforcement off: short enough to guess is a misconfiguration.
 _MIN_ADMIN_TOKEN = 24
 
@@ -65,9 +68,10 @@ class Config:
     backoff_max: float | None = None  # None: 10 x poll_interval, at most 300 s
     max_stale_bypass: float | None = None  # None: 900 s, or the stale limit if that is longer
 
-    # The verify call.
+    # The verify call. Secrets (here, store_password, admin_token) are failopen.Secret: a str
+    # given is wrapped (blank: None); the code that uses one calls .reveal().
     verify_url: str | None = None
-    private_key: str | None = field(default=None, repr=False)
+    private_key: SecretSetting = SecretSetting()
     public_key: str | None = None
     verify_timeout: float = 3.0
     require_verified: bool = False
@@ -86,6 +90,8 @@ class Config:
     confirm_ttl: float = 10.0
     retry_after: int = 5
     store: str = "memory:"
+    # A Redis store's password, kept out of ``store`` (a password in the URL is moved here).
+    store_password: SecretSetting = SecretSetting()
     store_refresh: float = 1.0
     # Fleet mode (a redis:// store): key prefix, and the poller's lease (renewed at a third).
     redis_prefix: str = "failopen:"
@@ -95,7 +101,7 @@ class Config:
     max_body_bytes: int = 1_048_576
     # Where the browser snippet loads the vendor's client script from (``/v2/<key>/api.js``).
     vendor_url: str | None = None
-    admin_token: str | None = field(default=None, repr=False)
+    admin_token: SecretSetting = SecretSetting()
     override_endpoint: bool = False
 
     # The audit file: one JSON line per request admitted without a check (failopen.audit_file).
@@ -142,18 +148,17 @@ class Config:
             # the one moment when the trail matters.
             object.__setattr__(self, "audit_file",
                                check_audit_path(self.audit_file, env_name("audit_file")))
+        self._take_store_password()
         token = self.admin_token
-        if token is not None and (not isinstance(token, str)
-                                  or len(token.strip()) < _MIN_ADMIN_TOKEN):
+        if token is not None and len(token.reveal().strip()) < _MIN_ADMIN_TOKEN:
             # Never echo the value: it is a credential.
             raise ConfigError(
                 f"FAILOPEN_ADMIN_TOKEN: must be at least {_MIN_ADMIN_TOKEN} characters; "
                 "generate one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
             )
-        for name in ("private_key", "public_key", "global_component"):
+        for name in ("public_key", "global_component"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):
-                # Never echo the value: it may be the private key.
                 raise ConfigError(f"{env_name(name)}: expected a non-empty string")
         component = self.global_component
         if component is not None and component != component.strip():
@@ -200,6 +205,25 @@ class Config:
             )
 
         self._check_evidence()
+
+    def _take_store_password(self) -> None:
+        """Move a password out of the store URL into ``store_password``, where every path that
+        shows the Config masks it (``store`` then names the server only)."""
+        stripped, password = split_password(self.store)
+        if password is not None:
+            given = self.store_password
+            if given is not None and given.reveal() != password:
+                raise ConfigError(
+                    f"FAILOPEN_STORE: {mask_url(self.store)} carries a password and "
+                    "FAILOPEN_STORE_PASSWORD gives another one; give it once, in "
+                    "FAILOPEN_STORE_PASSWORD")
+            object.__setattr__(self, "store", stripped)
+            object.__setattr__(self, "store_password", password)
+        elif self.store_password is not None and \
+                self.store.partition("://")[0].lower() not in REDIS_SCHEMES:
+            raise ConfigError(
+                f"FAILOPEN_STORE_PASSWORD: only a Redis store takes a password, and "
+                f"FAILOPEN_STORE is {mask_url(self.store)}; remove it or use redis://host:port/db")
 
     def _check_evidence(self) -> None:
         if "probe" not in self.evidence:
@@ -332,7 +356,7 @@ class Config:
             if spec.repr:
                 value = getattr(self, spec.name)
                 if spec.name == "store":
-                    value = mask_url(value)
+                    value = shown_url(value, password=self.store_password is not None)
                 shown.append(f"{spec.name}={value!r}")
         return f"Config({', '.join(shown)})"
 
@@ -344,7 +368,7 @@ class Config:
             if spec.name in _SECRETS:
                 value = "***" if value else None
             elif spec.name == "store":
-                value = mask_url(value)
+                value = shown_url(value, password=self.store_password is not None)
             elif isinstance(value, frozenset):
                 value = sorted(value)
             elif isinstance(value, tuple):

@@ -162,6 +162,15 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
     "failopen.thread_ended": (
         "failopen.watcher / failopen.listeners", "ERROR",
         "a background thread ended unexpectedly (it restarts on next use)", "thread_role"),
+    "failopen.started": (
+        "the adapter's", "INFO", "an adapter built its runtime: what it protects, with which "
+        "evidence, store (password masked) and mode", "adapter, protects, evidence, store, mode"),
+    "failopen.protects_nothing": (
+        "the adapter's", "WARNING", "an adapter protects no path or view: nothing is checked",
+        "adapter"),
+    "failopen.unknown_variable": (
+        "the adapter's", "WARNING", "a FAILOPEN_* environment variable failopen does not read "
+        "(once per process, with the closest known name)", "-"),
     "failopen.metrics_failed": (
         "failopen.*", "ERROR", "reporting a metric raised (the decision or poll is unaffected)",
         "-"),

@@ -137,7 +137,7 @@ def _print_text(report: dict[str, Any]) -> None:
 def _cmd_fleet(args: argparse.Namespace) -> int:
     # Only the store's settings: a bad unrelated one must not hide the fleet in an outage.
     config = command_config(args, uses=STORE_FIELDS, store=args.store)
-    store = open_store(config.store, prefix=config.redis_prefix)
+    store = open_store(config.store, prefix=config.redis_prefix, password=config.store_password)
     if not isinstance(store, RedisStore):
         raise ConfigError("FAILOPEN_STORE: failopen fleet reads a redis:// store; "
                           f"{store.describe()} has no fleet")

@@ -44,7 +44,7 @@ def _override_store(args: argparse.Namespace) -> OverrideStore:
             "cannot reach it; configure a shared store (redis://host:port/db or file:///path) in "
             "the app and pass it here with --store or FAILOPEN_STORE"
         )
-    return open_store(url, prefix=config.redis_prefix)
+    return open_store(url, prefix=config.redis_prefix, password=config.store_password)
 
 
 def _stored_override(store: OverrideStore) -> EnforcementFlag:

@@ -75,8 +75,8 @@ class FailOpen:
         self.config = config
         self.clock = clock
         self._stopped = False
-        self.store = store if store is not None else open_store(config.store,
-                                                                prefix=config.redis_prefix)
+        self.store = store if store is not None else open_store(
+            config.store, prefix=config.redis_prefix, password=config.store_password)
         self.flag = EnforcementFlag(
             store=self.store, clock=clock,
             load=not getattr(self.store, "loads_in_background", False),
@@ -123,7 +123,7 @@ class FailOpen:
         if verifier is None and config.verify_url is not None:
             assert config.private_key is not None  # Config guarantees it
             verifier = HttpVerifier(
-                config.verify_url, config.private_key,
+                config.verify_url, config.private_key.reveal(),
                 timeout=config.verify_timeout, require_verified=config.require_verified,
                 transport=verify_transport, async_transport=verify_async_transport,
             )
@@ -163,7 +163,7 @@ class FailOpen:
             assert config.verify_url is not None and config.private_key is not None  # Config
             # A client and a worker pool of its own: request traffic cannot delay the probe.
             verifier = HttpVerifier(
-                config.verify_url, config.private_key, timeout=config.verify_timeout,
+                config.verify_url, config.private_key.reveal(), timeout=config.verify_timeout,
                 require_verified=config.require_verified, transport=transport,
                 clock=self.clock, lane="probe",
             )

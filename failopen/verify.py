@@ -34,6 +34,7 @@ from failopen._verify_answers import (
 )
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.exceptions import ConfigError, FetchError
+from failopen.secret import Secret
 
 __all__ = [
     "VerifyOutcome",
@@ -86,7 +87,7 @@ class HttpVerifier:
     def __init__(
         self,
         verify_url: str,
-        private_key: str,
+        private_key: str | Secret,
         *,
         timeout: float = 3.0,
         require_verified: bool = False,
@@ -99,6 +100,8 @@ class HttpVerifier:
         self.verify_url = check_url(verify_url, setting="FAILOPEN_VERIFY_URL")
         # ``probe``: the watcher's own verify probe, in its own worker pool (failopen.probe).
         self._lane = lane
+        if isinstance(private_key, Secret):  # Config.private_key, passed as it is
+            private_key = private_key.reveal()
         if not isinstance(private_key, str) or not private_key:
             raise ConfigError("FAILOPEN_PRIVATE_KEY: the vendor private key is required")
         if not _PRINTABLE_ASCII.fullmatch(private_key) or private_key != private_key.strip():

@@ -32,6 +32,7 @@ from failopen.config import Config
 from failopen.exceptions import StoreError
 from failopen.flag import FORCE_OFF_MAX_TTL, EnforcementFlag, FlagState, Override, rfc3339
 from failopen.guard import Decision
+from failopen.secret import Secret
 from failopen.stores.memory import MemoryStore
 
 if TYPE_CHECKING:
@@ -191,8 +192,10 @@ def bearer_token(authorization: str | None) -> str | None:
     return token if scheme.lower() == "bearer" and token else None
 
 
-def admin_token_matches(given: str | None, expected: str | None) -> bool:
+def admin_token_matches(given: str | None, expected: Secret | str | None) -> bool:
     """Constant-time comparison; False when either side is missing."""
+    if isinstance(expected, Secret):
+        expected = expected.reveal()
     if not given or not expected:
         return False
     return hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode("utf-8"))

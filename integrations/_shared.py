@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 
 from failopen import web
+from failopen._announce import announce, protection_text
+from failopen._variables import warn_unknown_variables
 from failopen.config import Config
 from failopen.exceptions import ConfigError
 from failopen.runtime import FailOpen
@@ -96,9 +98,23 @@ def referenced(item: object) -> list[object]:
 
 
 def report_misconfiguration(
-    logger: logging.Logger, runtime: FailOpen, override_route: bool, prefix: str
+    logger: logging.Logger, runtime: FailOpen, override_route: bool, prefix: str, *,
+    kind: str = "ASGI",
 ) -> None:
-    """Log, as the server starts, what keeps failopen from doing its job (Django: checks)."""
+    """Log, as the server starts, what keeps failopen from doing its job (Django: checks), and
+    one INFO line saying what it protects (WARNING when nothing)."""
+    config = runtime.config
+    warn_unknown_variables(logger)
+    if config.protected_views:
+        logger.warning(
+            "FAILOPEN_PROTECTED_VIEWS (%s) is read by the Django adapter only: the %s middleware "
+            "sees paths, not views, and ignores it. List the paths in FAILOPEN_PROTECTED_PATHS.",
+            ", ".join(config.protected_views), kind)
+    announce(logger, runtime, adapter=kind,
+             protects=protection_text(config.protected_methods, config.protected_paths),
+             nothing_hint="Set FAILOPEN_PROTECTED_PATHS to the log-in and sign-up paths "
+                          "(e.g. FAILOPEN_PROTECTED_PATHS=/login,/signup) or "
+                          "Config(protected_paths=...).")
     if runtime.status is None:
         # Not refused: enforcement still holds, and operator overrides still work.
         logger.error(

@@ -20,7 +20,9 @@ Per ``http`` request, in this order::
 
 Built around a Django application it refuses to start: Django's own middleware decides from the
 resolved view. Building it logs what keeps failopen from its job (no status URL: ERROR; the
-override route with the ``memory:`` store, which answers 409: WARNING).
+override route with the ``memory:`` store, which answers 409: WARNING; an unknown ``FAILOPEN_*``
+variable, or nothing protected: WARNING) and one INFO line saying what it protects, with which
+evidence, store and mode.
 
 ``lifespan`` starts the watcher on startup and stops it after the app's own shutdown; without
 lifespan the first guarded request starts it. Other scope types pass straight through. The

@@ -78,7 +78,8 @@ class FailOpenMiddleware:
         self._refusals = web.RefusalLog(logger, clock=runtime.clock)
         self._store_shared = web.store_is_shared(runtime.store)
         self._store_not_shared = raw.json_response(409, web.STORE_NOT_SHARED)
-        report_misconfiguration(logger, runtime, prefix + "/override" in self._routes, prefix)
+        report_misconfiguration(logger, runtime, prefix + "/override" in self._routes, prefix,
+                                kind="WSGI")
         snippet = adapter_snippet(logger, snippet_path, prefix)
         self._etag = snippet.etag if snippet is not None else ""
         self._snippet_200, self._snippet_304 = raw.snippet_responses(snippet)

@@ -18,6 +18,10 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("FAILOPEN_"):
             monkeypatch.delenv(name)
+    # An unknown variable is named once per process: each test is a fresh process here.
+    import failopen._variables
+
+    monkeypatch.setattr(failopen._variables, "_warned", set())
 
 
 # ``run``: the failopen command in-process.

@@ -64,7 +64,7 @@ def test_override_show_without_a_password_says_the_url_needs_one(
     result = run("override", "show")
     assert result.code == 2
     assert "authentication failed (GET)" in result.err
-    assert "wants a password and the store URL gives none: add it to FAILOPEN_STORE" in (
+    assert "wants a password and the store URL gives none: add it to FAILOPEN_STORE_PASSWORD" in (
         result.err)
     assert "unusable" not in result.err
 

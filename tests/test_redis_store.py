@@ -25,8 +25,13 @@ SECRET = "s3cret-Pa55-word"
 def test_redis_urls_are_accepted_at_config_and_masked() -> None:
     config = Config(store=f"redis://:{SECRET}@127.0.0.1:6379/0")
     assert SECRET not in repr(config) and SECRET not in json.dumps(config.describe())
-    for url in (f"rediss://u:{SECRET}@127.0.0.1:6380/1", "unix:///run/redis/redis.sock?db=2"):
-        assert Config(store=url).store == url
+    # The password moves to store_password, where every path that shows a Config masks it.
+    acl = Config(store=f"rediss://u:{SECRET}@127.0.0.1:6380/1")
+    assert acl.store == "rediss://u@127.0.0.1:6380/1"
+    assert acl.store_password is not None and acl.store_password.reveal() == SECRET
+    assert acl.describe()["store"] == "rediss://u:***@127.0.0.1:6380/1"
+    unix = "unix:///run/redis/redis.sock?db=2"
+    assert Config(store=unix).store == unix
 
 
 @pytest.mark.parametrize("url", ["redis://", "redis:///0", f"redis://:{SECRET}@/0", "unix://sock"])

@@ -128,8 +128,8 @@ def test_protected_paths_with_an_injected_verifier_are_fine() -> None:
 def test_repr_never_shows_the_private_key(make: Callable[..., FailOpen]) -> None:
     runtime = make()
     assert runtime.config.private_key
-    assert runtime.config.private_key not in repr(runtime)
-    assert runtime.config.private_key not in repr(runtime.config)
+    assert runtime.config.private_key.reveal() not in repr(runtime)
+    assert runtime.config.private_key.reveal() not in repr(runtime.config)
 
 
 # --- the watcher thread --------------------------------------------------------------------------

@@ -110,7 +110,8 @@ def _client(args: argparse.Namespace) -> Client:
     client_id = os.environ.get(ENV_CLIENT_ID, "")
     client_secret = os.environ.get(ENV_CLIENT_SECRET, "")
     given = ((ENV_CLIENT_ID, client_id), (ENV_CLIENT_SECRET, client_secret))
-    missing = [name for name, value in given if not value]
+    # Blank is unset, as for every other secret ("" from a template, a stray space).
+    missing = [name for name, value in given if not value.strip()]
     if missing:
         raise UsageError(f"set {' and '.join(missing)} (credentials are read only from the "
                           "environment, never from the command line)")  # fmt: skip

@@ -26,12 +26,16 @@ from __future__ import annotations
 
 import re
 from typing import Protocol
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from failopen.exceptions import ConfigError
 from failopen.flag import Override
+from failopen.secret import Secret
 from failopen.stores.redis import REDIS_SCHEMES, check_redis_url
 
-__all__ = ["OverrideStore", "check_store_url", "mask_url", "open_store"]
+__all__ = [
+    "OverrideStore", "check_store_url", "mask_url", "open_store", "shown_url", "split_password",
+]
 
 _MASK = "***"
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}")
@@ -115,6 +119,48 @@ def _mask_query(query: str) -> str:
     return "&".join(shown)
 
 
+def shown_url(url: object, *, password: bool) -> str:
+    """``url`` as :func:`mask_url` shows it, with ``:***@`` when a password goes beside it
+    (``FAILOPEN_STORE_PASSWORD``): a reader sees that the store takes one."""
+    if not password or not isinstance(url, str) or "://" not in url:
+        return mask_url(url)
+    scheme, _, rest = url.partition("://")
+    user, at, host = rest.rpartition("@")
+    if not at:
+        return mask_url(f"{scheme}://:{_MASK}@{rest}")
+    if ":" not in user and _USER.fullmatch(user):  # a user name whose password was moved out
+        return mask_url(f"{scheme}://{user}:{_MASK}@{host}")
+    return mask_url(url)
+
+
+def split_password(url: str) -> tuple[str, str | None]:
+    """A Redis URL without its password, and the password (None when it carries none).
+
+    Reads the password where redis-py does (userinfo, then ``?password=``), so what is left
+    opens the same server once the password is passed beside it. Other URLs come back as given.
+    """
+    scheme, sep, _rest = url.partition("://")
+    if not sep or scheme.lower() not in REDIS_SCHEMES:
+        return url, None
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    in_query = [value for name, value in query if name == "password"]
+    password = unquote(parts.password) if parts.password else None
+    if password is not None and any(in_query) and in_query[0] != password:
+        raise ConfigError(f"FAILOPEN_STORE: {mask_url(url)} carries two different passwords; "
+                          "give it once, best in FAILOPEN_STORE_PASSWORD")
+    if password is None and not in_query:
+        return url, None
+    netloc = parts.netloc.rpartition("@")[2]
+    if parts.username:
+        netloc = f"{parts.username}@{netloc}"
+    kept = urlencode([(name, value) for name, value in query if name != "password"])
+    # By hand: urlunsplit drops the empty host of unix:///path.sock.
+    stripped = (f"{parts.scheme}://{netloc}{parts.path}" + (f"?{kept}" if kept else "")
+                + (f"#{parts.fragment}" if parts.fragment else ""))
+    return stripped, password if password is not None else (in_query[0] or None)
+
+
 def check_store_url(url: object) -> str:
     """``url`` when this version can open it (checked without I/O), else a ConfigError that
     shows the URL masked and says what to use instead."""
@@ -137,10 +183,12 @@ def check_store_url(url: object) -> str:
     raise ConfigError(f"FAILOPEN_STORE: {what}; {_USE_INSTEAD}")
 
 
-def open_store(url: str, *, prefix: str = "failopen:") -> OverrideStore:
+def open_store(url: str, *, prefix: str = "failopen:",
+               password: Secret | str | None = None) -> OverrideStore:
     """Open the store named by a ``FAILOPEN_STORE`` URL (ConfigError, URL masked, if it cannot).
 
-    ``prefix`` (``FAILOPEN_REDIS_PREFIX``) applies to a Redis store only. Opening makes no I/O.
+    ``prefix`` (``FAILOPEN_REDIS_PREFIX``) and ``password`` (``FAILOPEN_STORE_PASSWORD``; a
+    password in the URL works too) apply to a Redis store only. Opening makes no I/O.
     """
     from failopen.stores.file import FileStore
     from failopen.stores.memory import MemoryStore
@@ -152,4 +200,6 @@ def open_store(url: str, *, prefix: str = "failopen:") -> OverrideStore:
         return FileStore.from_url(url)
     from failopen.stores.redis import RedisStore
 
-    return RedisStore(url, prefix=prefix)
+    if isinstance(password, Secret):
+        password = password.reveal()
+    return RedisStore(url, prefix=prefix, password=password or None)

@@ -65,10 +65,10 @@ def explain_failure(exc: BaseException, *, what: str, shown: str, client: Any,
     if isinstance(exc, (rex.AuthenticationError, rex.AuthenticationWrongNumberOfArgsError)):
         if settings.get("password"):
             fix = ("the server refused the user or password of the store URL: correct them in "
-                   f"FAILOPEN_STORE ({_FIX_URL})")
+                   f"FAILOPEN_STORE ({_FIX_URL}) or FAILOPEN_STORE_PASSWORD")
         else:
             fix = ("the server wants a password and the store URL gives none: add it to "
-                   f"FAILOPEN_STORE ({_FIX_URL})")
+                   f"FAILOPEN_STORE_PASSWORD (or to FAILOPEN_STORE: {_FIX_URL})")
         return f"{store}: authentication failed ({what}): {fix}"
     if isinstance(exc, rex.NoPermissionError):
         return (f"{store}: permission denied ({what}): the store URL's Redis user may not run "

@@ -143,22 +143,26 @@ class RedisStore:
     loads_in_background = True
 
     def __init__(self, url: str, *, prefix: str = "failopen:",
-                 timeout: float = DEFAULT_TIMEOUT, clock_time: Any = None) -> None:
-        from failopen.stores import mask_url
+                 timeout: float = DEFAULT_TIMEOUT, clock_time: Any = None,
+                 password: str | None = None) -> None:
+        from failopen.stores import shown_url, split_password
 
         check_redis_url(url)
+        # A password in the URL goes beside it: no attribute of the store holds it in clear.
+        url, in_url = split_password(url)
+        password = password or in_url
         import time
 
         import redis
 
         self.url = url
         self.prefix = prefix
-        self.shown = mask_url(url)
+        self.shown = shown_url(url, password=bool(password))
         self._time = clock_time if clock_time is not None else time.time
         try:
             self.client: Any = redis.Redis.from_url(
                 url, socket_timeout=timeout, socket_connect_timeout=timeout,
-                health_check_interval=0, retry_on_timeout=False,
+                health_check_interval=0, retry_on_timeout=False, password=password,
             )
         except ValueError:
             # redis-py's message may quote the URL: replaced with the masked one.
@@ -167,7 +171,7 @@ class RedisStore:
         self._quick: Any = redis.Redis.from_url(
             url, socket_timeout=min(timeout, CONFIRM_TIMEOUT),
             socket_connect_timeout=min(timeout, CONFIRM_TIMEOUT), health_check_interval=0,
-            retry_on_timeout=False)
+            retry_on_timeout=False, password=password)
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         self.key_override = prefix + "override"
         self.key_reading = prefix + "reading"

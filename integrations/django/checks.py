@@ -20,6 +20,8 @@
                    the view instead (``protect`` or PROTECTED_VIEWS)
 ``failopen.W009``  a PROTECTED_VIEWS name that no route carries (a typo protects nothing); the
                    middleware logs it too, on the first request of each server process
+``failopen.W010``  the Redis password sits in FAILOPEN['STORE'] (or FAILOPEN_STORE), which
+                   Django's debug page and error e-mails show: use STORE_PASSWORD
 =================  ===============================================================================
 """
 
@@ -39,6 +41,7 @@ from failopen.exceptions import ConfigError
 
 from . import conf, routes
 from .protection import ProtectedViews, is_marked, unmatched_message, walk
+from .startup import exposed_store_passwords
 
 __all__ = ["check_settings", "register"]
 
@@ -74,6 +77,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     except ConfigError as exc:
         errors.append(checks.Error(str(exc), id="failopen.E005",
                                    hint="Use the dotted path of a view(request, decision)."))
+    errors += [checks.Warning(line, id="failopen.W010",
+                              hint="FAILOPEN['STORE'] = 'redis://host:6379/0' and "
+                                   "FAILOPEN['STORE_PASSWORD'] = os.environ['REDIS_PASSWORD']")
+               for line in exposed_store_passwords(raw)]
     return errors + _check_config(config)
 
 

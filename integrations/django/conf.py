@@ -204,6 +204,12 @@ def runtime() -> FailOpen:
             logger.error("%s", _runtime_error[1])
             raise ConfigError(_runtime_error[1]) from None
         _runtime_error = None
+        from .startup import announce_runtime  # startup reads this module
+
+        try:
+            announce_runtime(_runtime)
+        except Exception:  # a log line must never cost the request
+            logger.exception("failopen: the start-up line failed")
         return _runtime
 
 

@@ -14,26 +14,32 @@ thread, makes a request or imports the URLconf.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import logging
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from failopen.config import closest_setting, setting_names
+from failopen._announce import announce, protection_text
+from failopen._config_fields import coerce
+from failopen._variables import warn_unknown_variables
+from failopen.config import Config, closest_setting, env_name, setting_names
 from failopen.exceptions import ConfigError
+from failopen.runtime import FailOpen
+from failopen.stores import split_password
 
 from . import conf
 
-__all__ = ["report"]
+__all__ = ["announce_runtime", "exposed_store_passwords", "report"]
 
 logger = logging.getLogger("failopen.django")
 
 _MIDDLEWARE = "failopen.integrations.django.middleware.FailOpenMiddleware"
 _PREFIX = "FAILOPEN_"
-# FAILOPEN_* variables that are no Config field: the session-intelligence client's.
-_OTHER_VARIABLES = ("FAILOPEN_RAI_",)
 
 
 def report() -> None:
@@ -60,8 +66,85 @@ def report() -> None:
         raise ImproperlyConfigured("failopen cannot start: " + "; ".join(errors))
     if _MIDDLEWARE not in getattr(settings, "MIDDLEWARE", ()):
         logger.warning("failopen: %s is not in MIDDLEWARE; no request is checked", _MIDDLEWARE)
-    for line in _misspelled_variables():
+    # Read here too: a key missing from the FAILOPEN dict falls back to its variable.
+    warn_unknown_variables(logger)
+    raw = conf.raw_settings()
+    for line in [*_shadowed_variables(raw), *exposed_store_passwords(raw)]:
         logger.warning("failopen: %s", line)
+
+
+def _shadowed_variables(raw: Mapping[str, Any]) -> list[str]:
+    """Known variables that the FAILOPEN dict overrides with another value: an operator who
+    sets one expects a change that never comes. Values are compared, never shown."""
+    fields = {spec.name for spec in dataclasses.fields(Config)}
+    found = []
+    for key, value in raw.items():
+        name = key.lower() if isinstance(key, str) else ""
+        text = os.environ.get(env_name(name), "") if name in fields else ""
+        if not text.strip():
+            continue
+        try:
+            differs = coerce(name, value, source="setting") != coerce(name, text, source="env")
+        except ConfigError:
+            differs = True
+        if differs:
+            found.append(f"the environment variable {env_name(name)} is ignored: "
+                         f"FAILOPEN[{key!r}] in the settings wins over it; remove one of the two")
+    return found
+
+
+def exposed_store_passwords(raw: Mapping[str, Any]) -> list[str]:
+    """Where a Redis password sits that Django's debug page and error e-mails show as written
+    (they hide settings and META keys named like API|TOKEN|KEY|SECRET|PASS|SIGNATURE only)."""
+    found = []
+    store = raw.get("STORE")
+    if isinstance(store, str) and _carries_password(store):
+        found.append(
+            "FAILOPEN['STORE'] carries the Redis password, which Django's debug page and error "
+            "e-mails show as written; move it to FAILOPEN['STORE_PASSWORD'] (hidden there, as "
+            "Django hides any setting named like a password) or to the FAILOPEN_STORE_PASSWORD "
+            "environment variable, and remove it from the URL")
+    variable = os.environ.get("FAILOPEN_STORE", "")
+    if store is None and _carries_password(variable):
+        found.append(
+            "the FAILOPEN_STORE environment variable carries the Redis password; runserver "
+            "passes the environment to request.META, which Django's debug page and error "
+            "e-mails show; set it in FAILOPEN_STORE_PASSWORD instead and remove it from the URL")
+    return found
+
+
+def _carries_password(url: str) -> bool:
+    try:
+        return split_password(url)[1] is not None
+    except ConfigError:  # two passwords: the settings check says so
+        return True
+
+
+def announce_runtime(runtime: FailOpen) -> None:
+    """This process's start-up line (its runtime is built on its first request): what it
+    protects, with which evidence, store and mode; a WARNING when it protects nothing."""
+    config = runtime.config
+    protects = protection_text(config.protected_methods, config.protected_paths,
+                               config.protected_views)
+    marked = _marked_views()
+    if marked:
+        protects = "; ".join(p for p in (protects, f"{marked} view(s) marked @protect") if p)
+    announce(logger, runtime, adapter="Django", protects=protects,
+             nothing_hint="Decorate the log-in and sign-up views with "
+                          "@failopen.integrations.django.protect, or list them in "
+                          "FAILOPEN['PROTECTED_VIEWS'].")
+
+
+def _marked_views() -> int:
+    """How many routes of the URLconf lead to a view marked with ``protect``."""
+    from django.urls import get_resolver
+
+    from .protection import is_marked, walk
+
+    try:
+        return sum(1 for view, _ in walk(get_resolver()) if is_marked(view))
+    except Exception:  # a broken URLconf has checks of its own
+        return 0
 
 
 def _top_level_settings() -> list[str]:
@@ -82,18 +165,4 @@ def _top_level_settings() -> list[str]:
         close = difflib.get_close_matches("FAILOPEN", names, n=1, cutoff=0.8)
         if close and not close[0].startswith(_PREFIX):
             found.append(f"settings.{close[0]} is not read by failopen; did you mean FAILOPEN?")
-    return found
-
-
-def _misspelled_variables() -> list[str]:
-    """Environment variables that look like a failopen setting but are none (ignored)."""
-    known = {_PREFIX + name for name in setting_names()}
-    found = []
-    for name in sorted(os.environ):
-        if not name.startswith(_PREFIX) or name in known or name.startswith(_OTHER_VARIABLES):
-            continue
-        meant = closest_setting(name)
-        if meant is not None:
-            found.append(f"the environment variable {name} is ignored; did you mean "
-                         f"{_PREFIX}{meant}?")
     return found

@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
+from failopen.secret import Secret
 from failopen.web import (
     FLAG_HEADERS,
     MAX_OVERRIDE_BODY,
@@ -81,7 +82,7 @@ def _csrf_failure(request: HttpRequest) -> str | None:
     return failure
 
 
-def _actor(request: HttpRequest, admin_token: str | None) -> str | None:
+def _actor(request: HttpRequest, admin_token: Secret | None) -> str | None:
     """Who may override: the admin token (no CSRF: no cookie involved), or staff with CSRF."""
     given = bearer_token(request.META.get("HTTP_AUTHORIZATION"))
     if given is not None:
