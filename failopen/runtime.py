@@ -20,6 +20,7 @@ from failopen.audit_file import AuditFile
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.config import Config
 from failopen.exceptions import ConfigError
+from failopen.first_reading import FirstReading
 from failopen.flag import EnforcementFlag, FlagState, Listener
 from failopen.fleet import Fleet
 from failopen.guard import CONFIRM_WAIT, Decision, Guard, OutageConfirmer
@@ -131,6 +132,10 @@ class FailOpen:
             audit=BypassAudit(config.audit, clock=clock, file=self._audit_file(config),
                               window=lambda: self.flag.state),
         )
+        first = self._first_reading(config)
+        self.guard.first_reading = self.watcher.first_reading = first
+        if confirmer is not None:
+            first.on_end.append(confirmer.first_poll_made)
         #: Where the guard, watcher and confirmer report (``FAILOPEN_METRICS``; ``use_metrics``).
         self.metrics: Metrics = NO_METRICS
         self.use_metrics(metrics if metrics is not None else metrics_for(config.metrics))
@@ -140,6 +145,20 @@ class FailOpen:
         self.probe: VerifyProbe | None = None
         if config.probe:
             self.probe = self._build_probe(probe_verifier, verify_transport)
+
+    def _first_reading(self, config: Config) -> FirstReading:
+        """What this process's first refused requests wait for (failopen.first_reading)."""
+        watcher = self.watcher
+        # Worth waiting for when the first turn can lift enforcement: one outage reading is
+        # enough (FAILOPEN_OPEN_AFTER=1: with more, a fresh process needs as many readings as
+        # any other, spaced a poll apart), or the store's override (or the fleet's readings)
+        # arrive only in that turn. Bounded by the status timeout, as a confirmation is.
+        return FirstReading(
+            wait=config.status_timeout,
+            worth_waiting=(self.status is not None and config.open_after == 1)
+            or getattr(self.store, "loads_in_background", False),
+            running=lambda: watcher.started,
+        )
 
     @staticmethod
     def _audit_file(config: Config) -> AuditFile | None:

@@ -43,6 +43,7 @@ from failopen.metrics import NO_METRICS, Metrics
 from failopen.status import StatusReport
 
 if TYPE_CHECKING:
+    from failopen.first_reading import FirstReading
     from failopen.fleet import Fleet
     from failopen.probe import VerifyProbe
 
@@ -117,6 +118,8 @@ class StatusWatcher(BackgroundThread):
         self.fleet: Fleet | None = None
         #: Set by the runtime with FAILOPEN_EVIDENCE=status,probe: the verify probe.
         self.probe: VerifyProbe | None = None
+        #: Set by the runtime: ended by this thread's first turn, which early requests await.
+        self.first_reading: FirstReading | None = None
         # Hysteresis and failure counters: written by whoever holds _observe_lock.
         self._observe_lock = threading.RLock()  # a flag listener may feed a reading back in
         self._applied_started = float("-inf")
@@ -143,6 +146,8 @@ class StatusWatcher(BackgroundThread):
     def _after_fork(self) -> None:
         # The parent's thread does not exist in the child, and it may hold this lock.
         self._observe_lock = threading.RLock()
+        if self.first_reading is not None:
+            self.first_reading.after_fork()
 
     def _loop(self) -> None:
         stop = self._stop
@@ -171,6 +176,9 @@ class StatusWatcher(BackgroundThread):
             elif probe is not None:
                 probe.run_due()
             self.tick()
+            first = self.first_reading
+            if first is not None and first.pending:
+                first.ended()  # the reading, the fleet's and the store's override are in
             if not self.flag.automatic_state.enforce:
                 # A bypass that began between polls (a request's confirmation) while the page
                 # failed: the backoff chosen while enforcing must not delay the polls that end it.
