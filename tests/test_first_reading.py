@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _redis_kit import wait_for
 
 from failopen import Config
 from failopen.guard import Decision
@@ -262,3 +263,47 @@ def test_a_stopped_runtime_does_not_wait(
         assert not gated.asked.is_set()
     finally:
         gated.gate.set()
+
+
+# --- a fresh fleet member adopts the fleet's reading and override in its first sync ------------
+
+
+def test_a_fresh_fleet_member_admits_its_first_login_on_the_fleets_reading(
+    fleet: Callable[..., list[FailOpen]], outage: FakeStatusPage
+) -> None:
+    """The running fleet has confirmed the outage; a member started now (a scale-up) makes no
+    status request: its first sync brings the leader's published reading."""
+    [running] = fleet(1)
+    running.start()
+    assert wait_for(lambda: running.fleet is not None and running.fleet.leader
+                    and not running.state.enforce)
+    [fresh] = fleet(1)
+    decision = fresh.decide(None, path="/login")
+    assert decision.outcome == "bypassed_flag_off", decision
+    assert fresh.state.global_status == "major_outage"
+    assert fresh.counted.count == 0  # type: ignore[attr-defined]
+    assert fresh.fleet is not None and not fresh.fleet.leader
+
+
+def test_a_fresh_fleet_member_admits_its_first_login_on_an_operators_override(
+    fleet: Callable[..., list[FailOpen]], fake_status_page: FakeStatusPage
+) -> None:
+    """An override forcing enforcement off (the page shows nothing) reaches a fresh member in
+    its first sync: its first request is admitted as on every other member, not refused."""
+    [operator] = fleet(1)
+    operator.flag.force_off("vendor outage INC-18", ttl=600)
+    [fresh] = fleet(1)
+    decision = fresh.decide(None, path="/login")
+    assert decision.outcome == "bypassed_flag_off", decision
+    assert fresh.state.source == "override"
+
+
+def test_a_fresh_fleet_member_keeps_enforcing_when_the_fleet_shows_no_outage(
+    fleet: Callable[..., list[FailOpen]], fake_status_page: FakeStatusPage
+) -> None:
+    [running] = fleet(1)
+    running.start()
+    assert wait_for(lambda: running.state.source == "watcher")
+    [fresh] = fleet(1)
+    assert fresh.decide(None, path="/login").outcome == "missing_token"
+    assert fresh.state.enforce is True
