@@ -1,0 +1,92 @@
+"""Real multi-worker servers started while the status page reads ``major_outage``: the very first
+token-less log-in on every worker is admitted (bypassed), as on workers that have been running
+all along, and the page sees at most one status request per worker before those log-ins.
+
+Polls are 30 s apart, so every status request a test sees is a worker's first turn. Before the
+fix a fresh worker refused its first log-ins (403) until that first reading came.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from _serving import fakes_env, served
+
+from failopen.testing import FakeStatusPage, FakeVerifyAPI, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).parent
+WORKERS = 2
+
+
+def outage_env(page: FakeStatusPage, verify: FakeVerifyAPI) -> dict[str, str]:
+    page.set_global("major_outage")
+    return fakes_env(page, verify, POLL_INTERVAL="30", POLL_JITTER="0", STATUS_TIMEOUT="5")
+
+
+@pytest.fixture
+def gunicorn_site(fake_status_page: FakeStatusPage, fake_verify_api: FakeVerifyAPI,
+                  tmp_path: Path) -> Iterator[str]:
+    """The Flask example under gunicorn, two sync workers, no --preload: each worker builds its
+    runtime at import and starts its watcher on its first guarded request."""
+    port = free_port()
+    argv = [sys.executable, "-m", "gunicorn", "-w", str(WORKERS), "-k", "sync",
+            "-b", f"127.0.0.1:{port}", "--graceful-timeout", "2",
+            "--pythonpath", f"{ROOT / 'examples'},{HERE}", "_gunicorn_flask:app"]
+    with served(argv, port=port, env=outage_env(fake_status_page, fake_verify_api),
+                log_path=tmp_path / "gunicorn.log", ready_path="/health", cwd=tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def uvicorn_site(fake_status_page: FakeStatusPage, fake_verify_api: FakeVerifyAPI,
+                 tmp_path: Path) -> Iterator[str]:
+    """The Starlette example under ``uvicorn --workers 2`` (the async path: adecide)."""
+    port = free_port()
+    env = outage_env(fake_status_page, fake_verify_api)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "examples"), str(HERE)])
+    argv = [sys.executable, "-m", "uvicorn", "_uvicorn_asgi:app", "--workers", str(WORKERS),
+            "--host", "127.0.0.1", "--port", str(port), "--app-dir", str(HERE)]
+    with served(argv, port=port, env=env, log_path=tmp_path / "uvicorn.log",
+                ready_path="/health", cwd=tmp_path) as url:
+        yield url
+
+
+def first_logins_on_every_worker(url: str, page: FakeStatusPage) -> None:
+    assert page.requests == 0, "no worker has read the page before its first guarded request"
+    seen: dict[int, int] = {}
+    with httpx.Client(base_url=url, timeout=10) as client, ThreadPoolExecutor(4) as pool:
+        def login(_: int) -> tuple[int, httpx.Response]:
+            response = client.post("/login", data={"username": "ann"},
+                                   headers={"Accept": "application/json", "Connection": "close"})
+            return int(response.headers["X-Worker-Pid"]), response
+
+        for _ in range(50):
+            for pid, response in pool.map(login, range(4)):
+                assert response.status_code == 200, (pid, response.status_code, response.text)
+                assert response.json()["bypassed"] is True, response.text
+                seen[pid] = seen.get(pid, 0) + 1
+            if len(seen) == WORKERS:
+                break
+    assert len(seen) == WORKERS, f"only workers {sorted(seen)} answered"
+    assert page.requests <= WORKERS, f"{page.requests} status requests for {WORKERS} workers"
+
+
+@pytest.mark.slow
+def test_gunicorn_workers_started_during_an_outage_admit_their_first_logins(
+    gunicorn_site: str, fake_status_page: FakeStatusPage
+) -> None:
+    first_logins_on_every_worker(gunicorn_site, fake_status_page)
+
+
+@pytest.mark.slow
+def test_uvicorn_workers_started_during_an_outage_admit_their_first_logins(
+    uvicorn_site: str, fake_status_page: FakeStatusPage
+) -> None:
+    first_logins_on_every_worker(uvicorn_site, fake_status_page)
