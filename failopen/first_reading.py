@@ -12,6 +12,9 @@ first turn ends waits for it:
   flag as it is, which is how it was decided before;
 - no new evidence: the turn feeds the flag through the usual hysteresis, so an unreadable or
   malformed page, a 429 or a timeout leaves enforcement on and the request is refused as before.
+
+A fleet follower whose first sync finds nothing published yet (the whole fleet starting at once)
+syncs again until the leader's first reading arrives, for ``wait`` at most.
 """
 
 from __future__ import annotations
@@ -58,6 +61,13 @@ class FirstReading:
 
     def __repr__(self) -> str:
         return f"FirstReading(pending={self.pending}, wait={self.wait:g}s)"
+
+    def turn_ended(self, *, evidence: bool, elapsed: float) -> None:
+        """One watcher turn is over: the first reading has come if it brought ``evidence``
+        either way (a poll of this process's, a reading or an override adopted), or once
+        ``elapsed`` seconds since the first turn began reach ``wait`` without any."""
+        if evidence or elapsed >= self.wait:
+            self.ended()
 
     def ended(self) -> None:
         """The watcher's first turn is over (its reading, if any, is in the flag)."""

@@ -155,6 +155,7 @@ class StatusWatcher(BackgroundThread):
         next_poll = self._clock.monotonic() if self.source is not None else float("inf")
         last_poll = next_poll
         polled = True
+        began = self._clock.monotonic()
         while not stop.is_set():
             turn = self._clock.monotonic()
             fleet = self.fleet
@@ -178,7 +179,12 @@ class StatusWatcher(BackgroundThread):
             self.tick()
             first = self.first_reading
             if first is not None and first.pending:
-                first.ended()  # the reading, the fleet's and the store's override are in
+                # This process read the page itself, or adopted a reading or an override (a
+                # fleet follower whose leader has published nothing yet tries again next turn).
+                flag = self.flag
+                first.turn_ended(evidence=polls or flag.automatic_state.source != "default"
+                                 or flag.override is not None,
+                                 elapsed=self._clock.monotonic() - began)
             if not self.flag.automatic_state.enforce:
                 # A bypass that began between polls (a request's confirmation) while the page
                 # failed: the backoff chosen while enforcing must not delay the polls that end it.

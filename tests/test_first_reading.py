@@ -307,3 +307,15 @@ def test_a_fresh_fleet_member_keeps_enforcing_when_the_fleet_shows_no_outage(
     [fresh] = fleet(1)
     assert fresh.decide(None, path="/login").outcome == "missing_token"
     assert fresh.state.enforce is True
+
+
+def test_a_whole_fleet_started_during_an_outage_admits_every_members_first_login(
+    fleet: Callable[..., list[FailOpen]], outage: FakeStatusPage
+) -> None:
+    """A cold start (a deploy restarting every worker, an empty store): one member leads and
+    reads the page; the others' first syncs find no reading yet. Their first requests wait for
+    the leader's (bounded) instead of being refused, and only the leader asks the page."""
+    members = fleet(3, poll_interval=30.0)
+    decisions = in_threads(3, lambda: members.pop().decide(None, path="/login"))
+    assert {d.outcome for d in decisions} == {"bypassed_flag_off"}, decisions
+    assert outage.requests == 1
