@@ -129,7 +129,7 @@ class OutageConfirmer:
         """The watcher's first turn just ended. When it confirmed an outage, it counts as this
         process's check for the TTL: a request that was verifying meanwhile answers from the
         flag it left instead of asking the page again what it was just told."""
-        if self._watcher.flag.state.enforce or not self._lock.acquire(blocking=False):
+        if self._watcher.flag.automatic_state.enforce or not self._lock.acquire(blocking=False):
             return  # no outage to share; or a check of this confirmer's own is under way
         try:
             self._cache["checked"] = True

@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections.abc import Callable
 
 from failopen._forksafe import renew_locks_after_fork
 
 __all__ = ["FirstReading"]
+
+logger = logging.getLogger("failopen.watcher")
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -74,7 +77,11 @@ class FirstReading:
         if not self.pending:
             return
         for callback in self.on_end:
-            callback()
+            try:
+                callback()
+            except Exception:  # a callback's bug must neither kill the watcher nor keep waiters
+                logger.exception("first reading callback failed",
+                                 extra={"event": "failopen.watcher_error"})
         with self._lock:
             self.pending = False
             waiting, self._waiting = self._waiting, []
