@@ -319,3 +319,37 @@ def test_a_whole_fleet_started_during_an_outage_admits_every_members_first_login
     decisions = in_threads(3, lambda: members.pop().decide(None, path="/login"))
     assert {d.outcome for d in decisions} == {"bypassed_flag_off"}, decisions
     assert outage.requests == 1
+
+
+# --- the helper itself -------------------------------------------------------------------------
+
+
+def test_a_failing_end_callback_is_logged_and_the_waiters_still_hear_of_the_end(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from failopen.first_reading import FirstReading
+
+    first = FirstReading(wait=30.0)
+
+    def broken() -> None:
+        raise RuntimeError("a bug in a callback")
+
+    first.on_end.append(broken)
+    with ThreadPoolExecutor(1) as pool:
+        waiter = pool.submit(first.await_sync)
+        first.ended()
+        assert waiter.result(10) is True
+    assert first.pending is False
+    assert "first reading callback failed" in caplog.text
+
+
+def test_a_wait_that_cannot_end_is_not_made() -> None:
+    """No watcher thread to end the first turn (never started, or stopped): no wait at all."""
+    from failopen.first_reading import FirstReading
+
+    first = FirstReading(wait=30.0, running=lambda: False)
+    assert first.under_way() is False
+    assert first.await_sync() is False
+    assert asyncio.run(first.await_async()) is False
+    with pytest.raises(ValueError, match="zero or more seconds"):
+        FirstReading(wait=float("nan"))
