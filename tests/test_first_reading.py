@@ -321,6 +321,27 @@ def test_a_whole_fleet_started_during_an_outage_admits_every_members_first_login
     assert outage.requests == 1
 
 
+def test_shadow_mode_only_reports_the_first_bypass(
+    make: Callable[..., FailOpen], outage: FakeStatusPage, caplog: pytest.LogCaptureFixture
+) -> None:
+    runtime = make(mode="shadow")
+    decision = runtime.decide(None, path="/login")
+    assert (decision.allow, decision.outcome, decision.shadow) == (False, "missing_token", True)
+    assert "shadow: would bypass" in caplog.text
+
+
+def test_an_operators_force_on_wins_over_a_fresh_members_first_reading(
+    fleet: Callable[..., list[FailOpen]], outage: FakeStatusPage
+) -> None:
+    """A bot attack during the vendor's incident: forced on in the store, the outage on the
+    page. A fresh member's first request is refused, not admitted on the page's reading."""
+    [operator] = fleet(1)
+    operator.flag.force_on("attack in progress", ttl=600)
+    [fresh] = fleet(1)
+    assert fresh.decide(None, path="/login").outcome == "missing_token"
+    assert fresh.state.source == "override" and fresh.state.enforce is True
+
+
 # --- the helper itself -------------------------------------------------------------------------
 
 
