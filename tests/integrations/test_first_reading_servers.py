@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from _redis_kit import RedisServer
 from _serving import fakes_env, served
 
 from failopen.testing import FakeStatusPage, FakeVerifyAPI, free_port
@@ -25,22 +26,37 @@ HERE = Path(__file__).parent
 WORKERS = 2
 
 
-def outage_env(page: FakeStatusPage, verify: FakeVerifyAPI) -> dict[str, str]:
+def outage_env(page: FakeStatusPage, verify: FakeVerifyAPI, **settings: str) -> dict[str, str]:
     page.set_global("major_outage")
-    return fakes_env(page, verify, POLL_INTERVAL="30", POLL_JITTER="0", STATUS_TIMEOUT="5")
+    return fakes_env(page, verify, POLL_INTERVAL="30", POLL_JITTER="0", STATUS_TIMEOUT="5",
+                     **settings)
+
+
+def gunicorn(port: int) -> list[str]:
+    """The Flask example under gunicorn, two sync workers, no --preload: each worker builds its
+    runtime at import and starts its watcher on its first guarded request."""
+    return [sys.executable, "-m", "gunicorn", "-w", str(WORKERS), "-k", "sync",
+            "-b", f"127.0.0.1:{port}", "--graceful-timeout", "2",
+            "--pythonpath", f"{ROOT / 'examples'},{HERE}", "_gunicorn_flask:app"]
 
 
 @pytest.fixture
 def gunicorn_site(fake_status_page: FakeStatusPage, fake_verify_api: FakeVerifyAPI,
                   tmp_path: Path) -> Iterator[str]:
-    """The Flask example under gunicorn, two sync workers, no --preload: each worker builds its
-    runtime at import and starts its watcher on its first guarded request."""
     port = free_port()
-    argv = [sys.executable, "-m", "gunicorn", "-w", str(WORKERS), "-k", "sync",
-            "-b", f"127.0.0.1:{port}", "--graceful-timeout", "2",
-            "--pythonpath", f"{ROOT / 'examples'},{HERE}", "_gunicorn_flask:app"]
-    with served(argv, port=port, env=outage_env(fake_status_page, fake_verify_api),
+    with served(gunicorn(port), port=port, env=outage_env(fake_status_page, fake_verify_api),
                 log_path=tmp_path / "gunicorn.log", ready_path="/health", cwd=tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def gunicorn_fleet_site(fake_status_page: FakeStatusPage, fake_verify_api: FakeVerifyAPI,
+                        redis_server: RedisServer, tmp_path: Path) -> Iterator[str]:
+    """The same, both workers members of one fleet through a fresh (empty) Redis."""
+    port = free_port()
+    env = outage_env(fake_status_page, fake_verify_api, STORE=redis_server.url)
+    with served(gunicorn(port), port=port, env=env, log_path=tmp_path / "gunicorn.log",
+                ready_path="/health", cwd=tmp_path) as url:
         yield url
 
 
@@ -58,7 +74,7 @@ def uvicorn_site(fake_status_page: FakeStatusPage, fake_verify_api: FakeVerifyAP
         yield url
 
 
-def first_logins_on_every_worker(url: str, page: FakeStatusPage) -> None:
+def first_logins_on_every_worker(url: str, page: FakeStatusPage, *, polls: int = WORKERS) -> None:
     assert page.requests == 0, "no worker has read the page before its first guarded request"
     seen: dict[int, int] = {}
     with httpx.Client(base_url=url, timeout=10) as client, ThreadPoolExecutor(4) as pool:
@@ -75,7 +91,7 @@ def first_logins_on_every_worker(url: str, page: FakeStatusPage) -> None:
             if len(seen) == WORKERS:
                 break
     assert len(seen) == WORKERS, f"only workers {sorted(seen)} answered"
-    assert page.requests <= WORKERS, f"{page.requests} status requests for {WORKERS} workers"
+    assert page.requests <= polls, f"{page.requests} status requests for {WORKERS} workers"
 
 
 @pytest.mark.slow
@@ -90,3 +106,12 @@ def test_uvicorn_workers_started_during_an_outage_admit_their_first_logins(
     uvicorn_site: str, fake_status_page: FakeStatusPage
 ) -> None:
     first_logins_on_every_worker(uvicorn_site, fake_status_page)
+
+
+@pytest.mark.slow
+def test_a_gunicorn_fleet_started_during_an_outage_admits_every_workers_first_logins(
+    gunicorn_fleet_site: str, fake_status_page: FakeStatusPage
+) -> None:
+    """A cold start of the whole fleet: one worker leads and reads the page, the other waits for
+    its published reading; one status request in all."""
+    first_logins_on_every_worker(gunicorn_fleet_site, fake_status_page, polls=1)
