@@ -5,6 +5,9 @@ Adapters hold one FailOpen per process. Building it makes no network call and st
 first use (``ensure_started``), which keeps management commands, import-time code and pre-fork
 masters free of background threads. With a ``redis://`` store the process is a fleet member
 (:mod:`failopen.fleet`) once its watcher runs; ``stop`` leaves the fleet (releasing the lease).
+Until the watcher's first turn has ended, a request that would be refused waits for it, bounded
+by the status timeout (:mod:`failopen.first_reading`): a worker started during an outage admits
+its first requests as the running ones do.
 """
 
 from __future__ import annotations
