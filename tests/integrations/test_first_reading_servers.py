@@ -60,22 +60,27 @@ def gunicorn_fleet_site(fake_status_page: FakeStatusPage, fake_verify_api: FakeV
         yield url
 
 
-@pytest.fixture
-def uvicorn_site(fake_status_page: FakeStatusPage, fake_verify_api: FakeVerifyAPI,
-                 tmp_path: Path) -> Iterator[str]:
-    """The Starlette example under ``uvicorn --workers 2`` (the async path: adecide)."""
+@pytest.fixture(params=["off", "on"])
+def uvicorn_site(request: pytest.FixtureRequest, fake_status_page: FakeStatusPage,
+                 fake_verify_api: FakeVerifyAPI, tmp_path: Path) -> Iterator[tuple[str, bool]]:
+    """The Starlette example under ``uvicorn --workers 2`` (the async path: adecide), with the
+    lifespan protocol off (the watcher starts on the first guarded request) and on (it starts
+    with the worker, and its first reading races the first requests)."""
     port = free_port()
     env = outage_env(fake_status_page, fake_verify_api)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "examples"), str(HERE)])
     argv = [sys.executable, "-m", "uvicorn", "_uvicorn_asgi:app", "--workers", str(WORKERS),
-            "--host", "127.0.0.1", "--port", str(port), "--app-dir", str(HERE)]
+            "--host", "127.0.0.1", "--port", str(port), "--app-dir", str(HERE),
+            "--lifespan", request.param]
     with served(argv, port=port, env=env, log_path=tmp_path / "uvicorn.log",
                 ready_path="/health", cwd=tmp_path) as url:
-        yield url
+        yield url, request.param == "off"
 
 
-def first_logins_on_every_worker(url: str, page: FakeStatusPage, *, polls: int = WORKERS) -> None:
-    assert page.requests == 0, "no worker has read the page before its first guarded request"
+def first_logins_on_every_worker(url: str, page: FakeStatusPage, *, polls: int = WORKERS,
+                                 lazy: bool = True) -> None:
+    if lazy:
+        assert page.requests == 0, "no worker has read the page before its first guarded request"
     seen: dict[int, int] = {}
     with httpx.Client(base_url=url, timeout=10) as client, ThreadPoolExecutor(4) as pool:
         def login(_: int) -> tuple[int, httpx.Response]:
@@ -103,9 +108,10 @@ def test_gunicorn_workers_started_during_an_outage_admit_their_first_logins(
 
 @pytest.mark.slow
 def test_uvicorn_workers_started_during_an_outage_admit_their_first_logins(
-    uvicorn_site: str, fake_status_page: FakeStatusPage
+    uvicorn_site: tuple[str, bool], fake_status_page: FakeStatusPage
 ) -> None:
-    first_logins_on_every_worker(uvicorn_site, fake_status_page)
+    url, lazy = uvicorn_site
+    first_logins_on_every_worker(url, fake_status_page, lazy=lazy)
 
 
 @pytest.mark.slow
