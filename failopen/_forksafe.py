@@ -72,6 +72,11 @@ class BackgroundThread:
         """Called in a forked child before the thread is started again: renew your locks."""
 
     @property
+    def started(self) -> bool:
+        """True from ``start()`` until ``stop()``: a thread runs, or is about to (again)."""
+        return self._wanted
+
+    @property
     def running(self) -> bool:
         """True when this process has a live thread."""
         thread = self._thread

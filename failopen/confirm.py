@@ -79,6 +79,12 @@ class OutageConfirmer:
         A caller that finds a check under way waits for it at most ``wait`` seconds and never
         starts one of its own, so no caller is held longer than one status timeout.
         """
+        first = self._watcher.first_reading
+        if first is not None and first.under_way():
+            # The watcher's first poll is a check under way like any other: wait for it, and
+            # never double it (a fresh worker's first requests make one status request, not two).
+            first.await_sync()
+            return not self._watcher.flag.state.enforce
         if not self.fresh():
             lock = self._lock
             if lock.acquire(blocking=False):  # single flight: this caller makes the check
@@ -101,6 +107,10 @@ class OutageConfirmer:
         otherwise queue a thread-pool job each, all blocked on the lock, starving the loop's
         default executor (DNS lookups, ``to_thread``) for up to the status timeout.
         """
+        first = self._watcher.first_reading
+        if first is not None and first.under_way():
+            await first.await_async()  # the watcher's first poll: see confirm()
+            return not self._watcher.flag.state.enforce
         if self.fresh():
             return not self._watcher.flag.state.enforce
         loop = asyncio.get_running_loop()
@@ -114,6 +124,17 @@ class OutageConfirmer:
             # Shielded: one caller giving up (a client gone) must not cancel everyone's check.
             await asyncio.shield(future)
         return not self._watcher.flag.state.enforce
+
+    def first_poll_made(self) -> None:
+        """The watcher's first turn just ended. When it confirmed an outage, it counts as this
+        process's check for the TTL: a request that was verifying meanwhile answers from the
+        flag it left instead of asking the page again what it was just told."""
+        if self._watcher.flag.automatic_state.enforce or not self._lock.acquire(blocking=False):
+            return  # no outage to share; or a check of this confirmer's own is under way
+        try:
+            self._cache["checked"] = True
+        finally:
+            self._lock.release()
 
     def _check(self) -> None:
         fleet = self.fleet

@@ -129,7 +129,8 @@ class EnforcementFlag:
         self._state = self._auto
         # load=False leaves the first read to the watcher thread's first turn (the runtime does
         # so for a store that ``loads_in_background``: Django builds the runtime inside a
-        # worker's first request, which must never wait on Redis). Until then: enforce.
+        # worker's first request, which must never wait on Redis). Until then: enforce (a
+        # request that would be refused waits for that turn: failopen.first_reading).
         if store is not None and load:
             self.refresh(force=True)
 

@@ -1,6 +1,7 @@
 """The decision every adapter asks for: enforce, bypass, or reject.
 
     flag off (confirmed outage or override) ................... allow, bypassed
+    no reading yet, would refuse ............................... wait for the first one (bounded)
     flag on:  no token ......................................... reject 403
               verify says valid ................................ allow
               verify says invalid .............................. reject 403
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from failopen._forksafe import renew_locks_after_fork
 from failopen.audit import BypassAudit
 from failopen.confirm import CONFIRM_WAIT, OutageConfirmer
+from failopen.first_reading import FirstReading
 from failopen.flag import EnforcementFlag
 from failopen.metrics import NO_METRICS, Metrics
 from failopen.verify import Verifier, VerifyOutcome, VerifyResult
@@ -68,6 +70,12 @@ class Decision:
             "reason": self.reason,
             "shadow": self.shadow,
         }
+
+
+def _unusable(token: str | None) -> bool:
+    """True for a token no verify call is made for: none, not text, too long, unprintable."""
+    return not token or not isinstance(token, str) or len(token) > _MAX_TOKEN \
+        or not token.isprintable()
 
 
 def fail_closed(reason: str, *, retry_after: int) -> Decision:
@@ -112,6 +120,9 @@ class Guard:
         #: With the verify probe (FAILOPEN_EVIDENCE=status,probe): where requests' verify
         #: outcomes are counted, one of the probe's two conditions.
         self.outcome_window: OutcomeWindow | None = None
+        #: Set by the runtime: the watcher's first turn, which a request that would be refused
+        #: before it waits for (a fresh worker during an outage admits as the others do).
+        self.first_reading: FirstReading | None = None
 
     def __repr__(self) -> str:
         return f"Guard(mode={self.mode!r}, flag={self.flag!r})"
@@ -120,6 +131,9 @@ class Guard:
                user_agent: str = "") -> Decision:
         """Decide for one request to a protected route (``user_agent`` goes to the audit file)."""
         try:
+            first = self._awaited_first_reading()
+            if first is not None and _unusable(token):
+                first.await_sync()
             early = self._before_verify(token, path, client, user_agent)
             if early is not None:
                 return early
@@ -128,6 +142,14 @@ class Guard:
             self._timed(started)
             self._observe_outcome(result)
             confirmer = self.confirmer if result.outcome is VerifyOutcome.UNAVAILABLE else None
+            # Refused now, but perhaps not once the first reading is in (the confirmer waits
+            # for it itself, as for any check under way).
+            first = self._awaited_first_reading() if confirmer is None \
+                and result.outcome is not VerifyOutcome.VALID else None
+            if first is not None:
+                first.await_sync()
+                if self.mode == "enforce" and not self.flag.state.enforce:
+                    return self._bypass_flag_off(path, client, user_agent)
             confirmed = confirmer.confirm() if confirmer is not None else False
             return self._finish(self._from_verify(result, confirmed), path, client,
                                 user_agent=user_agent)
@@ -138,6 +160,9 @@ class Guard:
                       user_agent: str = "") -> Decision:
         """Async twin of :meth:`decide`."""
         try:
+            first = self._awaited_first_reading()
+            if first is not None and _unusable(token):
+                await first.await_async()
             early = self._before_verify(token, path, client, user_agent)
             if early is not None:
                 return early
@@ -146,6 +171,14 @@ class Guard:
             self._timed(started)
             self._observe_outcome(result)
             confirmer = self.confirmer if result.outcome is VerifyOutcome.UNAVAILABLE else None
+            # Refused now, but perhaps not once the first reading is in (the confirmer waits
+            # for it itself, as for any check under way).
+            first = self._awaited_first_reading() if confirmer is None \
+                and result.outcome is not VerifyOutcome.VALID else None
+            if first is not None:
+                await first.await_async()
+                if self.mode == "enforce" and not self.flag.state.enforce:
+                    return self._bypass_flag_off(path, client, user_agent)
             confirmed = await confirmer.aconfirm() if confirmer is not None else False
             return self._finish(self._from_verify(result, confirmed), path, client,
                                 user_agent=user_agent)
@@ -211,9 +244,17 @@ class Guard:
             return self._bypass_flag_off(path, client, user_agent)
         if not token:
             return self._finish(self._missing, path, client)
-        if not isinstance(token, str) or len(token) > _MAX_TOKEN or not token.isprintable():
+        if _unusable(token):
             return self._finish(self._malformed, path, client)
         return None
+
+    def _awaited_first_reading(self) -> FirstReading | None:
+        """The first reading to wait for, if a request refused now might be admitted once it
+        has come: no reading (nor override) in the flag yet, and one could lift enforcement."""
+        first = self.first_reading
+        if first is None or not first.pending or not first.worth_waiting:
+            return None
+        return first if self.flag.state.source == "default" and first.under_way() else None
 
     def _from_verify(self, result: VerifyResult, confirmed: bool) -> Decision:
         outcome = result.outcome

@@ -5,6 +5,9 @@ Adapters hold one FailOpen per process. Building it makes no network call and st
 first use (``ensure_started``), which keeps management commands, import-time code and pre-fork
 masters free of background threads. With a ``redis://`` store the process is a fleet member
 (:mod:`failopen.fleet`) once its watcher runs; ``stop`` leaves the fleet (releasing the lease).
+Until the watcher's first turn has ended, a request that would be refused waits for it, bounded
+by the status timeout (:mod:`failopen.first_reading`): a worker started during an outage admits
+its first requests as the running ones do.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from failopen.audit_file import AuditFile
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.config import Config
 from failopen.exceptions import ConfigError
+from failopen.first_reading import FirstReading
 from failopen.flag import EnforcementFlag, FlagState, Listener
 from failopen.fleet import Fleet
 from failopen.guard import CONFIRM_WAIT, Decision, Guard, OutageConfirmer
@@ -134,6 +138,10 @@ class FailOpen:
             audit=BypassAudit(config.audit, clock=clock, file=self._audit_file(config),
                               window=lambda: self.flag.state),
         )
+        first = self._first_reading(config)
+        self.guard.first_reading = self.watcher.first_reading = first
+        if confirmer is not None:
+            first.on_end.append(confirmer.first_poll_made)
         #: Where the guard, watcher and confirmer report (``FAILOPEN_METRICS``; ``use_metrics``).
         self.metrics: Metrics = NO_METRICS
         self.use_metrics(metrics if metrics is not None else metrics_for(config.metrics))
@@ -143,6 +151,20 @@ class FailOpen:
         self.probe: VerifyProbe | None = None
         if config.probe:
             self.probe = self._build_probe(probe_verifier, verify_transport)
+
+    def _first_reading(self, config: Config) -> FirstReading:
+        """What this process's first refused requests wait for (failopen.first_reading)."""
+        watcher = self.watcher
+        # Worth waiting for when the first turn can lift enforcement: one outage reading is
+        # enough (FAILOPEN_OPEN_AFTER=1: with more, a fresh process needs as many readings as
+        # any other, spaced a poll apart), or the store's override (or the fleet's readings)
+        # arrive only in that turn. Bounded by the status timeout, as a confirmation is.
+        return FirstReading(
+            wait=config.status_timeout,
+            worth_waiting=(self.status is not None and config.open_after == 1)
+            or getattr(self.store, "loads_in_background", False),
+            running=lambda: watcher.started,
+        )
 
     @staticmethod
     def _audit_file(config: Config) -> AuditFile | None:

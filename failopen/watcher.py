@@ -43,6 +43,7 @@ from failopen.metrics import NO_METRICS, Metrics
 from failopen.status import StatusReport
 
 if TYPE_CHECKING:
+    from failopen.first_reading import FirstReading
     from failopen.fleet import Fleet
     from failopen.probe import VerifyProbe
 
@@ -117,6 +118,8 @@ class StatusWatcher(BackgroundThread):
         self.fleet: Fleet | None = None
         #: Set by the runtime with FAILOPEN_EVIDENCE=status,probe: the verify probe.
         self.probe: VerifyProbe | None = None
+        #: Set by the runtime: ended by this thread's first turn, which early requests await.
+        self.first_reading: FirstReading | None = None
         # Hysteresis and failure counters: written by whoever holds _observe_lock.
         self._observe_lock = threading.RLock()  # a flag listener may feed a reading back in
         self._applied_started = float("-inf")
@@ -143,6 +146,8 @@ class StatusWatcher(BackgroundThread):
     def _after_fork(self) -> None:
         # The parent's thread does not exist in the child, and it may hold this lock.
         self._observe_lock = threading.RLock()
+        if self.first_reading is not None:
+            self.first_reading.after_fork()
 
     def _loop(self) -> None:
         stop = self._stop
@@ -150,6 +155,7 @@ class StatusWatcher(BackgroundThread):
         next_poll = self._clock.monotonic() if self.source is not None else float("inf")
         last_poll = next_poll
         polled = True
+        began = self._clock.monotonic()
         while not stop.is_set():
             turn = self._clock.monotonic()
             fleet = self.fleet
@@ -171,6 +177,14 @@ class StatusWatcher(BackgroundThread):
             elif probe is not None:
                 probe.run_due()
             self.tick()
+            first = self.first_reading
+            if first is not None and first.pending:
+                # This process read the page itself, or adopted a reading or an override (a
+                # fleet follower whose leader has published nothing yet tries again next turn).
+                flag = self.flag
+                first.turn_ended(evidence=polls or flag.automatic_state.source != "default"
+                                 or flag.override is not None,
+                                 elapsed=self._clock.monotonic() - began)
             if not self.flag.automatic_state.enforce:
                 # A bypass that began between polls (a request's confirmation) while the page
                 # failed: the backoff chosen while enforcing must not delay the polls that end it.
