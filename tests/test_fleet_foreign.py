@@ -165,6 +165,12 @@ def test_another_deployments_confirmation_lock_does_not_stop_ours(
 ) -> None:
     """Its check says nothing about our page: during a real outage we check ours."""
     (runtime,) = fleet(1, confirm_ttl=30.0)
+    # The watcher's first turn (an operational reading) ends first: a check made during that turn
+    # would share the watcher's poll (failopen.first_reading), and this test is about the confirmer.
+    runtime.start()
+    assert runtime.watcher.first_reading is not None
+    assert runtime.watcher.first_reading.await_sync()
+    assert runtime.flag.state.enforce
     client = redis_server.client()
     client.set("failopen:epoch", "1")
     client.set("failopen:confirm", json.dumps({"id": "laptop", "page": OTHER_PAGE}), px=60_000)
