@@ -139,14 +139,21 @@ def split_password(url: str) -> tuple[str, str | None]:
     Reads the password where redis-py does (userinfo, then ``?password=``), so what is left
     opens the same server once the password is passed beside it. Other URLs come back as given.
     """
-    scheme, sep, _rest = url.partition("://")
+    scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower() not in REDIS_SCHEMES:
         return url, None
     parts = urlsplit(url)
+    if scheme.lower() != "unix" and rest.rpartition("@")[0] != parts.netloc.rpartition("@")[0]:
+        # A "/", "?" or "#" in the password ends the userinfo early for urlsplit and redis-py:
+        # the URL would stay in Config.store as written, its password in clear for asdict().
+        raise ConfigError(f"FAILOPEN_STORE: {mask_url(url)} does not parse as written: "
+                          "percent-encode any '/', '?', '#' or '@' in its password (and in "
+                          "its query), or give the password in FAILOPEN_STORE_PASSWORD")
     query = parse_qsl(parts.query, keep_blank_values=True)
-    in_query = [value for name, value in query if name == "password"]
+    # As redis-py reads it: the first value that is not blank.
+    in_query = [value for name, value in query if name == "password" and value]
     password = unquote(parts.password) if parts.password else None
-    if password is not None and any(in_query) and in_query[0] != password:
+    if password is not None and in_query and in_query[0] != password:
         raise ConfigError(f"FAILOPEN_STORE: {mask_url(url)} carries two different passwords; "
                           "give it once, best in FAILOPEN_STORE_PASSWORD")
     if password is None and not in_query:
@@ -158,7 +165,7 @@ def split_password(url: str) -> tuple[str, str | None]:
     # By hand: urlunsplit drops the empty host of unix:///path.sock.
     stripped = (f"{parts.scheme}://{netloc}{parts.path}" + (f"?{kept}" if kept else "")
                 + (f"#{parts.fragment}" if parts.fragment else ""))
-    return stripped, password if password is not None else (in_query[0] or None)
+    return stripped, password if password is not None else in_query[0]
 
 
 def check_store_url(url: object) -> str:
