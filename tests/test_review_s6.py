@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
+import time
+from collections.abc import Callable
 
 import pytest
+from _redis_kit import RedisServer
 
 from failopen import Config
+from failopen.cli import main
 from failopen.exceptions import ConfigError
 from failopen.stores import split_password
+from failopen.runtime import FailOpen
 from failopen.stores.redis import RedisStore
+from failopen.testing import FakeStatusPage
 
 SECRET = "Pa55-word-Tail"
 
@@ -41,3 +49,67 @@ def test_a_blank_query_password_before_the_real_one_does_not_keep_it_in_the_url(
     config = Config(store=url)
     assert SECRET not in str(dataclasses.asdict(config))
     assert config.store_password is not None and config.store_password.reveal() == SECRET
+
+
+# --- fleet records nested deeper than json can parse ---------------------------------------------
+
+NESTED = "[" * 100_000  # json.loads raises RecursionError, which is no ValueError
+
+
+def test_a_nested_leader_key_is_one_fallback_not_a_traceback_per_sync(
+    fleet: Callable[..., list[FailOpen]], redis_server: RedisServer,
+    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A plain garbage leader key is "unfollowable": one ERROR, the override still followed. A
+    # nested one raised out of _is_token: a traceback every sync (twice a second per process),
+    # and the process stopped following the override an operator places.
+    (runtime,) = fleet(1)
+    assert runtime.fleet is not None
+    client = redis_server.client()
+    client.set("failopen:epoch", "1")
+    client.set("failopen:leader", NESTED)
+    with caplog.at_level(logging.WARNING, logger="failopen.fleet"):
+        for _ in range(5):
+            runtime.fleet.sync()
+    events = [getattr(r, "event", None) for r in caplog.records]
+    assert "failopen.fleet_error" not in events, events
+    assert events.count("failopen.fleet_store_unusable") == 1
+    assert runtime.fleet.store_state == "local"
+    # The operator's force-off still reaches this process.
+    assert main(["override", "off", "--store", redis_server.url, "--ttl", "5m"]) == 0, \
+        capsys.readouterr().err
+    runtime.fleet.sync()
+    runtime.flag.refresh()
+    assert not runtime.flag.state.enforce, runtime.flag.state
+
+
+def test_a_nested_confirmation_lock_does_not_stop_our_confirmation(
+    fleet: Callable[..., list[FailOpen]], redis_server: RedisServer,
+    fake_status_page: FakeStatusPage,
+) -> None:
+    (runtime,) = fleet(1, confirm_ttl=30.0)
+    client = redis_server.client()
+    client.set("failopen:epoch", "1")
+    client.set("failopen:confirm", NESTED, px=60_000)
+    fake_status_page.set_global("major_outage")
+    assert runtime.confirmer is not None
+    assert not runtime.confirm().enforce  # the check is ours to make: it says outage
+    assert runtime.confirmer.requests == 1
+
+
+def test_failopen_fleet_shows_the_fleet_around_garbage_heartbeats(
+    capsys: pytest.CaptureFixture[str], redis_server: RedisServer,
+) -> None:
+    client = redis_server.client()
+    client.set("failopen:epoch", "1")
+    client.set("failopen:leader", NESTED, px=60_000)
+    client.set("failopen:proc:nested", NESTED, px=60_000)
+    client.set("failopen:proc:huge", json.dumps({"id": "huge", "seen": 10**400}), px=60_000)
+    client.set("failopen:proc:ok", json.dumps({"id": "ok", "seen": time.time()}), px=60_000)
+    capsys.readouterr()
+    code = main(["fleet", "--store", redis_server.url, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["leader"] is None
+    assert [p["id"] for p in report["processes"]] == ["ok"]
