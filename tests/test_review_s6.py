@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 from _redis_kit import RedisServer
 
-from failopen import Config
+from failopen import Config, Secret
 from failopen.cli import main
 from failopen.exceptions import ConfigError
 from failopen.stores import split_password
@@ -113,3 +113,17 @@ def test_failopen_fleet_shows_the_fleet_around_garbage_heartbeats(
     report = json.loads(out)
     assert report["leader"] is None
     assert [p["id"] for p in report["processes"]] == ["ok"]
+
+
+# --- an empty secret, given as a failopen.Secret -------------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["private_key", "admin_token", "store_password"])
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_an_empty_secret_object_means_unset_as_an_empty_string_does(
+        field: str, blank: str) -> None:
+    # Config(admin_token=Secret(os.environ.get("X", ""))) said "must be at least 24 characters"
+    # (and an empty store password "only a Redis store takes a password"): item 10 holds for
+    # the public Secret type too.
+    config = Config(**{field: Secret(blank)})
+    assert getattr(config, field) is None
