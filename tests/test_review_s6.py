@@ -14,8 +14,8 @@ from _redis_kit import RedisServer
 from failopen import Config, Secret
 from failopen.cli import main
 from failopen.exceptions import ConfigError
-from failopen.stores import split_password
 from failopen.runtime import FailOpen
+from failopen.stores import split_password
 from failopen.stores.redis import RedisStore
 from failopen.testing import FakeStatusPage
 

@@ -40,10 +40,10 @@ class Nested:
 def test_the_client_raises_a_rai_error(answer: Reply) -> None:
     hostile = Nested(answer)
     start, end = hostile.emulator.data_window
-    with Client("https://rai.test", "test-client", SECRET, transport=as_transport(hostile.handler),
-                sleep=lambda _: None) as client:  # fmt: skip
-        with pytest.raises(RaiError) as caught:
-            list(client.iter_sessions(start, end, [KEY]))
+    client = Client("https://rai.test", "test-client", SECRET,
+                    transport=as_transport(hostile.handler), sleep=lambda _: None)
+    with client, pytest.raises(RaiError) as caught:
+        list(client.iter_sessions(start, end, [KEY]))
     if answer.status == 200:
         assert isinstance(caught.value, InvalidResponse)
 
