@@ -42,6 +42,19 @@ def test_a_store_url_whose_password_does_not_parse_is_refused_without_showing_it
     assert SECRET not in str(caught.value)
 
 
+@pytest.mark.parametrize(("url", "password"), [
+    (f"redis://127.0.0.1:6379/0?password=a@{SECRET}", f"a@{SECRET}"),
+    (f"redis://:{SECRET}@127.0.0.1:6379/0?client_name=me@host", SECRET),
+    ("redis://127.0.0.1:6379/0?client_name=me@host", None),
+    (f"redis://:a%2F{SECRET}@127.0.0.1:6379/0", f"a/{SECRET}"),  # percent-encoded: fine
+])
+def test_an_at_sign_where_redis_py_reads_it_as_written_is_accepted(
+        url: str, password: str | None) -> None:
+    stripped, found = split_password(url)
+    assert found == password and SECRET not in stripped
+    assert SECRET not in str(dataclasses.asdict(Config(store=url)))
+
+
 def test_a_blank_query_password_before_the_real_one_does_not_keep_it_in_the_url() -> None:
     # redis-py reads the first non-blank ?password= (parse_qs drops blank values).
     url = f"redis://127.0.0.1:6379/0?password=&password={SECRET}"
