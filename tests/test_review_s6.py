@@ -17,7 +17,6 @@ from failopen.exceptions import ConfigError
 from failopen.runtime import FailOpen
 from failopen.stores import split_password
 from failopen.stores.redis import RedisStore
-from failopen.testing import FakeStatusPage
 
 SECRET = "Pa55-word-Tail"
 
@@ -98,16 +97,15 @@ def test_a_nested_leader_key_is_one_fallback_not_a_traceback_per_sync(
 
 def test_a_nested_confirmation_lock_does_not_stop_our_confirmation(
     fleet: Callable[..., list[FailOpen]], redis_server: RedisServer,
-    fake_status_page: FakeStatusPage,
 ) -> None:
+    # may_confirm runs on the request path (the confirmer, which never raises): the holder's
+    # value raised RecursionError out of it, and the request got an internal error.
     (runtime,) = fleet(1, confirm_ttl=30.0)
-    client = redis_server.client()
-    client.set("failopen:epoch", "1")
-    client.set("failopen:confirm", NESTED, px=60_000)
-    fake_status_page.set_global("major_outage")
-    assert runtime.confirmer is not None
-    assert not runtime.confirm().enforce  # the check is ours to make: it says outage
-    assert runtime.confirmer.requests == 1
+    assert runtime.fleet is not None
+    runtime.fleet.sync()  # following the store, as a running member does
+    assert runtime.fleet.store_state == "redis"
+    redis_server.client().set("failopen:confirm", NESTED, px=60_000)
+    assert runtime.fleet.may_confirm()  # not a lock of ours: this process checks its own page
 
 
 def test_failopen_fleet_shows_the_fleet_around_garbage_heartbeats(
