@@ -376,7 +376,7 @@ class _Unfollowable(StoreError):
 def _is_token(raw: Any) -> bool:
     try:
         data = json.loads(raw)
-    except (ValueError, TypeError, UnicodeDecodeError):
+    except (ValueError, RecursionError, TypeError, UnicodeDecodeError):  # nested: garbage too
         return False
     return isinstance(data, dict) and isinstance(data.get("id"), str)
 
@@ -385,6 +385,6 @@ def _lock_page(raw: Any) -> str | None:
     """The page of the process holding the confirmation lock (None: unknown, or no holder)."""
     try:
         data = json.loads(raw) if raw is not None else None
-    except (ValueError, TypeError, UnicodeDecodeError):
+    except (ValueError, RecursionError, TypeError, UnicodeDecodeError):
         return None
     return stored_hash(data.get("page")) if isinstance(data, dict) else None

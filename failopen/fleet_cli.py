@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from typing import Any
@@ -32,7 +33,7 @@ __all__ = ["fleet_report", "register_fleet"]
 def _json_or_none(raw: Any) -> Any:
     try:
         return json.loads(raw) if raw is not None else None
-    except (ValueError, TypeError, UnicodeDecodeError):
+    except (ValueError, RecursionError, TypeError, UnicodeDecodeError):  # garbage: not shown
         return None
 
 
@@ -78,13 +79,26 @@ def fleet_report(store: RedisStore, *, now: float | None = None,
     processes = []
     for raw in store.processes():
         seen = _json_or_none(raw)
-        if isinstance(seen, dict) and isinstance(seen.get("seen"), (int, float)):
+        age = _age(now, seen.get("seen")) if isinstance(seen, dict) else None
+        if age is not None:
             processes.append({"id": seen.get("id"), "pid": seen.get("pid"),
                               "leader": seen.get("leader") is True, "polls": seen.get("polls"),
-                              "last_seen_seconds": round(now - seen["seen"], 3),
+                              "last_seen_seconds": age,
                               **_page_of(seen.get("page"), page)})
     report["processes"] = sorted(processes, key=lambda p: str(p["id"]))
     return report
+
+
+def _age(now: float, seen: Any) -> float | None:
+    """Seconds since a heartbeat's ``seen`` (None: not a time failopen writes, such as an
+    integer too large for a float, which would end the command)."""
+    if isinstance(seen, bool) or not isinstance(seen, (int, float)):
+        return None
+    try:
+        age = round(now - float(seen), 3)
+    except OverflowError:
+        return None
+    return age if math.isfinite(age) else None
 
 
 def _page_of(stored: Any, page: str | None) -> dict[str, Any]:

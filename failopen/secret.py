@@ -73,8 +73,11 @@ def reveal(value: Secret | None) -> str | None:
 
 
 def _wrapped(value: object) -> Secret | None:
-    if value is None or isinstance(value, Secret):
-        return value
+    if value is None:
+        return None
+    if isinstance(value, Secret):
+        # Secret(os.environ.get("X", "")) means unset too, as the bare string would.
+        return value if value.reveal().strip() else None
     if isinstance(value, str):
         # "" means unset, as an empty FAILOPEN_* variable does (never "too short").
         return Secret(value) if value.strip() else None

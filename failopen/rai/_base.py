@@ -49,8 +49,15 @@ _ERROR_SNIPPET = 160
 
 
 def _decode_json(content: bytes) -> Any:
-    """Decode a response body. The one place to swap in a faster decoder (measure first)."""
-    return json.loads(content)
+    """Decode a response body. The one place to swap in a faster decoder (measure first).
+
+    ValueError for anything that is not JSON, nesting deeper than the decoder goes included (a
+    hostile service's ``[[[[...``): a malformed answer, never a crash of the command.
+    """
+    try:
+        return json.loads(content)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 # --- answers ----------------------------------------------------------------------------------
@@ -215,7 +222,7 @@ def _decode_answer(
         # line, so its records are kept whole (they will be encoded again).
         breaks = "\n" in text or "\r" in text
         body, lines = _scan_answer(text, key, None if breaks else keep)
-    except (ValueError, StopIteration):  # not compact UTF-8 JSON as expected: the plain way
+    except (ValueError, StopIteration, RecursionError):  # not compact UTF-8 JSON: the plain way
         return decode_object(content, what), None
     return body, (None if breaks else lines)
 

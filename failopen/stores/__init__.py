@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from typing import Protocol
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlencode, urlsplit
 
 from failopen.exceptions import ConfigError
 from failopen.flag import Override
@@ -133,20 +133,47 @@ def shown_url(url: object, *, password: bool) -> str:
     return mask_url(url)
 
 
+def _userinfo_cut_short(rest: str, parts: SplitResult) -> bool:
+    """True when a ``/``, ``?`` or ``#`` in the password ended the userinfo early for urlsplit
+    (and redis-py): the ``@`` that closes it lies after the authority, in the path, a query
+    parameter's name or the fragment, or after an authority that names no usable host."""
+    tail = rest[len(parts.netloc):]  # urlsplit keeps the authority as written
+    if "@" not in tail:
+        return False
+    before_fragment, _, fragment = tail.partition("#")
+    path, _, query = before_fragment.partition("?")
+    if "@" in path or "@" in fragment:
+        return True
+    try:
+        parts.port  # noqa: B018 - raises for the start of a password read as the port
+    except ValueError:
+        return True
+    # In a value (?password=p@ss, ?client_name=a@b) the @ is read as written; in a name it is
+    # what followed a "?" in the password.
+    return not parts.hostname or any("@" in item.partition("=")[0] for item in query.split("&"))
+
+
 def split_password(url: str) -> tuple[str, str | None]:
     """A Redis URL without its password, and the password (None when it carries none).
 
     Reads the password where redis-py does (userinfo, then ``?password=``), so what is left
-    opens the same server once the password is passed beside it. Other URLs come back as given.
+    opens the same server once the password is passed beside it. Other URLs come back as given;
+    a ConfigError (URL masked) when a password's ``/``, ``?`` or ``#`` ends the userinfo early.
     """
-    scheme, sep, _rest = url.partition("://")
+    scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower() not in REDIS_SCHEMES:
         return url, None
     parts = urlsplit(url)
+    if scheme.lower() != "unix" and _userinfo_cut_short(rest, parts):
+        # The URL would stay in Config.store as written, its password in clear for asdict().
+        raise ConfigError(f"FAILOPEN_STORE: {mask_url(url)} does not parse as written: "
+                          "percent-encode any '/', '?', '#' or '@' in its password, "
+                          "or give the password in FAILOPEN_STORE_PASSWORD")
     query = parse_qsl(parts.query, keep_blank_values=True)
-    in_query = [value for name, value in query if name == "password"]
+    # As redis-py reads it: the first value that is not blank.
+    in_query = [value for name, value in query if name == "password" and value]
     password = unquote(parts.password) if parts.password else None
-    if password is not None and any(in_query) and in_query[0] != password:
+    if password is not None and in_query and in_query[0] != password:
         raise ConfigError(f"FAILOPEN_STORE: {mask_url(url)} carries two different passwords; "
                           "give it once, best in FAILOPEN_STORE_PASSWORD")
     if password is None and not in_query:
@@ -158,7 +185,7 @@ def split_password(url: str) -> tuple[str, str | None]:
     # By hand: urlunsplit drops the empty host of unix:///path.sock.
     stripped = (f"{parts.scheme}://{netloc}{parts.path}" + (f"?{kept}" if kept else "")
                 + (f"#{parts.fragment}" if parts.fragment else ""))
-    return stripped, password if password is not None else (in_query[0] or None)
+    return stripped, password if password is not None else in_query[0]
 
 
 def check_store_url(url: object) -> str:
