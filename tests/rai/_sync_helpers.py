@@ -6,6 +6,7 @@ import argparse
 import csv
 import io
 import json
+import os
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -89,3 +90,21 @@ def _sid(record: dict[str, Any]) -> str:
 
 
 Runner = Callable[..., Run]
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    """Every file of an output folder, by name: two runs' outputs compare byte for byte."""
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def output_size(folder: Path) -> int:
+    """Bytes of the day files a running sync has written so far (its hidden spools left out)."""
+    total = 0
+    for entry in os.scandir(folder):
+        if not entry.name.startswith("."):
+            try:
+                total += entry.stat().st_size
+            except FileNotFoundError:  # the run removed it meanwhile
+                continue
+    return total
+

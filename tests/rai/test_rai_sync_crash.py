@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _sync_helpers import KEY, SECRET, assert_exactly_once
+from _sync_helpers import KEY, SECRET, assert_exactly_once, files, output_size
 
 from failopen.testing._server import LoopbackServer
 from failopen.testing.rai_emulator import RaiEmulator
@@ -51,21 +51,6 @@ def errors(state: Path) -> str:
     return state.with_suffix(".err").read_text()
 
 
-def size(folder: Path) -> int:
-    total = 0
-    for entry in os.scandir(folder):
-        if not entry.name.startswith("."):
-            try:
-                total += entry.stat().st_size
-            except FileNotFoundError:
-                continue
-    return total
-
-
-def files(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in folder.iterdir()}
-
-
 def test_kill_9_at_random_points_then_resume_gives_the_uninterrupted_output(
     server: LoopbackServer, emulator: RaiEmulator, tmp_path: Path
 ) -> None:
@@ -83,7 +68,7 @@ def test_kill_9_at_random_points_then_resume_gives_the_uninterrupted_output(
     kills = 0
     for share in sorted(rng.uniform(0.02, 0.95) for _ in range(6)):
         run = start(server, state, pieces)
-        while run.poll() is None and size(pieces) < share * total:
+        while run.poll() is None and output_size(pieces) < share * total:
             time.sleep(0.002)
         time.sleep(rng.uniform(0.0, 0.03))
         if run.poll() is not None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from _hostile import FAILOPEN
-from _sync_helpers import KEY, SECRET, assert_exactly_once
+from _sync_helpers import KEY, SECRET, assert_exactly_once, files, output_size
 
 from failopen.testing._server import LoopbackServer
 from failopen.testing.rai_emulator import RaiEmulator
@@ -70,21 +70,6 @@ def kill_when(run: subprocess.Popen[bytes], ready: Callable[[], bool]) -> bool:
     run.send_signal(signal.SIGKILL)
     run.wait(10)
     return True
-
-
-def files(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in folder.iterdir()}
-
-
-def output_size(folder: Path) -> int:
-    total = 0
-    for entry in os.scandir(folder):
-        if not entry.name.startswith("."):
-            try:
-                total += entry.stat().st_size
-            except FileNotFoundError:
-                continue
-    return total
 
 
 def delivered(state: Path) -> int:
