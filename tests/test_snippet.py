@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import subprocess
 from pathlib import Path
 
 from failopen.web import SNIPPET_PATH, load_snippet
@@ -31,9 +32,21 @@ def test_within_its_gzipped_budget() -> None:
 
 
 def test_the_django_app_ships_the_same_file() -> None:
-    # Two copies until one file serves both; a fix made to one only would ship half-done.
+    # Django's AppDirectoriesFinder looks in the app's own static/ folder: it must find this file.
     django_copy = ROOT / "integrations" / "django" / "static" / "failopen" / "failopen.js"
     assert django_copy.read_bytes() == SNIPPET_PATH.read_bytes()
+
+
+def test_the_snippet_exists_once_in_the_repository() -> None:
+    # One source: the Django app's static folder is a link to the core package's, so a fix made
+    # to the snippet cannot reach one adapter and miss another.
+    app_static = ROOT / "integrations" / "django" / "static" / "failopen"
+    assert app_static.is_symlink(), "integrations/django/static/failopen must link to the core's"
+    assert app_static.resolve() == SNIPPET_PATH.parent.resolve()
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if tracked.returncode == 0:  # a git checkout (not an unpacked sdist)
+        copies = [n for n in tracked.stdout.splitlines() if n.endswith("/failopen.js")]
+        assert copies == ["failopen/static/failopen/failopen.js"]
 
 
 def test_nothing_a_strict_csp_would_refuse() -> None:

@@ -1,7 +1,8 @@
 """A staticfiles finder for the browser snippet, for sites that do not use AppDirectoriesFinder.
 
-The Django app ships the snippet in its own ``static/failopen/failopen.js`` (a copy of the core
-package's, kept identical by a test), so Django's default finders find it: no setting needed.
+The Django app's own ``static/failopen/`` is a link to the core package's (one file in the
+repository; the wheel carries it at both places), so Django's default finders find
+``failopen/failopen.js``: no setting needed.
 Sites that added this finder before keep working; while AppDirectoriesFinder is configured and
 the app installed, it stays silent, so ``collectstatic`` does not report the file twice.
 """
