@@ -12,9 +12,9 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from failopen._http import check_url
 from failopen.exceptions import ConfigError
 from failopen.stores import check_store_url
+from failopen.vendor.exchange import check_url
 
 __all__ = ["ENV_PREFIX", "check_field", "coerce", "env_name", "vendor_url"]
 
@@ -132,7 +132,7 @@ def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
 
 def _metrics(name: str, value: Any) -> None:
     _choice(name, value, ("auto", "on", "off"))
-    from failopen.metrics import available
+    from failopen.observe.metrics import available
 
     if value == "on" and not available():
         raise ConfigError(

@@ -14,14 +14,18 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from failopen._config_fields import ENV_PREFIX, check_field, coerce, env_name, vendor_url
-from failopen._http import check_url
-from failopen._paths import ODD_CHARACTER, spellings
-from failopen._status_url import check_status_url
-from failopen.audit_file import DEFAULT_AUDIT_BACKUPS, DEFAULT_AUDIT_MAX_BYTES, check_audit_path
+from failopen._internal.paths import ODD_CHARACTER, spellings
 from failopen.exceptions import ConfigError
+from failopen.observe.audit_file import (
+    DEFAULT_AUDIT_BACKUPS,
+    DEFAULT_AUDIT_MAX_BYTES,
+    check_audit_path,
+)
 from failopen.secret import SecretSetting
 from failopen.stores import mask_url, shown_url, split_password
 from failopen.stores.redis import REDIS_SCHEMES
+from failopen.vendor.exchange import check_url
+from failopen.vendor.status_url import check_status_url
 
 __all__ = [
     "Config", "KNOWN_IMPAIRED", "closest_setting", "default_backoff_max", "env_name",
@@ -104,7 +108,8 @@ class Config:
     admin_token: SecretSetting = SecretSetting()
     override_endpoint: bool = False
 
-    # The audit file: one JSON line per request admitted without a check (failopen.audit_file).
+    # The audit file: one JSON line per request admitted without a check
+    # (failopen.observe.audit_file).
     audit_file: str | None = None
     audit_max_bytes: int = DEFAULT_AUDIT_MAX_BYTES
     audit_backups: int = DEFAULT_AUDIT_BACKUPS

@@ -26,10 +26,9 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from failopen._probe_record import verdict_of
-from failopen.flag import EnforcementFlag, FlagState
-from failopen.guard import Guard, OutageConfirmer
-from failopen.probe import (
+from failopen.engine.flag import EnforcementFlag, FlagState
+from failopen.engine.guard import Guard, OutageConfirmer
+from failopen.engine.probe import (
     _BUCKETS,
     PROBE_MIN_CALLS,
     PROBE_MOSTLY_UNAVAILABLE,
@@ -37,10 +36,11 @@ from failopen.probe import (
     PROBE_TOKEN_PREFIX,
     VerifyProbe,
 )
-from failopen.status import StatusClient
+from failopen.engine.probe_record import verdict_of
+from failopen.engine.watcher import StatusWatcher
 from failopen.testing import FakeClock, FakeStatusPage
-from failopen.verify import VerifyOutcome, VerifyResult
-from failopen.watcher import StatusWatcher
+from failopen.vendor.status import StatusClient
+from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 PAGE_STATUSES = ["operational", "operational", "major_outage", "degraded_performance",
                  "under_maintenance"]

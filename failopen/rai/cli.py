@@ -15,7 +15,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from datetime import datetime
 from typing import Any, TypeAlias
 
-from failopen._terminal import printable
+from failopen._internal.terminal import printable
 from failopen.rai import (
     BadRequest,
     Client,

@@ -28,8 +28,8 @@ import re
 from typing import Protocol
 from urllib.parse import SplitResult, parse_qsl, unquote, urlencode, urlsplit
 
+from failopen.engine.flag import Override
 from failopen.exceptions import ConfigError
-from failopen.flag import Override
 from failopen.secret import Secret
 from failopen.stores.redis import REDIS_SCHEMES, check_redis_url
 

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
-from failopen._forksafe import renew_locks_after_fork
+from failopen._internal.forksafe import renew_locks_after_fork
+from failopen.engine.flag import Override
 from failopen.exceptions import ConfigError, StoreError
-from failopen.flag import Override
 
 __all__ = ["FileStore", "parse_file_url"]
 

@@ -17,8 +17,8 @@ Keys, all under ``FAILOPEN_REDIS_PREFIX`` (default ``failopen:``), so several si
 The reading, the lease, the confirmation lock and the heartbeats carry ``page``, a hash of the
 status page and global component their writer watches (the probe result and a probing leader's
 lease ``verify``, a hash of the verify URL): a process acts only on its own
-(:mod:`failopen._fleet_identity`). Give each deployment its own prefix or database all the same:
-the override is shared by prefix.
+(:mod:`failopen.engine.fleet_identity`). Give each deployment its own prefix or database all the
+same: the override is shared by prefix.
 
 Whoever can write these keys can switch protection off, as with the file store: give Redis a
 password or an ACL and keep it off public networks. The URL's password is shown only masked.
@@ -35,9 +35,9 @@ import math
 import threading
 from typing import Any
 
-from failopen._forksafe import renew_locks_after_fork
+from failopen._internal.forksafe import renew_locks_after_fork
+from failopen.engine.flag import Override
 from failopen.exceptions import ConfigError, StoreError, StoreUnavailable
-from failopen.flag import Override
 from failopen.stores._redis_errors import explain_failure
 
 __all__ = ["REDIS_SCHEMES", "RedisStore", "check_redis_url"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from failopen._terminal import printable
+from failopen._internal.terminal import printable
 from failopen.testing.cli import _serving_port, _usage_error
 
 __all__ = ["control", "control_target"]

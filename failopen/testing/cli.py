@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from failopen._terminal import printable
+from failopen._internal.terminal import printable
 
 if TYPE_CHECKING:
     from failopen.testing._server import LoopbackServer

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from failopen._status_documents import KNOWN_STATUSES
 from failopen.testing._server import FakeRequest, Handler, Reply
+from failopen.vendor.status_documents import KNOWN_STATUSES
 
 if TYPE_CHECKING:
     from failopen.testing.status_page import FakeStatusPage

@@ -24,8 +24,8 @@ from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
 from failopen.config import Config
+from failopen.engine.guard import Decision, fail_closed
 from failopen.exceptions import ConfigError
-from failopen.guard import Decision, fail_closed
 from failopen.runtime import FailOpen
 
 from .protection import ProtectedViews

@@ -24,7 +24,6 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from failopen._announce import announce, protection_text
 from failopen._config_fields import coerce
 from failopen._variables import warn_unknown_variables
 from failopen.config import Config, closest_setting, env_name, setting_names
@@ -32,6 +31,7 @@ from failopen.exceptions import ConfigError
 from failopen.runtime import FailOpen
 from failopen.stores import split_password
 
+from .._announce import announce, protection_text
 from . import conf
 
 __all__ = ["announce_runtime", "exposed_store_passwords", "report"]
