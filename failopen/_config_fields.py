@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, overload
 
 from failopen.exceptions import ConfigError
+from failopen.secret import Secret, as_secret
 from failopen.stores import check_store_url
 from failopen.vendor.exchange import check_url
 
-__all__ = ["ENV_PREFIX", "check_field", "coerce", "env_name", "vendor_url"]
+__all__ = ["ENV_PREFIX", "SecretSetting", "check_field", "coerce", "env_name", "vendor_url"]
 
 ENV_PREFIX = "FAILOPEN_"
 
@@ -209,3 +210,30 @@ def _store(name: str, value: Any) -> None:
     # At construction, so a store this version cannot open (a typo, redis-py missing) stops
     # start-up, instead of failing every protected request; the message never shows a password.
     check_store_url(value)
+
+
+class SecretSetting:
+    """A Config field that holds a :class:`Secret` (a ``str`` given is wrapped; blank: None)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, instance: None, owner: Any) -> None: ...
+
+    @overload
+    def __get__(self, instance: object, owner: Any) -> Secret | None: ...
+
+    def __get__(self, instance: object | None, owner: Any) -> Secret | None:
+        if instance is None:
+            return None  # the field's default, as dataclasses read it
+        value: Secret | None = instance.__dict__.get(self.name)
+        return value
+
+    def __set__(self, instance: object, value: str | Secret | None) -> None:
+        try:
+            instance.__dict__[self.name] = as_secret(value)
+        except TypeError:
+            # Never echo the value: it is meant to be a credential.
+            raise ConfigError(f"{env_name(self.name)}: expected a string, got "
+                              f"{type(value).__name__}") from None

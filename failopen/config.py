@@ -13,7 +13,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from failopen._config_fields import ENV_PREFIX, check_field, coerce, env_name, vendor_url
+from failopen._config_fields import (
+    ENV_PREFIX,
+    SecretSetting,
+    check_field,
+    coerce,
+    env_name,
+    vendor_url,
+)
 from failopen._internal.paths import ODD_CHARACTER, spellings
 from failopen.exceptions import ConfigError
 from failopen.observe.audit_file import (
@@ -21,7 +28,6 @@ from failopen.observe.audit_file import (
     DEFAULT_AUDIT_MAX_BYTES,
     check_audit_path,
 )
-from failopen.secret import SecretSetting
 from failopen.stores import mask_url, shown_url, split_password
 from failopen.stores.redis import REDIS_SCHEMES
 from failopen.vendor.exchange import check_url

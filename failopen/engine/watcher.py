@@ -31,23 +31,21 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 from failopen._internal.forksafe import BackgroundThread
 from failopen._internal.redact import MAX_LOGGED_ERROR, public_error
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.config import default_backoff_max
+from failopen.engine.first_reading import FirstReading
 from failopen.engine.flag import EnforcementFlag
+from failopen.engine.fleet_reading import FleetReading, Kind
+from failopen.engine.probe_record import ProbeResult
 from failopen.exceptions import StatusError, StatusUnavailable
 from failopen.observe.metrics import NO_METRICS, Metrics
 from failopen.vendor.status import StatusReport
 
-if TYPE_CHECKING:
-    from failopen.engine.first_reading import FirstReading
-    from failopen.engine.fleet import Fleet
-    from failopen.engine.probe import VerifyProbe
-
-__all__ = ["StatusWatcher", "StatusSource", "PollResult", "Reading"]
+__all__ = ["FleetTurn", "PollResult", "ProbeTurn", "Reading", "StatusSource", "StatusWatcher"]
 
 logger = logging.getLogger("failopen.watcher")
 
@@ -56,11 +54,49 @@ Reading = Literal["impaired", "operational", "neutral", "failed"]
 
 
 class StatusSource(Protocol):
-    """Anything that reads the status page (``failopen.status.StatusClient``, or a test double)."""
+    """Anything that reads the status page (``failopen.StatusClient``, or a test double)."""
 
     def fetch(self) -> StatusReport:
         """One reading. Raises StatusError when there is no usable answer."""
         ...
+
+
+# The fleet and the probe hold the watcher and call back into it; the watcher knows them only by
+# what it asks of them, so the engine's modules import each other in one direction.
+class FleetTurn(Protocol):
+    """What the watcher (and the probe) ask of the fleet: :class:`failopen.engine.fleet.Fleet`."""
+
+    leader: bool
+    last_reading: FleetReading | None
+
+    @property
+    def polls(self) -> bool: ...
+
+    def sync(self) -> None: ...
+
+    def published(self, report: StatusReport, at: float, kind: Kind = "watcher") -> None: ...
+
+    def published_probe(self, result: ProbeResult) -> None: ...
+
+
+class ProbeTurn(Protocol):
+    """What the watcher (and the fleet) ask of the verify probe:
+    :class:`failopen.engine.probe.VerifyProbe`."""
+
+    interval: float
+
+    def due(self) -> bool: ...
+
+    def run_due(self) -> ProbeResult | None: ...
+
+    def check_open(self) -> None: ...
+
+    def observe(self, result: ProbeResult) -> None: ...
+
+    def on_reading(
+        self, reading: Reading, status: str, enforce: bool,
+        source: Literal["watcher", "confirmed"], reason: str,
+    ) -> tuple[bool, Literal["watcher", "confirmed", "probe"], str]: ...
 
 
 @dataclass(frozen=True)
@@ -115,9 +151,9 @@ class StatusWatcher(BackgroundThread):
         self._random = random_fraction
         self._on_poll = on_poll
         #: Set by the runtime in fleet mode: who polls, and the readings others published.
-        self.fleet: Fleet | None = None
+        self.fleet: FleetTurn | None = None
         #: Set by the runtime with FAILOPEN_EVIDENCE=status,probe: the verify probe.
-        self.probe: VerifyProbe | None = None
+        self.probe: ProbeTurn | None = None
         #: Set by the runtime: ended by this thread's first turn, which early requests await.
         self.first_reading: FirstReading | None = None
         # Hysteresis and failure counters: written by whoever holds _observe_lock.

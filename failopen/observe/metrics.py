@@ -31,13 +31,9 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from failopen._internal.forksafe import renew_locks_after_fork
-
-if TYPE_CHECKING:
-    from failopen.engine.flag import FlagState
-    from failopen.runtime import FailOpen
 
 __all__ = [
     "CONFIRMATION_RESULTS", "DECISION_OUTCOMES", "FLAG_SOURCES", "METRIC_NAMES", "Metrics",
@@ -46,6 +42,23 @@ __all__ = [
 ]
 
 logger = logging.getLogger("failopen.metrics")
+
+
+# The shapes metrics need of the engine and the runtime above them (observe/ never imports them).
+class EnforcementState(Protocol):
+    """What a flag change reports: ``failopen.FlagState`` has these two fields."""
+
+    @property
+    def enforce(self) -> bool: ...
+
+    @property
+    def source(self) -> str: ...
+
+
+class Reporting(Protocol):
+    """What :func:`install` needs of a runtime: ``failopen.FailOpen`` is one."""
+
+    def use_metrics(self, metrics: Metrics) -> None: ...
 
 #: The guard's outcomes (``failopen.guard.Outcome``): the ``outcome`` label.
 DECISION_OUTCOMES = (
@@ -92,7 +105,7 @@ class Metrics:
     def verify_probe(self, result: str) -> None:
         """One verify probe sent by this process (see :data:`PROBE_RESULTS`)."""
 
-    def flag_changed(self, old: FlagState, new: FlagState) -> None:
+    def flag_changed(self, old: EnforcementState, new: EnforcementState) -> None:
         """The flag's visible state changed (called synchronously by the flag)."""
 
     def detach(self) -> None:
@@ -281,7 +294,7 @@ class PrometheusMetrics(Metrics):
         if inc is not None:
             inc()
 
-    def flag_changed(self, old: FlagState, new: FlagState) -> None:
+    def flag_changed(self, old: EnforcementState, new: EnforcementState) -> None:
         self._enforcing(1 if new.enforce else 0)
         self._override_active(1 if new.source == "override" else 0)
         if old.enforce != new.enforce:
@@ -304,7 +317,7 @@ def metrics_for(setting: str) -> Metrics:
     return PrometheusMetrics()
 
 
-def install(runtime: FailOpen, registry: Any = None) -> PrometheusMetrics:
+def install(runtime: Reporting, registry: Any = None) -> PrometheusMetrics:
     """Report ``runtime``'s metrics into ``registry`` (default: ``prometheus_client.REGISTRY``)
     from now on, instead of wherever they went before. Safe to call again."""
     metrics = PrometheusMetrics(registry)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from failopen._internal.forksafe import renew_locks_after_fork
-from failopen.engine.flag import Override
+from failopen.stores.override import Override
 
 __all__ = ["MemoryStore"]
 
