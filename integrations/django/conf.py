@@ -29,6 +29,7 @@ from failopen.exceptions import ConfigError
 from failopen.runtime import FailOpen
 
 from .protection import ProtectedViews
+from .startup_line import announce_runtime
 
 __all__ = [
     "DJANGO_KEYS",
@@ -204,8 +205,6 @@ def runtime() -> FailOpen:
             logger.error("%s", _runtime_error[1])
             raise ConfigError(_runtime_error[1]) from None
         _runtime_error = None
-        from .startup import announce_runtime  # startup reads this module
-
         try:
             announce_runtime(_runtime)
         except Exception:  # a log line must never cost the request
