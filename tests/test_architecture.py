@@ -78,7 +78,9 @@ def test_no_module_imports_itself_through_others(graph: grimp.ImportGraph) -> No
     found = cycles(edges)
     details = [
         f"{importer} -> {imported} (line {d['line_number']})"
-        for group in found for importer in group for imported in edges[importer] if imported in group
+        for group in found
+        for importer in group
+        for imported in edges[importer] & set(group)
         for d in graph.get_import_details(importer=importer, imported=imported)
     ]
     assert found == [], "import cycles:\n" + "\n".join(details)
@@ -92,7 +94,7 @@ def test_the_core_never_imports_the_adapters() -> None:
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             found += [f"{path.relative_to(ROOT)}:{node.lineno}" for name in names
-                      if name == "failopen.integrations" or name.startswith("failopen.integrations.")]
+                      if (name + ".").startswith("failopen.integrations.")]
     assert found == []
 
 
