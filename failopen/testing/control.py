@@ -104,8 +104,8 @@ def check_fault(value: Any, faults: frozenset[str], where: str = "fault") -> str
 
 # The fakes serve this module's route, so it knows each fake only by what its controls read and
 # change (FakeStatusPage, FakeVerifyAPI and FakeVendorScript have these members).
-class ControlledStatusPage(Protocol):
-    """What the status page's controls use of :class:`~failopen.testing.FakeStatusPage`."""
+class ControlledFake(Protocol):
+    """What every fault-injecting fake's controls use: its faults, its fault, its requests."""
 
     @property
     def FAULTS(self) -> frozenset[str]: ...  # the fake's class attribute
@@ -115,6 +115,12 @@ class ControlledStatusPage(Protocol):
 
     @property
     def requests(self) -> int: ...
+
+    def set_fault(self, fault: str | None) -> None: ...
+
+
+class ControlledStatusPage(ControlledFake, Protocol):
+    """What the status page's controls use of :class:`~failopen.testing.FakeStatusPage`."""
 
     @property
     def region_ids(self) -> dict[str, str]: ...
@@ -124,23 +130,6 @@ class ControlledStatusPage(Protocol):
     def set_global(self, status: str) -> None: ...
 
     def set_region(self, region: str, status: str) -> None: ...
-
-    def set_fault(self, fault: str | None) -> None: ...
-
-
-class ControlledVerifyAPI(Protocol):
-    """What the verify API's controls use of :class:`~failopen.testing.FakeVerifyAPI`."""
-
-    @property
-    def FAULTS(self) -> frozenset[str]: ...  # the fake's class attribute
-
-    @property
-    def fault(self) -> str | None: ...
-
-    @property
-    def requests(self) -> int: ...
-
-    def set_fault(self, fault: str | None) -> None: ...
 
 
 class ControlledVendorScript(Protocol):
@@ -215,7 +204,7 @@ class VerifyAPIControls(Controls):
     keys = ("fault",)
     example = '{"fault": "503"}'
 
-    def __init__(self, api: ControlledVerifyAPI) -> None:
+    def __init__(self, api: ControlledFake) -> None:
         self.api = api
 
     def state(self) -> dict[str, Any]:
