@@ -78,7 +78,7 @@ class Client(BaseClient):
             base_url, client_id, client_secret, timeout=timeout, max_attempts=max_attempts,
             backoff_base=backoff_base, backoff_max=backoff_max, prefetch=prefetch,
             max_pages=max_pages,
-        )
+        )  # fmt: skip
         self._sleep = sleep
         if max_in_flight is not None and (
             isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int)
@@ -224,7 +224,8 @@ class Client(BaseClient):
             pager.keep = SLIM_FIELDS[pager.key]
         return self._raw_pages(pager)
 
-    # --- the API ---
+    # --- the API (the overloads and the pager calls kept compact by hand) ---
+    # fmt: off
 
     @overload
     def iter_cohort_pages(
@@ -370,6 +371,8 @@ class Client(BaseClient):
             start, end, public_keys, cohort_id=cohort_id, anomaly_id=anomaly_id,
             telltale_id=telltale_id, page_size=page_size,
         )))
+
+    # fmt: on
 
     # --- lifetime ---
 
