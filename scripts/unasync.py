@@ -64,9 +64,12 @@ SUBSTITUTIONS = [
 ]
 _RULES = [(re.compile(pattern), replacement) for pattern, replacement in SUBSTITUTIONS]
 
-# A generator that only re-yields a sequence: ``yield from`` in sync code (ruff's UP028), a loop
-# in async code, where ``yield from`` is not allowed.
-_YIELD_LOOP = re.compile(r"^( *)for (\w+) in ([^\n]+):\n\1    yield \2\n", re.MULTILINE)
+# A loop that only re-yields a sequence: ``yield from`` in sync code (ruff's UP028), a loop in
+# async code, where ``yield from`` is not allowed. Not when the loop has more to do (a further
+# line in its body, after a blank line or not, or an ``else``).
+_YIELD_LOOP = re.compile(
+    r"^( *)for (\w+) in ([^\n]+):\n\1    yield \2\n(?!\n*\1    |\1else\b)", re.MULTILINE
+)
 _LEFTOVER = re.compile(
     r"\b(?:async|await|asyncio|aclosing|aclose|aiter_\w+|anext)\b|\bAsync[A-Z]\w*"
     r"|__a(?:enter|exit|iter|next)__|\b_async_\w+"

@@ -172,6 +172,20 @@ def test_an_async_construct_without_a_sync_spelling_stops_the_script() -> None:
         unasync.unasync_text(source, "src/x.py")
 
 
+def test_only_a_loop_that_just_re_yields_becomes_yield_from() -> None:
+    source = (
+        "async def f(pages: list[list[int]]) -> None:\n"
+        "    for page in pages:\n        yield page\n        print(page)\n"
+        "    for page in pages:\n        yield page\n\n        print(page)\n"
+        "    for page in pages:\n        yield page\n    else:\n        print(pages)\n"
+        "    for page in pages:\n        yield page\n    print(pages)\n"
+    )
+    body = unasync.unasync_text(source, "x.py").split("\n", 3)[3]
+    assert body == source.replace("async def", "def").replace(
+        "    for page in pages:\n        yield page\n    print", "    yield from pages\n    print"
+    )
+
+
 def test_imports_are_sorted_again_after_a_rename() -> None:
     source = (
         "from failopen.rai._arguments import Params\n"
