@@ -7,10 +7,12 @@ imports the other's module for them.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from failopen._terminal import printable
 from failopen.rai._base import DEFAULT_MAX_PAGES
+from failopen.rai._output import UsageError
 from failopen.rai.exceptions import (
     BadRequest,
     Forbidden,
@@ -24,8 +26,8 @@ from failopen.rai.exceptions import (
 __all__ = [
     "ENV_BASE_URL", "ENV_CLIENT_ID", "ENV_CLIENT_SECRET", "EXIT_OK", "EXIT_OUTPUT", "EXIT_USAGE",
     "EXIT_AUTH", "EXIT_NOT_FOUND", "EXIT_FAILURE", "DEFAULT_PAGE_SIZE", "COHORT_COLUMNS",
-    "SESSION_COLUMNS", "report", "exit_status", "page_size_arg", "parallel_arg", "positive_arg",
-    "max_pages_flag",
+    "SESSION_COLUMNS", "service_settings", "report", "exit_status", "page_size_arg",
+    "parallel_arg", "positive_arg", "max_pages_flag",
 ]  # fmt: skip
 
 ENV_BASE_URL = "FAILOPEN_RAI_BASE_URL"
@@ -46,6 +48,23 @@ SESSION_COLUMNS = (
     "risk_band", "risk_category", "custom_risk_score", "suspicion_flags", "tagged_by_telltale",
     "telltale_names", "verify", "schema_version",
 )  # fmt: skip
+
+
+def service_settings(args: argparse.Namespace) -> tuple[str, str, str]:
+    """The base URL (``--base-url`` or the environment), client id and secret (the environment
+    only), or UsageError naming what is missing."""
+    base_url = args.base_url or os.environ.get(ENV_BASE_URL, "")
+    if not base_url:
+        raise UsageError(f"give --base-url or set {ENV_BASE_URL}")
+    client_id = os.environ.get(ENV_CLIENT_ID, "")
+    client_secret = os.environ.get(ENV_CLIENT_SECRET, "")
+    given = ((ENV_CLIENT_ID, client_id), (ENV_CLIENT_SECRET, client_secret))
+    # Blank is unset, as for every other secret ("" from a template, a stray space).
+    missing = [name for name, value in given if not value.strip()]
+    if missing:
+        raise UsageError(f"set {' and '.join(missing)} (credentials are read only from the "
+                          "environment, never from the command line)")  # fmt: skip
+    return base_url, client_id, client_secret
 
 
 def report(prog: str, code: str, message: str, request_id: str | None,

@@ -30,6 +30,7 @@ from failopen.rai._command import (
     page_size_arg,
     parallel_arg,
     report,
+    service_settings,
 )
 from failopen.rai._command import ENV_BASE_URL as ENV_BASE_URL  # failopen.testing.cli reads them
 from failopen.rai._command import ENV_CLIENT_ID as ENV_CLIENT_ID
@@ -92,17 +93,7 @@ host:port for a network error; never the secret or a token.
 
 
 def _client(args: argparse.Namespace) -> Client:
-    base_url = args.base_url or os.environ.get(ENV_BASE_URL, "")
-    if not base_url:
-        raise UsageError(f"give --base-url or set {ENV_BASE_URL}")
-    client_id = os.environ.get(ENV_CLIENT_ID, "")
-    client_secret = os.environ.get(ENV_CLIENT_SECRET, "")
-    given = ((ENV_CLIENT_ID, client_id), (ENV_CLIENT_SECRET, client_secret))
-    # Blank is unset, as for every other secret ("" from a template, a stray space).
-    missing = [name for name, value in given if not value.strip()]
-    if missing:
-        raise UsageError(f"set {' and '.join(missing)} (credentials are read only from the "
-                          "environment, never from the command line)")  # fmt: skip
+    base_url, client_id, client_secret = service_settings(args)
     limit_malloc_arenas()  # before any thread starts
     # Prefetch in every mode: each list call (one per window or cohort with --parallel N) has
     # one request in flight at a time, sent as soon as the answer before it is in; and never
