@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import httpx
 import pytest
 from _rai_fake import BASE, CLIENT_ID, SECRET, FakeRai, envelope, make_async_client, page
 
 from failopen.rai import AsyncClient, RaiValidationError
-from failopen.rai._pager import SLIM_FIELDS, sessions_pager
+from failopen.rai._pager import SLIM_FIELDS, Pager, sessions_pager
 
 pytestmark = pytest.mark.anyio
 
@@ -88,23 +89,32 @@ def _misleading(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, content=content, headers={"Content-Type": "application/json"})
 
 
-async def test_the_next_request_is_guessed_from_the_raw_answer() -> None:
-    sent: list[str | None] = []
+async def test_the_next_request_leaves_before_the_answer_is_decoded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    n = 4
+    sent: list[int] = []
+    sent_at_decode: list[int] = []
+    real = Pager.decode
+
+    def decode(self: Pager[Any], content: bytes) -> Any:
+        sent_at_decode.append(len(sent))
+        return real(self, content)
 
     def data(request: httpx.Request) -> httpx.Response:
-        token = request.url.params.get("page_token")
-        sent.append(token)
-        assert len(decoded) >= len(sent) - 2, "more than one page ahead"
-        return page("sessions", [{"session_id": f"s{token}", "cohort_id": "c"}],
-                    token=str(int(token or 0) + 1) if len(sent) < 4 else "")  # fmt: skip
+        index = int(request.url.params.get("page_token") or 0)
+        sent.append(index)
+        return page("sessions", [{"session_id": f"s{index}", "cohort_id": "c"}],
+                    token=str(index + 1) if index + 1 < n else "")  # fmt: skip
 
-    decoded: list[int] = []
+    monkeypatch.setattr(Pager, "decode", decode)
     client, _ = make_async_client(FakeRai(data))
-    async for _page in client.iter_session_pages(START, END, ["PK"], raw=True):
-        # The guessed request went out before the consumer got (and decoded) this page.
-        assert len(sent) == min(len(decoded) + 2, 4)
-        decoded.append(len(decoded))
-    assert sent == [None, "1", "2", "3"]
+    got = [p.items[0]["session_id"] async for p in client.iter_session_pages(
+        START, END, ["PK"], raw=True)]  # fmt: skip
+    assert got == [f"s{i}" for i in range(n)]
+    assert sent == list(range(n))
+    # Page i is decoded once request i + 1 has left (read from its raw cursor): not after.
+    assert sent_at_decode == [min(i + 2, n) for i in range(n)]
 
 
 @pytest.mark.parametrize("raw", [True, False])
