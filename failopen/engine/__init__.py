@@ -5,7 +5,9 @@
   with :mod:`~failopen.engine.confirm` for the rare on-demand outage check;
 - :mod:`~failopen.engine.watcher`: the status poller that drives the flag, with
   :mod:`~failopen.engine.first_reading` for a worker's first turn;
-- :mod:`~failopen.engine.probe`: the opt-in verify probe (and its shared record);
+- :mod:`~failopen.engine.probe`: the opt-in verify probe (its shared record in
+  :mod:`~failopen.engine.probe_record`, and :mod:`~failopen.engine.outcome_window` for the
+  requests' verify outcomes it weighs);
 - :mod:`~failopen.engine.fleet`: one flag and one poller for many processes through Redis;
 - :mod:`~failopen.engine.listeners`: callbacks on flag changes, off the request path.
 
