@@ -1,6 +1,7 @@
 """The decision: whether a protected request is checked, and on what evidence it is not.
 
-- :mod:`~failopen.engine.flag`: the one enforcement flag, read lock-free by every request;
+- :mod:`~failopen.engine.flag`: the one enforcement flag, read lock-free by every request,
+  and :mod:`~failopen.engine.flag_state`: the state it publishes;
 - :mod:`~failopen.engine.guard`: a request's decision (:class:`~failopen.engine.guard.Decision`),
   with :mod:`~failopen.engine.confirm` for the rare on-demand outage check;
 - :mod:`~failopen.engine.watcher`: the status poller that drives the flag, with
