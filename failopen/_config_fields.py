@@ -15,7 +15,7 @@ from typing import Any, overload
 from failopen.exceptions import ConfigError
 from failopen.secret import Secret, as_secret
 from failopen.stores import check_store_url
-from failopen.vendor.exchange import check_url
+from failopen.vendor.urls import check_url
 
 __all__ = ["ENV_PREFIX", "SecretSetting", "check_field", "coerce", "env_name", "vendor_url"]
 

@@ -30,8 +30,8 @@ from failopen.observe.audit_file import (
 )
 from failopen.stores import mask_url, shown_url, split_password
 from failopen.stores.redis import REDIS_SCHEMES
-from failopen.vendor.exchange import check_url
 from failopen.vendor.status_url import check_status_url
+from failopen.vendor.urls import check_url
 
 __all__ = [
     "Config", "KNOWN_IMPAIRED", "closest_setting", "default_backoff_max", "env_name",
