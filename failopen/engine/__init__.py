@@ -5,6 +5,9 @@
 - :mod:`~failopen.engine.guard`: a request's decision (:class:`~failopen.engine.guard.Decision`),
   with :mod:`~failopen.engine.confirm` for the rare on-demand outage check;
 - :mod:`~failopen.engine.watcher`: the status poller that drives the flag, with
+  :mod:`~failopen.engine.hysteresis` for what its readings add up to,
+  :mod:`~failopen.engine.readings` for the rules it applies to them,
+  :mod:`~failopen.engine.turns` for what it asks of the fleet and the probe, and
   :mod:`~failopen.engine.first_reading` for a worker's first turn;
 - :mod:`~failopen.engine.probe`: the opt-in verify probe (its shared record in
   :mod:`~failopen.engine.probe_record`, and :mod:`~failopen.engine.outcome_window` for the
