@@ -19,9 +19,9 @@ import threading
 from collections.abc import Callable
 from typing import Literal
 
+from failopen._config_fields import default_backoff_max
 from failopen._internal.redact import MAX_LOGGED_ERROR, public_error
 from failopen.clock import Clock
-from failopen.config import default_backoff_max
 from failopen.engine.flag import EnforcementFlag
 from failopen.engine.readings import PollResult, hysteresis, judge, next_poll_delay
 from failopen.engine.turns import ProbeTurn
