@@ -28,8 +28,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from failopen.engine.flag import EnforcementFlag, FlagState
 from failopen.engine.guard import Guard, OutageConfirmer
+from failopen.engine.outcome_window import _BUCKETS
 from failopen.engine.probe import (
-    _BUCKETS,
     PROBE_MIN_CALLS,
     PROBE_MOSTLY_UNAVAILABLE,
     PROBE_QUIET_FACTOR,

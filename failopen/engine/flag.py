@@ -5,24 +5,33 @@ outage) says what the status page shows. Operators place an override, which wins
 side until it is lifted or its expiry passes. Requests only read.
 
 Forcing enforcement off always ends: one hour when no ttl is given, at most seven days. The rule
-lives in :class:`failopen.override.Override` (and :meth:`EnforcementFlag.apply_override` for a
-window set in the future), so an override placed by any path or read from any store obeys it.
-Forcing enforcement on may last until lifted.
+lives in :class:`failopen.stores.override.Override` (and :meth:`EnforcementFlag.apply_override`
+for a window set in the future), so an override placed by any path or read from any store obeys
+it. Forcing enforcement on may last until lifted.
 
     precedence: override > watcher / confirmed / probe > default (enforce)
+
+The state the flag publishes (:class:`FlagState`) and the lines a change of it logs live in
+:mod:`failopen.engine.flag_state`; their names are re-exported here.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import replace
+from typing import TYPE_CHECKING, Literal
 
 from failopen._internal.forksafe import renew_locks_after_fork
 from failopen.clock import SYSTEM_CLOCK, Clock
+from failopen.engine.flag_state import (
+    FlagState,
+    Listener,
+    Source,
+    log_staleness,
+    log_transition,
+    rfc3339,
+)
 from failopen.exceptions import FailopenError, StoreError
 from failopen.observe.paced import PacedLog
 from failopen.stores.override import (
@@ -51,55 +60,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("failopen.flag")
-
-#: Who set the flag: no reading yet, the status watcher, a confirmation made for a request, the
-#: verify probe (opt-in, ``FAILOPEN_EVIDENCE=status,probe``), or an operator's override.
-Source = Literal["default", "watcher", "confirmed", "probe", "override"]
-Listener = Callable[["FlagState", "FlagState"], None]
-
-def rfc3339(timestamp: float | None) -> str | None:
-    """Seconds since the epoch as an RFC 3339 UTC string (None stays None).
-
-    Never raises: a value no calendar can show (NaN, infinity, past year 9999) comes back as
-    ``"invalid time (...)"`` rather than as None, which would read as "no expiry".
-    """
-    if timestamp is None:
-        return None
-    try:
-        moment = datetime.fromtimestamp(timestamp, tz=timezone.utc)
-    except (ValueError, OverflowError, OSError, TypeError):
-        shown = repr(timestamp) if isinstance(timestamp, float) else type(timestamp).__name__
-        return f"invalid time ({shown})"
-    return moment.isoformat().replace("+00:00", "Z")
-
-
-@dataclass(frozen=True)
-class FlagState:
-    """What the flag says right now. Never mutated: a change publishes a new object."""
-
-    enforce: bool
-    source: Source
-    reason: str
-    since: float
-    expires_at: float | None = None
-    global_status: str | None = None
-    stale: bool = False
-    #: While stale: the last poll's error (bounded, credentials removed); otherwise None.
-    error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form, times as RFC 3339 (the shape of the flag endpoint)."""
-        return {
-            "enforce": self.enforce,
-            "source": self.source,
-            "reason": self.reason,
-            "since": rfc3339(self.since),
-            "expires_at": rfc3339(self.expires_at),
-            "global_status": self.global_status,
-            "stale": self.stale,
-            "error": self.error,
-        }
-
 
 class EnforcementFlag:
     """The in-process flag every adapter consults. Thread-safe; reads take no lock."""
@@ -352,9 +312,9 @@ class EnforcementFlag:
         """Tell listeners about a transition. Runs outside the lock, so a listener may read or
         write the flag; a failing listener is logged and never breaks the writer."""
         if old.enforce != new.enforce:
-            _log_transition(new)
+            log_transition(new)
         if old.stale != new.stale:
-            _log_staleness(new)
+            log_staleness(new)
         if old != new:
             for listener in list(self._listeners):
                 try:
@@ -369,42 +329,3 @@ class EnforcementFlag:
                             extra={"event": "failopen.listener_failed",
                                    "callback": repr(listener)[:200], "suppressed": suppressed})
         return new
-
-
-def _log_transition(new: FlagState) -> None:
-    # Once per change of the value (not per poll, nor per change of reason or staleness): the
-    # line an operator greps for to learn when and why protection went off and came back.
-    extra = {"event": "failopen.flag_changed", **_fields(new)}
-    if new.enforce:
-        logger.info(
-            "enforcement on: source=%s reason=%r global_status=%s",
-            new.source, new.reason, new.global_status, extra=extra,
-        )
-    else:
-        logger.warning(
-            "enforcement off: source=%s reason=%r global_status=%s%s",
-            new.source, new.reason, new.global_status,
-            "" if new.expires_at is None else f" until={rfc3339(new.expires_at)}", extra=extra,
-        )
-
-
-def _log_staleness(new: FlagState) -> None:
-    # Once when the last good reading grows too old, once when a good reading arrives again.
-    if new.stale:
-        logger.warning(
-            "status reading stale: no good status page reading for a while; the flag keeps "
-            "enforce=%s (%s); last poll error: %s", new.enforce, new.reason, new.error or "none",
-            extra={"event": "failopen.stale", **_fields(new)},
-        )
-    else:
-        logger.info("status reading fresh again: enforce=%s (%s)", new.enforce, new.reason,
-                    extra={"event": "failopen.stale_ended", **_fields(new)})
-
-
-def _fields(state: FlagState) -> dict[str, Any]:
-    # Names chosen not to collide with LogRecord attributes (logging raises on those).
-    return {
-        "enforce": state.enforce, "source": state.source, "reason": state.reason,
-        "global_status": state.global_status, "expires_at": rfc3339(state.expires_at),
-        "stale": state.stale, "error": state.error,
-    }

@@ -35,7 +35,7 @@ from failopen.observe.metrics import NO_METRICS, Metrics
 from failopen.vendor.verify import Verifier, VerifyOutcome, VerifyResult
 
 if TYPE_CHECKING:
-    from failopen.engine.probe import OutcomeWindow
+    from failopen.engine.outcome_window import OutcomeWindow
 
 __all__ = ["CONFIRM_WAIT", "Decision", "Guard", "OutageConfirmer", "Outcome", "fail_closed"]
 

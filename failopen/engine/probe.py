@@ -17,14 +17,15 @@ reading that is not an outage:
 * the probe failed ``FAILOPEN_PROBE_OPEN_AFTER`` times in a row (default 3), counted since
   enforcement last began, and
 * the requests' own verify calls in the span of that streak, ``max(open_after - 1, 1) x interval``
-  seconds (the interval no shorter than the verify timeout and FAILOPEN_STORE_REFRESH: probes
-  are never closer; the :class:`OutcomeWindow` the guard feeds), were mostly unavailable: at least
-  :data:`PROBE_MIN_CALLS` calls, at least :data:`PROBE_MOSTLY_UNAVAILABLE` of them unavailable.
-  A quiet site (fewer calls) relies on the probe alone only after
-  :data:`PROBE_QUIET_FACTOR` x ``open_after`` failures in a row, and still only when the few calls
-  it had were mostly unavailable. Either way, not one of them may have verified a token: a valid
-  answer proves the verify API works for real users (a vendor that answers the probe's unknown
-  token with a 5xx, while attackers' junk meets the same 5xx, must not open the gate).
+  seconds (the interval no shorter than the verify timeout and FAILOPEN_STORE_REFRESH: probes are
+  never closer; the :class:`~failopen.engine.outcome_window.OutcomeWindow` the guard feeds), were
+  mostly unavailable: at least :data:`PROBE_MIN_CALLS` calls, at least
+  :data:`PROBE_MOSTLY_UNAVAILABLE` of them unavailable. A quiet site (fewer calls) relies on the
+  probe alone only after :data:`PROBE_QUIET_FACTOR` x ``open_after`` failures in a row, and still
+  only when the few calls it had were mostly unavailable. Either way, not one of them may have
+  verified a token: a valid answer proves the verify API works for real users (a vendor that answers
+  the probe's unknown token with a 5xx, while attackers' junk meets the same 5xx, must not open the
+  gate).
 
 Neither alone opens: requests failing while the probe answers (junk or crafted tokens, our own
 overload) and a probe failing while requests get answers (a broken probe path) both keep
@@ -43,14 +44,13 @@ from __future__ import annotations
 
 import logging
 import secrets
-import threading
 from typing import TYPE_CHECKING, Any, Literal
 
-from failopen._internal.forksafe import renew_locks_after_fork
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.engine.flag import FlagState, rfc3339
+from failopen.engine.outcome_window import OutcomeWindow
 from failopen.engine.probe_record import ProbeResult, Verdict, verdict_of
-from failopen.vendor.verify import Verifier, VerifyOutcome, VerifyResult
+from failopen.vendor.verify import Verifier
 
 if TYPE_CHECKING:
     from failopen.engine.watcher import Reading, StatusWatcher
@@ -70,67 +70,6 @@ PROBE_MOSTLY_UNAVAILABLE = 0.8
 PROBE_QUIET_FACTOR = 2
 #: How the probe's synthetic tokens begin (a random part follows): no vendor issues such a token.
 PROBE_TOKEN_PREFIX = "failopen-probe-"
-_BUCKETS = 30
-
-
-class OutcomeWindow:
-    """Requests' verify calls over the last ``seconds``: how many, how many unavailable.
-
-    Fed by the guard after each verify call (one lock, one bucket increment). Counted: answers
-    the vendor gave (valid, invalid with an HTTP status, rate-limited) and unavailable ones. Not
-    counted: tokens refused before any call, and our own overload (no request sent).
-    """
-
-    def __init__(self, seconds: float, *, clock: Clock = SYSTEM_CLOCK) -> None:
-        if not seconds > 0:
-            raise ValueError(f"window must be positive seconds, got {seconds!r}")
-        self.seconds = float(seconds)
-        self._width = self.seconds / _BUCKETS
-        self._clock = clock
-        self._lock = threading.Lock()
-        renew_locks_after_fork(self, "_lock")
-        self._slots = [-1] * _BUCKETS
-        self._calls = [0] * _BUCKETS
-        self._unavailable = [0] * _BUCKETS
-        self._valid = [0] * _BUCKETS
-
-    def record(self, result: VerifyResult) -> None:
-        """Count one request's verify result. Never raises."""
-        outcome = result.outcome
-        bad = good = 0
-        if outcome is VerifyOutcome.UNAVAILABLE:
-            bad = 1
-        elif outcome is VerifyOutcome.VALID:
-            good = 1
-        elif outcome is not VerifyOutcome.RATE_LIMITED and not (
-                outcome is VerifyOutcome.INVALID and result.status_code is not None):
-            return
-        slot = int(self._clock.monotonic() / self._width)
-        index = slot % _BUCKETS
-        with self._lock:
-            if self._slots[index] != slot:
-                self._slots[index] = slot
-                self._calls[index] = self._unavailable[index] = self._valid[index] = 0
-            self._calls[index] += 1
-            self._unavailable[index] += bad
-            self._valid[index] += good
-
-    def counts(self) -> tuple[int, int]:
-        """(verify calls, unavailable ones) in the window."""
-        calls, unavailable, _ = self.tally()
-        return calls, unavailable
-
-    def tally(self) -> tuple[int, int, int]:
-        """(verify calls, unavailable ones, valid ones) in the window."""
-        now = int(self._clock.monotonic() / self._width)
-        calls = unavailable = valid = 0
-        with self._lock:
-            for index in range(_BUCKETS):
-                if 0 <= now - self._slots[index] < _BUCKETS:
-                    calls += self._calls[index]
-                    unavailable += self._unavailable[index]
-                    valid += self._valid[index]
-        return calls, unavailable, valid
 
 
 class VerifyProbe:

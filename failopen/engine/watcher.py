@@ -22,6 +22,13 @@ through the same hysteresis, a reading's age counting as if they had made it.
 
 The thread starts lazily, restarts itself in a forked child (gunicorn ``--preload``), sleeps on an
 Event so ``stop()`` is immediate, and survives any single bad poll.
+
+This module is the thread and its turns. What the readings add up to (streaks, staleness, the
+flag's automatic value) is :class:`~failopen.engine.hysteresis.ReadingHysteresis`, which
+:class:`StatusWatcher` extends; the rules it applies (a reading's kind, the hysteresis, the wait
+before the next poll) are plain functions in :mod:`failopen.engine.readings`; what the thread asks
+of the fleet and the probe is in :mod:`failopen.engine.turns`. Their public names are re-exported
+here.
 """
 
 from __future__ import annotations
@@ -30,86 +37,23 @@ import logging
 import random
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal, Protocol
 
 from failopen._internal.forksafe import BackgroundThread
-from failopen._internal.redact import MAX_LOGGED_ERROR, public_error
 from failopen.clock import SYSTEM_CLOCK, Clock
-from failopen.config import default_backoff_max
 from failopen.engine.first_reading import FirstReading
 from failopen.engine.flag import EnforcementFlag
-from failopen.engine.fleet_reading import FleetReading, Kind
-from failopen.engine.probe_record import ProbeResult
-from failopen.exceptions import StatusError, StatusUnavailable
+from failopen.engine.hysteresis import ReadingHysteresis
+from failopen.engine.readings import PollResult, Reading, StatusSource, judge
+from failopen.engine.turns import FleetTurn, ProbeTurn
+from failopen.exceptions import StatusError
 from failopen.observe.metrics import NO_METRICS, Metrics
-from failopen.vendor.status import StatusReport
 
 __all__ = ["FleetTurn", "PollResult", "ProbeTurn", "Reading", "StatusSource", "StatusWatcher"]
 
 logger = logging.getLogger("failopen.watcher")
 
 
-Reading = Literal["impaired", "operational", "neutral", "failed"]
-
-
-class StatusSource(Protocol):
-    """Anything that reads the status page (``failopen.StatusClient``, or a test double)."""
-
-    def fetch(self) -> StatusReport:
-        """One reading. Raises StatusError when there is no usable answer."""
-        ...
-
-
-# The fleet and the probe hold the watcher and call back into it; the watcher knows them only by
-# what it asks of them, so the engine's modules import each other in one direction.
-class FleetTurn(Protocol):
-    """What the watcher (and the probe) ask of the fleet: :class:`failopen.engine.fleet.Fleet`."""
-
-    leader: bool
-    last_reading: FleetReading | None
-
-    @property
-    def polls(self) -> bool: ...
-
-    def sync(self) -> None: ...
-
-    def published(self, report: StatusReport, at: float, kind: Kind = "watcher") -> None: ...
-
-    def published_probe(self, result: ProbeResult) -> None: ...
-
-
-class ProbeTurn(Protocol):
-    """What the watcher (and the fleet) ask of the verify probe:
-    :class:`failopen.engine.probe.VerifyProbe`."""
-
-    interval: float
-
-    def due(self) -> bool: ...
-
-    def run_due(self) -> ProbeResult | None: ...
-
-    def check_open(self) -> None: ...
-
-    def observe(self, result: ProbeResult) -> None: ...
-
-    def on_reading(
-        self, reading: Reading, status: str, enforce: bool,
-        source: Literal["watcher", "confirmed"], reason: str,
-    ) -> tuple[bool, Literal["watcher", "confirmed", "probe"], str]: ...
-
-
-@dataclass(frozen=True)
-class PollResult:
-    """The outcome of one poll, for ``failopen watch --json`` and for tests."""
-
-    reading: Reading
-    report: StatusReport | None
-    error: str | None
-    next_delay: float
-
-
-class StatusWatcher(BackgroundThread):
+class StatusWatcher(ReadingHysteresis, BackgroundThread):
     """Polls the status page and drives an EnforcementFlag."""
 
     #: Set by the runtime (failopen.metrics): counts and times the polls.
@@ -133,38 +77,19 @@ class StatusWatcher(BackgroundThread):
         random_fraction: Callable[[], float] = random.random,
         on_poll: Callable[[PollResult], None] | None = None,
     ) -> None:
-        self.source = source
-        self.flag = flag
-        self.poll_interval = poll_interval
-        self.jitter = jitter
-        self.bypass_on = bypass_on
-        self.open_after = open_after
-        self.close_after = close_after
-        self.stale_after = stale_after if stale_after is not None else 3 * poll_interval
-        self.backoff_max = (
-            backoff_max if backoff_max is not None else default_backoff_max(poll_interval)
+        ReadingHysteresis.__init__(
+            self, flag, poll_interval=poll_interval, jitter=jitter, bypass_on=bypass_on,
+            open_after=open_after, close_after=close_after, stale_after=stale_after,
+            backoff_max=backoff_max, max_stale_bypass=max_stale_bypass, clock=clock,
+            random_fraction=random_fraction,
         )
-        # None: a stale bypass never ends by itself (only for tests of the layers underneath).
-        self.max_stale_bypass = max_stale_bypass
+        self.source = source
         self.store_refresh = store_refresh
-        self._clock = clock
-        self._random = random_fraction
         self._on_poll = on_poll
         #: Set by the runtime in fleet mode: who polls, and the readings others published.
         self.fleet: FleetTurn | None = None
-        #: Set by the runtime with FAILOPEN_EVIDENCE=status,probe: the verify probe.
-        self.probe: ProbeTurn | None = None
         #: Set by the runtime: ended by this thread's first turn, which early requests await.
         self.first_reading: FirstReading | None = None
-        # Hysteresis and failure counters: written by whoever holds _observe_lock.
-        self._observe_lock = threading.RLock()  # a flag listener may feed a reading back in
-        self._applied_started = float("-inf")
-        self._impaired_streak = 0
-        self._operational_streak = 0
-        self._failures = 0
-        self._last_good: float | None = None
-        self._last_error: str | None = None
-        self._last_regions: tuple[str, ...] = ()
         #: Status page requests this process's watcher has made (``failopen fleet`` shows it).
         self.polls = 0
         BackgroundThread.__init__(self, name="failopen.status-watcher", logger=logger)
@@ -262,36 +187,6 @@ class StatusWatcher(BackgroundThread):
         except Exception:
             logger.exception("metrics failed", extra={"event": "failopen.metrics_failed"})
 
-    def forget_streaks(self) -> None:
-        """Forget the reading streaks (a bypass ended without them): opening again needs new
-        outage readings. Caller holds ``_observe_lock``."""
-        self._impaired_streak = self._operational_streak = 0
-
-    def _end_stale_bypass(self) -> None:
-        with self._observe_lock:
-            # Checked again under the lock: a confirmation may have brought a reading meanwhile.
-            last, limit, auto = self._last_good, self.max_stale_bypass, self.flag.automatic_state
-            if last is None or limit is None or auto.enforce:
-                return
-            age = self._clock.monotonic() - last
-            if age <= limit:
-                return
-            # The old streak is no evidence any more: opening again needs new outage readings.
-            self._impaired_streak = self._operational_streak = 0
-            error = self._last_error
-            reason = (
-                f"bypass ended: no good status reading for {age:.0f}s "
-                f"(FAILOPEN_MAX_STALE_BYPASS={limit:g}s); enforcing until the page shows an "
-                "outage again"
-            )
-            logger.error("%s; last poll error: %s", reason, error or "none", extra={
-                "event": "failopen.stale_bypass_ended", "age_seconds": round(age, 3),
-                "limit_seconds": limit, "error": error})
-            self.flag.set_automatic(
-                enforce=True, source="watcher", reason=reason,
-                global_status=auto.global_status, stale=True, error=error,
-            )
-
     def follow_once(self) -> PollResult:
         """A follower's turn: what the fleet's latest reading said (readings are applied as
         the fleet syncs); reported like a poll, for ``failopen watch``. Never raises."""
@@ -304,8 +199,7 @@ class StatusWatcher(BackgroundThread):
                                 self.poll_interval)
         else:
             status = reading.report.global_status
-            kind: Reading = ("impaired" if status in self.bypass_on else
-                             "operational" if status == "operational" else "neutral")
+            kind = judge(status, self.bypass_on)
             result = PollResult(kind, reading.report, None, self.poll_interval)
         self._report(result)
         return result
@@ -344,133 +238,3 @@ class StatusWatcher(BackgroundThread):
             except Exception:  # the caller's callback must not kill the thread
                 logger.exception("on_poll callback failed",
                                  extra={"event": "failopen.watcher_error"})
-
-    def observe(
-        self,
-        report: StatusReport,
-        *,
-        source: Literal["watcher", "confirmed"] = "watcher",
-        started: float | None = None,
-        age: float = 0.0,
-    ) -> PollResult:
-        """Feed one good reading through the hysteresis into the flag.
-
-        ``started`` is when the fetch began (monotonic): a reading whose fetch began before the
-        last applied one is stale and dropped, so a slow check cannot undo a newer recovery.
-        A ``confirmed`` reading (made on demand for a request) counts as one reading on top of
-        the watcher's own streak but does not extend it: request traffic, which a caller
-        controls, must not make ``open_after`` readings arrive faster than the polls would.
-        ``age`` (seconds) is how old the reading already is (one another process made): it
-        counts towards ``stale_after`` and ``max_stale_bypass`` as if it had been made here.
-        """
-        status = report.global_status
-        if status in self.bypass_on:
-            reading: Reading = "impaired"
-        elif status == "operational":
-            reading = "operational"
-        else:
-            # Degraded (when not configured as an outage), under_maintenance, or a value the
-            # spec does not list: reported, never acted on.
-            reading = "neutral"
-        with self._observe_lock:
-            if started is not None:
-                if started < self._applied_started:
-                    logger.debug("dropped a %s reading older than the last one applied", source,
-                                 extra={"event": "failopen.reading_superseded",
-                                        "source": source})
-                    return PollResult(reading, report, "superseded by a newer reading",
-                                      self._next_delay(None))
-                self._applied_started = started
-            impaired = self._impaired_streak + 1 if reading == "impaired" else 0
-            # Any good reading that is not an outage counts towards ending a bypass, a neutral
-            # one included: operators hold a component at degraded_performance for hours after
-            # an outage, and the evidence for bypassing ended with the last outage reading.
-            # Moving towards enforcement needs no attacker-proof evidence; away from it does.
-            operational = self._operational_streak + 1 if reading != "impaired" else 0
-            if source == "watcher":
-                self._impaired_streak, self._operational_streak = impaired, operational
-                self._failures = 0
-            self._last_good = self._clock.monotonic() - age
-            self._last_error = None
-            auto = self.flag.automatic_state
-            # A probe bypass (failopen.engine.probe) leaves the page's own hysteresis enforcing.
-            enforcing = auto.enforce or auto.source == "probe"
-            if reading == "impaired" and impaired >= self.open_after:
-                enforce, reason = False, f"global component {status}"
-            elif reading == "operational" and (enforcing or operational >= self.close_after):
-                enforce, reason = True, "global component operational"
-            elif reading != "impaired" and (enforcing or operational >= self.close_after):
-                enforce, reason = True, f"global component {status} (not an outage); enforcing"
-            elif enforcing:
-                # An outage reading, but fewer than open_after of them in a row so far.
-                enforce, reason = True, f"global component {status}; enforcing"
-            else:
-                enforce = False
-                reason = (
-                    f"global component {status}; bypassing until {self.close_after} "
-                    "readings that are not an outage"
-                )
-            applied: Literal["watcher", "confirmed", "probe"] = source
-            if self.probe is not None:
-                enforce, applied, reason = self.probe.on_reading(reading, status, enforce, source,
-                                                             reason)
-            # Applied under the lock: readings reach the flag in the order they were judged.
-            self.flag.set_automatic(
-                enforce=enforce, source=applied, reason=reason, global_status=status
-            )
-        self._log_regions(report)
-        if reading == "neutral" and not report.known:
-            logger.warning("status page reports unknown global status %r; not acting on it",
-                           status, extra={"event": "failopen.unknown_status",
-                                          "global_status": status})
-        return PollResult(reading, report, None, self._next_delay(None))
-
-    def observe_failure(self, exc: BaseException) -> PollResult:
-        """Record a poll that gave no usable answer: never evidence either way."""
-        with self._observe_lock:
-            self._failures += 1
-            failures = self._failures
-        retry_after = exc.retry_after if isinstance(exc, StatusUnavailable) else None
-        message = public_error(exc)
-        self._last_error = message
-        logged = public_error(exc, limit=MAX_LOGGED_ERROR)
-        logger.warning("status page unusable (%d in a row), flag unchanged: %s", failures,
-                       logged, extra={"event": "failopen.poll_failed", "failures": failures,
-                                      "error": logged, "retry_after": retry_after})
-        return PollResult("failed", None, message, self._next_delay(retry_after))
-
-    # --- internals --------------------------------------------------------------------------
-
-    def _log_regions(self, report: StatusReport) -> None:
-        impaired = tuple(
-            f"{c.description or c.name}={c.status}" for c in report.impaired_regions()
-        )
-        if impaired != self._last_regions:
-            self._last_regions = impaired
-            if impaired:
-                logger.info(
-                    "regional impairment (diagnosis only; global is %s): %s",
-                    report.global_status, ", ".join(impaired),
-                    extra={"event": "failopen.regions_changed",
-                           "global_status": report.global_status, "impaired": list(impaired)},
-                )
-            else:
-                logger.info("all regions operational", extra={
-                    "event": "failopen.regions_changed", "global_status": report.global_status,
-                    "impaired": []})
-
-    def _next_delay(self, retry_after: float | None) -> float:
-        failures = self._failures
-        spread = self.poll_interval * self.jitter
-        if not self.flag.automatic_state.enforce:
-            # Bypassing: every interval, errors or not, and jitter only ever shortens the wait.
-            # A Retry-After (which a hostile or broken page chooses) must not stretch a bypass.
-            return max(0.0, self.poll_interval - self._random() * spread)
-        if failures == 0:
-            return max(0.0, self.poll_interval + (2 * self._random() - 1) * spread)
-        # Exponential backoff with full jitter while the status page fails.
-        ceiling = min(self.backoff_max, self.poll_interval * 2.0 ** min(failures, 30))
-        delay = self._random() * ceiling
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, self.backoff_max))
-        return delay

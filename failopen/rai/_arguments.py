@@ -12,7 +12,7 @@ import httpx
 
 from failopen.exceptions import ConfigError
 from failopen.rai.exceptions import RaiValidationError
-from failopen.vendor.exchange import check_url
+from failopen.vendor.urls import check_url
 
 __all__ = ["API_PREFIX", "MAX_WINDOW", "MAX_PAGE_SIZE", "Instant", "Params"]
 

@@ -6,7 +6,9 @@
 - the verify call: :mod:`~failopen.vendor.verify` sends a token and classifies the answer
   (:mod:`~failopen.vendor.verify_answers`);
 - the bounded HTTP exchange both use (:mod:`~failopen.vendor.exchange`): one time budget, a byte
-  cap, no redirects, errors that name host:port and never a credential.
+  cap, redirects only to the same host, errors that name host:port and never a credential;
+- the rules for the vendor URLs themselves (:mod:`~failopen.vendor.urls`): what a setting may
+  give, and where a redirect may lead.
 
 Nothing here decides anything: the engine turns these answers into evidence.
 """

@@ -7,6 +7,9 @@ read timeout could hold a request open forever. Here the deadline covers the who
 * sync callers run the exchange on a small worker pool and stop waiting at the deadline; the
   worker checks the same deadline between chunks, so it gives up too and never outlives it by
   more than one socket read.
+
+Which URLs may be used at all (a configured vendor URL, a redirect's target) is decided in
+:mod:`failopen.vendor.urls`.
 """
 
 from __future__ import annotations
@@ -14,12 +17,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import ipaddress
 import os
 import socket
 import threading
 import time
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,20 +28,12 @@ from typing import Any
 import httpx
 
 from failopen._internal.redact import host_port
-from failopen.exceptions import (
-    ConfigError,
-    FetchError,
-    FetchOverloaded,
-    FetchTimeout,
-    FetchTransportError,
-    RedirectRefused,
-)
+from failopen.exceptions import FetchError, FetchOverloaded, FetchTimeout, FetchTransportError
 from failopen.vendor.bounded_body import BoundedBody
+from failopen.vendor.urls import next_url
 
-__all__ = ["Fetched", "check_url", "is_loopback_host", "fetch", "afetch", "parse_retry_after"]
+__all__ = ["Fetched", "fetch", "afetch", "parse_retry_after"]
 
-_MAX_REDIRECTS = 3
-_WORKERS = 16
 
 
 @dataclass(frozen=True)
@@ -52,55 +45,6 @@ class Fetched:
     content: bytes
     url: httpx.URL
     elapsed: float
-
-
-def is_loopback_host(host: str) -> bool:
-    """True for ``localhost`` and loopback IP literals, where plain http is acceptable.
-
-    Subdomains of ``.localhost`` are not accepted: resolvers here send them to DNS, and a DNS
-    answer would carry plain HTTP off the machine.
-    """
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_url(value: str, *, setting: str) -> str:
-    """Validate a vendor URL: absolute, http(s), no credentials, https unless the host is loopback.
-
-    Whitespace and control or invisible format characters anywhere are refused rather than
-    percent-encoded or stripped: ``https://status.x /`` and a trailing newline from a secret
-    file are mistakes, and httpx would quietly turn a space into ``%20``, even inside the host.
-    Messages name the host, never the whole value: a URL may carry a password.
-    """
-    if not isinstance(value, str):
-        raise ConfigError(f"{setting}: expected a URL string, got {type(value).__name__}")
-    bad = next((ch for ch in value if ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf")),
-               None)
-    if bad is not None:
-        raise ConfigError(
-            f"{setting}: contains whitespace or a control character ({bad!r} at position "
-            f"{value.index(bad)}); remove it (a space, or a trailing newline from a file?)"
-        )
-    try:
-        url = httpx.URL(value)
-    except Exception:  # httpx raises several types for malformed URLs
-        raise ConfigError(f"{setting}: not a valid URL") from None
-    if url.userinfo:
-        raise ConfigError(
-            f"{setting}: credentials in the URL are not allowed (remove the user:password@ part)"
-        )
-    if url.scheme not in ("http", "https") or not url.host:
-        raise ConfigError(f"{setting}: must be an absolute http(s) URL, like https://host/path")
-    if url.scheme == "http" and not is_loopback_host(url.host):
-        raise ConfigError(
-            f"{setting}: plain http to {url.host} is not allowed; use https "
-            "(plain http is allowed only for localhost, e.g. the test kit's fakes)"
-        )
-    return str(url)
 
 
 _RETRY_AFTER_MAX = 86_400.0
@@ -124,26 +68,6 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
     return min(max(0.0, when - (time.time() if now is None else now)), _RETRY_AFTER_MAX)
-
-
-def _same_origin(a: httpx.URL, b: httpx.URL) -> bool:
-    return (a.scheme, a.host, a.port) == (b.scheme, b.host, b.port)
-
-
-def _next_url(current: httpx.URL, response: httpx.Response, hops: int) -> httpx.URL | None:
-    if not response.is_redirect:
-        return None
-    location = response.headers.get("location")
-    if not location:
-        return None
-    target = current.join(location)
-    if not _same_origin(current, target):
-        raise RedirectRefused(
-            f"refused redirect from {current.host} to another origin ({target.host})"
-        )
-    if hops >= _MAX_REDIRECTS:
-        raise RedirectRefused(f"more than {_MAX_REDIRECTS} redirects")
-    return target
 
 
 def _headers(extra: dict[str, str] | None) -> dict[str, str]:
@@ -216,7 +140,7 @@ def _exchange(
         )
         response = client.send(request, stream=True, follow_redirects=False)
         try:
-            follow = _next_url(target, response, hops)
+            follow = next_url(target, response, hops)
             if follow is not None:
                 target, hops = follow, hops + 1
                 if response.status_code in (301, 302, 303):
@@ -258,7 +182,7 @@ async def _aexchange(
         )
         response = await client.send(request, stream=True, follow_redirects=False)
         try:
-            follow = _next_url(target, response, hops)
+            follow = next_url(target, response, hops)
             if follow is not None:
                 target, hops = follow, hops + 1
                 if response.status_code in (301, 302, 303):

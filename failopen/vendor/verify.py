@@ -24,7 +24,8 @@ import httpx
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.exceptions import ConfigError, FetchError
 from failopen.secret import Secret
-from failopen.vendor.exchange import afetch, check_url, fetch
+from failopen.vendor.exchange import afetch, fetch
+from failopen.vendor.urls import check_url
 from failopen.vendor.verify_answers import (
     _PRINTABLE_ASCII,
     MALFORMED_SESSION,
