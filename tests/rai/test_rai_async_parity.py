@@ -10,7 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
-from _rai_fake import BASE, CLIENT_ID, SECRET, FakeRai, envelope, make_async_client, page
+from _rai_fake import BASE, CLIENT_ID, SECRET, FakeRai, make_async_client, page
+from _rai_fake import misleading_pages as _misleading
 
 from failopen.rai import AsyncClient, RaiValidationError
 from failopen.rai._pager import SLIM_FIELDS, Pager, sessions_pager
@@ -76,17 +77,6 @@ async def test_export_pages_slim_keeps_the_text_and_the_ids(prefetch: bool) -> N
     assert [json.loads(line) for line in only.lines or []] == records
     assert [set(r) for r in only.items] == [set(SLIM_FIELDS["sessions"])] * 3
 
-
-def _misleading(request: httpx.Request) -> httpx.Response:
-    """Pages whose cursor comes first and whose record hides a decoy cursor further on."""
-    token = request.url.params.get("page_token")
-    if token == "decoy":
-        return envelope(400, "invalid_page_token")
-    index = 0 if token is None else int(token)
-    following = str(index + 1) if index < 2 else ""
-    record = f'{{"session_id":"s{index}","cohort_id":"c","note":{{"next_page_token":"decoy"}}}}'
-    content = f'{{"next_page_token":"{following}","sessions":[{record}]}}'.encode()
-    return httpx.Response(200, content=content, headers={"Content-Type": "application/json"})
 
 
 async def test_the_next_request_leaves_before_the_answer_is_decoded(
