@@ -14,8 +14,7 @@ from failopen.integrations.asgi import FailOpenMiddleware
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse
 
-from failopen import Config
-from failopen.guard import Decision
+from failopen import Config, Decision
 from failopen.web import snippet_attributes
 
 config = Config.from_env()

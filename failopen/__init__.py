@@ -12,6 +12,9 @@ from importlib import metadata as _metadata
 
 from failopen.clock import SYSTEM_CLOCK, Clock, SystemClock
 from failopen.config import Config
+from failopen.engine.flag import EnforcementFlag, FlagState, Override
+from failopen.engine.guard import Decision, Guard, OutageConfirmer
+from failopen.engine.watcher import PollResult, StatusWatcher
 from failopen.exceptions import (
     ConfigError,
     FailopenError,
@@ -28,14 +31,11 @@ from failopen.exceptions import (
     StoreError,
     StoreUnavailable,
 )
-from failopen.flag import EnforcementFlag, FlagState, Override
-from failopen.guard import Decision, Guard, OutageConfirmer
 from failopen.runtime import FailOpen
 from failopen.secret import Secret
-from failopen.status import Component, StatusClient, StatusReport
 from failopen.stores import OverrideStore, open_store
-from failopen.verify import HttpVerifier, Verifier, VerifyOutcome, VerifyResult
-from failopen.watcher import PollResult, StatusWatcher
+from failopen.vendor.status import Component, StatusClient, StatusReport
+from failopen.vendor.verify import HttpVerifier, Verifier, VerifyOutcome, VerifyResult
 
 try:
     __version__ = _metadata.version("failopen")

@@ -1,22 +1,31 @@
 """Turning settings into Config field values, and checking each field on its own.
 
 A setting arrives as an environment string or as a Python value from Django's ``FAILOPEN`` dict;
-:func:`coerce` turns it into the field's type, and :func:`check_field` refuses a value with a
-message that names the variable and says what to change. Checks that relate two fields live in
-``Config.__post_init__``.
+:func:`field_values` gathers them in their order of precedence and refuses an unknown key with the
+closest known one, :func:`coerce` turns each into the field's type, and :func:`check_field` refuses
+a value with a message that names the variable and says what to change. The defaults derived from
+the poll interval and the store password taken out of the store URL are here too. Checks that
+relate two fields live in ``Config.__post_init__`` (:mod:`failopen.config`), apart from what the
+evidence setting needs (:func:`check_evidence`), kept beside the evidence check itself.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, overload
 
-from failopen._http import check_url
 from failopen.exceptions import ConfigError
-from failopen.stores import check_store_url
+from failopen.secret import Secret, as_secret
+from failopen.stores import check_store_url, mask_url, split_password
+from failopen.stores.redis import REDIS_SCHEMES
+from failopen.vendor.urls import check_url
 
-__all__ = ["ENV_PREFIX", "check_field", "coerce", "env_name", "vendor_url"]
+__all__ = [
+    "DEFAULT_MAX_STALE_BYPASS", "ENV_PREFIX", "SecretSetting", "check_evidence", "check_field",
+    "coerce", "default_backoff_max", "env_name", "field_values", "store_password_apart",
+    "vendor_url",
+]
 
 ENV_PREFIX = "FAILOPEN_"
 
@@ -38,6 +47,60 @@ _STR_SETS = {"bypass_on", "protected_methods", "evidence"}
 _STR_TUPLES = {"protected_paths", "protected_views"}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
+
+#: Default of FAILOPEN_MAX_STALE_BYPASS, seconds.
+DEFAULT_MAX_STALE_BYPASS = 900.0
+
+
+def default_backoff_max(poll_interval: float) -> float:
+    """The default ``backoff_max``: ten intervals, at most five minutes.
+
+    Proportional, so a site polling every 5 s does not wait 300 s between tries of a failing page.
+    """
+    return min(10 * poll_interval, 300.0)
+
+
+def field_values(
+    names: set[str],
+    settings: Mapping[str, Any],
+    environ: Mapping[str, str],
+    overrides: Mapping[str, Any],
+    *,
+    closest: Callable[[str], str | None],
+) -> dict[str, Any]:
+    """The values of the fields ``names`` that keyword ``overrides``, then ``settings`` (keys in
+    upper case), then ``FAILOPEN_*`` variables give; ConfigError for an unknown key, suggesting
+    what ``closest`` finds."""
+    problems = [_unknown_key(key, names, closest) for key in settings
+                if not isinstance(key, str) or key.lower() not in names or key != key.upper()]
+    if problems:
+        known = "" if all("did you mean" in p for p in problems) else (
+            f"; known: {', '.join(sorted(n.upper() for n in names))}")
+        raise ConfigError(
+            f"unknown failopen setting(s): {'; '.join(sorted(problems))}{known}"
+        )
+    unknown_kw = sorted(k for k in overrides if k not in names)
+    if unknown_kw:
+        raise ConfigError(f"unknown Config field(s): {', '.join(unknown_kw)}")
+    values: dict[str, Any] = {}
+    for name in names:
+        if name in overrides:
+            values[name] = overrides[name]
+        elif name.upper() in settings:
+            values[name] = coerce(name, settings[name.upper()], source="setting")
+        elif env_name(name) in environ and environ[env_name(name)].strip() != "":
+            values[name] = coerce(name, environ[env_name(name)], source="env")
+    return values
+
+
+def _unknown_key(key: Any, names: set[str], closest: Callable[[str], str | None]) -> str:
+    """How to fix one key of a settings mapping: ``'status_url' (did you mean 'STATUS_URL'?)``."""
+    if not isinstance(key, str):
+        return f"{key!r} (keys are strings)"
+    if key.lower() in names:
+        return f"{key!r} (did you mean {key.upper()!r}?)"
+    close = closest(key)
+    return f"{key!r} (did you mean {close!r}?)" if close else repr(key)
 
 
 def _split(value: Any) -> list[str]:
@@ -132,7 +195,7 @@ def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
 
 def _metrics(name: str, value: Any) -> None:
     _choice(name, value, ("auto", "on", "off"))
-    from failopen.metrics import available
+    from failopen.observe.metrics import available
 
     if value == "on" and not available():
         raise ConfigError(
@@ -161,6 +224,23 @@ def _evidence(name: str, value: Any) -> None:
         raise ConfigError(
             f"{env_name(name)}: expected status or status,probe, got {shown!r} (the status page "
             "is always evidence; the verify probe only adds to it)"
+        )
+
+
+def check_evidence(evidence: frozenset[str], *, status_url: str | None,
+                   verify_url: str | None) -> None:
+    """ConfigError when the verify probe is evidence without the two URLs it needs."""
+    if "probe" not in evidence:
+        return
+    if status_url is None:
+        raise ConfigError(
+            "FAILOPEN_EVIDENCE: status,probe needs FAILOPEN_STATUS_URL: the verify probe adds "
+            "to the status page's evidence, it never replaces it"
+        )
+    if verify_url is None:
+        raise ConfigError(
+            "FAILOPEN_EVIDENCE: status,probe needs FAILOPEN_VERIFY_URL (the probe is a verify "
+            "call); set it, or use FAILOPEN_EVIDENCE=status"
         )
 
 
@@ -209,3 +289,51 @@ def _store(name: str, value: Any) -> None:
     # At construction, so a store this version cannot open (a typo, redis-py missing) stops
     # start-up, instead of failing every protected request; the message never shows a password.
     check_store_url(value)
+
+
+
+def store_password_apart(store: str, given: Secret | None) -> tuple[str, str | None]:
+    """``store`` without a password, and the password it carried (None: it carried none).
+
+    ConfigError when ``given`` (FAILOPEN_STORE_PASSWORD) is another password, or is given for a
+    store that takes none.
+    """
+    stripped, password = split_password(store)
+    if password is not None:
+        if given is not None and given.reveal() != password:
+            raise ConfigError(
+                f"FAILOPEN_STORE: {mask_url(store)} carries a password and "
+                "FAILOPEN_STORE_PASSWORD gives another one; give it once, in "
+                "FAILOPEN_STORE_PASSWORD")
+        return stripped, password
+    if given is not None and store.partition("://")[0].lower() not in REDIS_SCHEMES:
+        raise ConfigError(
+            f"FAILOPEN_STORE_PASSWORD: only a Redis store takes a password, and "
+            f"FAILOPEN_STORE is {mask_url(store)}; remove it or use redis://host:port/db")
+    return store, None
+
+class SecretSetting:
+    """A Config field that holds a :class:`Secret` (a ``str`` given is wrapped; blank: None)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, instance: None, owner: Any) -> None: ...
+
+    @overload
+    def __get__(self, instance: object, owner: Any) -> Secret | None: ...
+
+    def __get__(self, instance: object | None, owner: Any) -> Secret | None:
+        if instance is None:
+            return None  # the field's default, as dataclasses read it
+        value: Secret | None = instance.__dict__.get(self.name)
+        return value
+
+    def __set__(self, instance: object, value: str | Secret | None) -> None:
+        try:
+            instance.__dict__[self.name] = as_secret(value)
+        except TypeError:
+            # Never echo the value: it is meant to be a credential.
+            raise ConfigError(f"{env_name(self.name)}: expected a string, got "
+                              f"{type(value).__name__}") from None

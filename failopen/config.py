@@ -13,15 +13,28 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from failopen._config_fields import ENV_PREFIX, check_field, coerce, env_name, vendor_url
-from failopen._http import check_url
-from failopen._paths import ODD_CHARACTER, spellings
-from failopen._status_url import check_status_url
-from failopen.audit_file import DEFAULT_AUDIT_BACKUPS, DEFAULT_AUDIT_MAX_BYTES, check_audit_path
+from failopen._config_fields import (
+    DEFAULT_MAX_STALE_BYPASS,
+    ENV_PREFIX,
+    SecretSetting,
+    check_evidence,
+    check_field,
+    default_backoff_max,
+    env_name,
+    field_values,
+    store_password_apart,
+    vendor_url,
+)
+from failopen._internal.paths import ODD_CHARACTER, spellings
 from failopen.exceptions import ConfigError
-from failopen.secret import SecretSetting
-from failopen.stores import mask_url, shown_url, split_password
-from failopen.stores.redis import REDIS_SCHEMES
+from failopen.observe.audit_file import (
+    DEFAULT_AUDIT_BACKUPS,
+    DEFAULT_AUDIT_MAX_BYTES,
+    check_audit_path,
+)
+from failopen.stores import shown_url
+from failopen.vendor.status_url import check_status_url
+from failopen.vendor.urls import check_url
 
 __all__ = [
     "Config", "KNOWN_IMPAIRED", "closest_setting", "default_backoff_max", "env_name",
@@ -35,18 +48,6 @@ KNOWN_IMPAIRED = frozenset({"degraded_performance", "partial_outage", "major_out
 _SECRETS = frozenset({"private_key", "admin_token", "store_password"})
 # An admin token switches enforcement off: short enough to guess is a misconfiguration.
 _MIN_ADMIN_TOKEN = 24
-
-
-#: Default of FAILOPEN_MAX_STALE_BYPASS, seconds.
-DEFAULT_MAX_STALE_BYPASS = 900.0
-
-
-def default_backoff_max(poll_interval: float) -> float:
-    """The default ``backoff_max``: ten intervals, at most five minutes.
-
-    Proportional, so a site polling every 5 s does not wait 300 s between tries of a failing page.
-    """
-    return min(10 * poll_interval, 300.0)
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,8 @@ class Config:
     admin_token: SecretSetting = SecretSetting()
     override_endpoint: bool = False
 
-    # The audit file: one JSON line per request admitted without a check (failopen.audit_file).
+    # The audit file: one JSON line per request admitted without a check
+    # (failopen.observe.audit_file).
     audit_file: str | None = None
     audit_max_bytes: int = DEFAULT_AUDIT_MAX_BYTES
     audit_backups: int = DEFAULT_AUDIT_BACKUPS
@@ -204,40 +206,15 @@ class Config:
                 "FAILOPEN_INDICATOR_FALLBACK)"
             )
 
-        self._check_evidence()
+        check_evidence(self.evidence, status_url=self.status_url, verify_url=self.verify_url)
 
     def _take_store_password(self) -> None:
         """Move a password out of the store URL into ``store_password``, where every path that
         shows the Config masks it (``store`` then names the server only)."""
-        stripped, password = split_password(self.store)
+        stripped, password = store_password_apart(self.store, self.store_password)
         if password is not None:
-            given = self.store_password
-            if given is not None and given.reveal() != password:
-                raise ConfigError(
-                    f"FAILOPEN_STORE: {mask_url(self.store)} carries a password and "
-                    "FAILOPEN_STORE_PASSWORD gives another one; give it once, in "
-                    "FAILOPEN_STORE_PASSWORD")
             object.__setattr__(self, "store", stripped)
             object.__setattr__(self, "store_password", password)
-        elif self.store_password is not None and \
-                self.store.partition("://")[0].lower() not in REDIS_SCHEMES:
-            raise ConfigError(
-                f"FAILOPEN_STORE_PASSWORD: only a Redis store takes a password, and "
-                f"FAILOPEN_STORE is {mask_url(self.store)}; remove it or use redis://host:port/db")
-
-    def _check_evidence(self) -> None:
-        if "probe" not in self.evidence:
-            return
-        if self.status_url is None:
-            raise ConfigError(
-                "FAILOPEN_EVIDENCE: status,probe needs FAILOPEN_STATUS_URL: the verify probe adds "
-                "to the status page's evidence, it never replaces it"
-            )
-        if self.verify_url is None:
-            raise ConfigError(
-                "FAILOPEN_EVIDENCE: status,probe needs FAILOPEN_VERIFY_URL (the probe is a verify "
-                "call); set it, or use FAILOPEN_EVIDENCE=status"
-            )
 
     @property
     def probe(self) -> bool:
@@ -328,26 +305,7 @@ class Config:
         """
         environ = os.environ if environ is None else environ
         names = {f.name for f in dataclasses.fields(cls)}
-        problems = [_unknown_key(key, names) for key in settings
-                    if not isinstance(key, str) or key.lower() not in names or key != key.upper()]
-        if problems:
-            known = "" if all("did you mean" in p for p in problems) else (
-                f"; known: {', '.join(sorted(n.upper() for n in names))}")
-            raise ConfigError(
-                f"unknown failopen setting(s): {'; '.join(sorted(problems))}{known}"
-            )
-        unknown_kw = sorted(k for k in overrides if k not in names)
-        if unknown_kw:
-            raise ConfigError(f"unknown Config field(s): {', '.join(unknown_kw)}")
-        values: dict[str, Any] = {}
-        for name in names:
-            if name in overrides:
-                values[name] = overrides[name]
-            elif name.upper() in settings:
-                values[name] = coerce(name, settings[name.upper()], source="setting")
-            elif env_name(name) in environ and environ[env_name(name)].strip() != "":
-                values[name] = coerce(name, environ[env_name(name)], source="env")
-        return cls(**values)
+        return cls(**field_values(names, settings, environ, overrides, closest=closest_setting))
 
     def __repr__(self) -> str:
         # The dataclass repr, but the store URL masked: it may carry a password.
@@ -388,13 +346,3 @@ def closest_setting(name: str) -> str | None:
     wanted = name.upper().removeprefix(ENV_PREFIX)
     close = difflib.get_close_matches(wanted, setting_names(), n=1, cutoff=0.75)
     return close[0] if close else None
-
-
-def _unknown_key(key: Any, names: set[str]) -> str:
-    """How to fix one key of a settings mapping: ``'status_url' (did you mean 'STATUS_URL'?)``."""
-    if not isinstance(key, str):
-        return f"{key!r} (keys are strings)"
-    if key.lower() in names:
-        return f"{key!r} (did you mean {key.upper()!r}?)"
-    close = closest_setting(key)
-    return f"{key!r} (did you mean {close!r}?)" if close else repr(key)

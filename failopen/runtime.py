@@ -4,10 +4,10 @@ Adapters hold one FailOpen per process. Building it makes no network call and st
 (a ``file://`` or ``redis://`` store is read once: one GET, 0.5 s at most); the watcher starts on
 first use (``ensure_started``), which keeps management commands, import-time code and pre-fork
 masters free of background threads. With a ``redis://`` store the process is a fleet member
-(:mod:`failopen.fleet`) once its watcher runs; ``stop`` leaves the fleet (releasing the lease).
-Until the watcher's first turn has ended, a request that would be refused waits for it, bounded
-by the status timeout (:mod:`failopen.first_reading`): a worker started during an outage admits
-its first requests as the running ones do.
+(:mod:`failopen.engine.fleet`) once its watcher runs; ``stop`` leaves the fleet (releasing the
+lease). Until the watcher's first turn has ended, a request that would be refused waits for it,
+bounded by the status timeout (:mod:`failopen.engine.first_reading`): a worker started during an
+outage admits its first requests as the running ones do.
 """
 
 from __future__ import annotations
@@ -18,24 +18,24 @@ from typing import Any
 
 import httpx
 
-from failopen._fleet_identity import Watched
-from failopen.audit import BypassAudit
-from failopen.audit_file import AuditFile
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.config import Config
+from failopen.engine.first_reading import FirstReading
+from failopen.engine.flag import EnforcementFlag, FlagState, Listener
+from failopen.engine.fleet import Fleet
+from failopen.engine.fleet_identity import Watched
+from failopen.engine.guard import CONFIRM_WAIT, Decision, Guard, OutageConfirmer
+from failopen.engine.listeners import ChangeListeners
+from failopen.engine.probe import VerifyProbe
+from failopen.engine.watcher import PollResult, StatusWatcher
 from failopen.exceptions import ConfigError
-from failopen.first_reading import FirstReading
-from failopen.flag import EnforcementFlag, FlagState, Listener
-from failopen.fleet import Fleet
-from failopen.guard import CONFIRM_WAIT, Decision, Guard, OutageConfirmer
-from failopen.listeners import ChangeListeners
-from failopen.metrics import NO_METRICS, Metrics, metrics_for
-from failopen.probe import VerifyProbe
-from failopen.status import StatusClient
+from failopen.observe.audit import BypassAudit
+from failopen.observe.audit_file import AuditFile
+from failopen.observe.metrics import NO_METRICS, Metrics, metrics_for
 from failopen.stores import OverrideStore, open_store
 from failopen.stores.redis import RedisStore
-from failopen.verify import HttpVerifier, Verifier, VerifyOutcome, VerifyResult
-from failopen.watcher import PollResult, StatusWatcher
+from failopen.vendor.status import StatusClient
+from failopen.vendor.verify import HttpVerifier, Verifier, VerifyOutcome, VerifyResult
 
 __all__ = ["FailOpen"]
 
@@ -153,7 +153,7 @@ class FailOpen:
             self.probe = self._build_probe(probe_verifier, verify_transport)
 
     def _first_reading(self, config: Config) -> FirstReading:
-        """What this process's first refused requests wait for (failopen.first_reading)."""
+        """What this process's first refused requests wait for (failopen.engine.first_reading)."""
         watcher = self.watcher
         # Worth waiting for when the first turn can lift enforcement: one outage reading is
         # enough (FAILOPEN_OPEN_AFTER=1: with more, a fresh process needs as many readings as

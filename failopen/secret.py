@@ -5,17 +5,18 @@ The private key, the admin token and the store password are held in :class:`Secr
 ``dataclasses.replace`` all see ``***``, JSON encoding refuses it, and pickling is refused (a
 pickle would carry it in clear). The code that uses a secret calls :meth:`Secret.reveal`.
 
-``Config(private_key="...")`` still takes a plain string (:class:`SecretSetting` wraps it), and an
-empty or blank string means "not set", as an empty ``FAILOPEN_*`` variable does: Django settings
-written as ``"ADMIN_TOKEN": os.environ.get("X", "")`` leave the setting unset, not "too short".
+``Config(private_key="...")`` still takes a plain string (``_config_fields.SecretSetting`` wraps
+it), and an empty or blank string means "not set", as an empty ``FAILOPEN_*`` variable does:
+Django settings written as ``"ADMIN_TOKEN": os.environ.get("X", "")`` leave the setting unset,
+not "too short".
 """
 
 from __future__ import annotations
 
 import hmac
-from typing import Any, NoReturn, overload
+from typing import Any, NoReturn
 
-__all__ = ["Secret", "SecretSetting", "reveal"]
+__all__ = ["Secret", "as_secret", "reveal"]
 
 _MASK = "***"
 
@@ -72,7 +73,8 @@ def reveal(value: Secret | None) -> str | None:
     return value.reveal() if value is not None else None
 
 
-def _wrapped(value: object) -> Secret | None:
+def as_secret(value: object) -> Secret | None:
+    """``value`` as a Secret: a string is wrapped, blank or None is unset (TypeError otherwise)."""
     if value is None:
         return None
     if isinstance(value, Secret):
@@ -82,33 +84,3 @@ def _wrapped(value: object) -> Secret | None:
         # "" means unset, as an empty FAILOPEN_* variable does (never "too short").
         return Secret(value) if value.strip() else None
     raise TypeError(f"expected a string, got {type(value).__name__}")
-
-
-class SecretSetting:
-    """A Config field that holds a :class:`Secret` (a ``str`` given is wrapped; blank: None)."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, instance: None, owner: Any) -> None: ...
-
-    @overload
-    def __get__(self, instance: object, owner: Any) -> Secret | None: ...
-
-    def __get__(self, instance: object | None, owner: Any) -> Secret | None:
-        if instance is None:
-            return None  # the field's default, as dataclasses read it
-        value: Secret | None = instance.__dict__.get(self.name)
-        return value
-
-    def __set__(self, instance: object, value: str | Secret | None) -> None:
-        try:
-            instance.__dict__[self.name] = _wrapped(value)
-        except TypeError:
-            # Never echo the value: it is meant to be a credential.
-            from failopen._config_fields import env_name
-            from failopen.exceptions import ConfigError
-
-            raise ConfigError(f"{env_name(self.name)}: expected a string, got "
-                              f"{type(value).__name__}") from None

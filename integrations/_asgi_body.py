@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, Final, Literal, NamedTuple
 
 from failopen import web
-from failopen.guard import Decision
+from failopen.engine.guard import Decision
 
 __all__ = [
     "ASGIApp", "BODY_TOO_LARGE", "DISCONNECTED", "FORBIDDEN", "Message", "NOT_FOUND", "Receive",

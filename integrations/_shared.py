@@ -9,11 +9,12 @@ import os
 from pathlib import Path
 
 from failopen import web
-from failopen._announce import announce, protection_text
 from failopen._variables import warn_unknown_variables
 from failopen.config import Config
 from failopen.exceptions import ConfigError
 from failopen.runtime import FailOpen
+
+from ._announce import announce, protection_text
 
 __all__ = ["INNER_APPS", "adapter_runtime", "adapter_snippet", "check_prefix", "django_handler_in",
            "referenced",

@@ -17,7 +17,7 @@ from io import BytesIO
 from typing import Any, Final, Literal, NamedTuple, Protocol
 
 from failopen import web
-from failopen.guard import Decision
+from failopen.engine.guard import Decision
 
 from ._asgi_body import SNIPPET_CACHE, body_may_carry_token, declared_length, etag_listed
 

@@ -26,8 +26,8 @@ evidence, store and mode.
 
 ``lifespan`` starts the watcher on startup and stops it after the app's own shutdown; without
 lifespan the first guarded request starts it. Other scope types pass straight through. The
-decision lives in ``failopen.guard`` and every wire format in ``failopen.web``: this module only
-translates ASGI messages.
+decision lives in ``failopen.engine.guard`` and every wire format in ``failopen.web``: this module
+only translates ASGI messages.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from urllib.parse import parse_qsl
 
 from failopen import web
 from failopen.config import Config
-from failopen.guard import Decision, fail_closed
+from failopen.engine.guard import Decision, fail_closed
 from failopen.runtime import FailOpen
 
 from . import _asgi_body as raw

@@ -22,7 +22,8 @@ FAILOPEN_MAX_BODY_BYTES and replayed to the app. Refusals are JSON for API clien
 HTML page for browsers. Built around a Django application it refuses to start: Django's own
 middleware decides from the resolved view. The watcher starts on the first guarded request or
 flag request of each process (gunicorn ``--preload`` workers included). The decision lives in
-``failopen.guard`` and every wire format in ``failopen.web``: this module only translates WSGI.
+``failopen.engine.guard`` and every wire format in ``failopen.web``: this module only translates
+WSGI.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from urllib.parse import parse_qsl
 
 from failopen import web
 from failopen.config import Config
-from failopen.guard import Decision, fail_closed
+from failopen.engine.guard import Decision, fail_closed
 from failopen.runtime import FailOpen
 
 from . import _wsgi_body as raw

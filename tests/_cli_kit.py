@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from failopen.cli import main
+from failopen.cli.command import main
 
 __all__ = ["Run", "run"]
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from failopen import Config
-from failopen._fleet_identity import Watched
+from failopen.engine.fleet_identity import Watched
 from failopen.runtime import FailOpen
 from failopen.testing import free_port
 

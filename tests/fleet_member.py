@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from failopen.flag import FlagState
+from failopen.engine.flag import FlagState
 from failopen.runtime import FailOpen
 
 WATCHER = "failopen.status-watcher"

@@ -6,13 +6,13 @@ import logging
 
 import pytest
 
-from failopen.audit import BypassAudit
 from failopen.config import Config
+from failopen.engine.flag import EnforcementFlag
+from failopen.engine.guard import Guard
 from failopen.exceptions import ConfigError
-from failopen.flag import EnforcementFlag
-from failopen.guard import Guard
+from failopen.observe.audit import BypassAudit
 from failopen.testing import FakeClock
-from failopen.verify import VerifyOutcome, VerifyResult
+from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 
 class Refuse:

@@ -25,9 +25,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from failopen.audit_file import AuditFile, hash_user_agent, window_id
 from failopen.config import Config
 from failopen.exceptions import ConfigError
+from failopen.observe.audit_file import AuditFile, hash_user_agent, window_id
 from failopen.runtime import FailOpen
 from failopen.testing import FakeStatusPage, FakeVerifyAPI
 
@@ -328,7 +328,7 @@ def test_lines_queued_when_the_process_exits_are_written(tmp_path: Path) -> None
     import sys
 
     path = tmp_path / "audit.jsonl"
-    script = ("import sys\nfrom failopen.audit_file import AuditFile\n"
+    script = ("import sys\nfrom failopen.observe.audit_file import AuditFile\n"
               "f = AuditFile(sys.argv[1])\n"
               "for _ in range(500):\n"
               "    f.record('/login', 'c', 'ua', 'bypassed_flag_off', 'r', 'w')\n")

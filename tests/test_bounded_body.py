@@ -16,15 +16,15 @@ from typing import Any
 import httpx
 import pytest
 
-from failopen import _http
 from failopen.exceptions import (
     FetchTransportError,
     ResponseTooLarge,
     StatusUnavailable,
 )
-from failopen.status import StatusClient
 from failopen.testing import FakeStatusPage, LoopbackServer
 from failopen.testing._server import FakeRequest, Reply
+from failopen.vendor import exchange as _http
+from failopen.vendor.status import StatusClient
 
 CAP = 1_048_576
 BOMB_DECODED = 130 * 1024 * 1024

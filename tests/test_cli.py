@@ -21,8 +21,8 @@ import httpx
 import pytest
 from _cli_kit import Run
 
-from failopen.cli import build_parser, main, parse_duration
-from failopen.flag import EnforcementFlag, rfc3339
+from failopen.cli.command import build_parser, main, parse_duration
+from failopen.engine.flag import EnforcementFlag, rfc3339
 from failopen.stores.file import FileStore
 from failopen.testing import FakeStatusPage, FakeVerifyAPI, LoopbackServer, free_port
 from failopen.testing._server import FakeRequest, Reply

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import failopen
-from failopen._cli_help import walk
-from failopen.cli import build_parser
+from failopen.cli.command import build_parser
+from failopen.cli.help import walk
 from failopen.testing import FakeStatusPage
 
 

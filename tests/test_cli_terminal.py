@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from failopen._terminal import printable
-from failopen.flag import EnforcementFlag
+from failopen._internal.terminal import printable
+from failopen.engine.flag import EnforcementFlag
 from failopen.stores.file import FileStore
 from failopen.testing import FakeStatusPage, LoopbackServer
 from failopen.testing._server import Reply
@@ -271,7 +271,7 @@ def test_emulate_show_prints_a_refusal_from_the_server_as_text(run: Any) -> None
 
 
 def test_demo_lines_show_outside_text_as_text() -> None:
-    from failopen.demo import _Printer
+    from failopen.cli.demo import _Printer
 
     out = io.StringIO()
     _Printer(out).line("  >> flag: enforce True -> False [watcher] " + HOSTILE + "\n  next")
@@ -279,7 +279,7 @@ def test_demo_lines_show_outside_text_as_text() -> None:
 
 
 def test_the_command_log_formatter_keeps_a_traceback_and_escapes_what_it_quotes() -> None:
-    from failopen._terminal_log import TerminalLogFormatter
+    from failopen.cli.terminal_log import TerminalLogFormatter
 
     formatter = TerminalLogFormatter("%(levelname)s %(message)s")
     try:

@@ -13,8 +13,8 @@ import pytest
 from _redis_kit import RedisServer
 
 from failopen import Config, Secret
+from failopen.engine.flag import Override
 from failopen.exceptions import ConfigError
-from failopen.flag import Override
 from failopen.runtime import FailOpen
 
 KEY = "pk-Secret-Value-0001"

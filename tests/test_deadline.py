@@ -26,10 +26,10 @@ import pytest
 from failopen.config import Config
 from failopen.exceptions import StatusUnavailable
 from failopen.runtime import FailOpen
-from failopen.status import StatusClient
 from failopen.testing import FakeRequest, FakeStatusPage, FakeVerifyAPI, LoopbackServer, Reply
 from failopen.testing.status_page import DRIP_SECONDS_PER_BYTE, HOLD_SECONDS
-from failopen.verify import HttpVerifier, VerifyOutcome
+from failopen.vendor.status import StatusClient
+from failopen.vendor.verify import HttpVerifier, VerifyOutcome
 
 pytestmark = pytest.mark.slow
 

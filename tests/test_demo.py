@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from failopen.demo import run_demo
+from failopen.cli.demo import run_demo
 
 FAILOPEN = Path(sys.executable).with_name("failopen")
 SCENES = (
@@ -160,7 +160,7 @@ def test_demo_restores_logging() -> None:
 
 
 def test_demo_restores_logging_when_it_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    from failopen import demo
+    import failopen.cli.demo as demo
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("scene broke")

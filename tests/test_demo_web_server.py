@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from failopen.cli import main
-from failopen.demo_web import run_web_demo
+from failopen.cli.command import main
+from failopen.cli.demo_web import run_web_demo
 from failopen.testing import FakeVerifyAPI, free_port
 
 FAILOPEN = Path(sys.executable).with_name("failopen")

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from failopen.cli import main
+from failopen.cli.command import main
 from failopen.testing import FakeStatusPage, FakeVendorScript, FakeVerifyAPI, LoopbackServer
 from failopen.testing._server import FakeRequest
 from failopen.testing.control import (
@@ -248,7 +248,7 @@ def test_set_targets_port_when_no_url_is_given(
 
 
 def test_set_defaults_to_the_emulators_default_port() -> None:
-    from failopen.cli import build_parser
+    from failopen.cli.command import build_parser
     from failopen.testing._control_cli import control_target
 
     for fake, port in (("status", 8401), ("verify", 8402), ("vendor", 8404)):

@@ -24,7 +24,7 @@ from _redis_kit import REDIS_PASSWORD, RedisServer
 from failopen import Config
 from failopen.runtime import FailOpen
 from failopen.testing import FakeStatusPage, FakeVerifyAPI, free_port
-from failopen.verify import HttpVerifier, VerifyOutcome
+from failopen.vendor.verify import HttpVerifier, VerifyOutcome
 
 FAILOPEN = Path(sys.executable).with_name("failopen")
 WRONG = "not-the-Pa55word"

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from failopen import Config, FailOpen
-from failopen.audit import BypassAudit
-from failopen.events import EVENT_KEY, EVENTS
-from failopen.flag import EnforcementFlag
+from failopen.engine.flag import EnforcementFlag
+from failopen.observe.audit import BypassAudit
+from failopen.observe.events import EVENT_KEY, EVENTS
 from failopen.testing import FakeClock, FakeStatusPage, FakeVerifyAPI
 
 try:  # python-json-logger 3+
@@ -27,7 +27,13 @@ except ImportError:  # pragma: no cover - python-json-logger 2
 
 CORE = Path(__file__).parent.parent / "failopen"
 # The core: what runs in a server process. rai/ (an API client) and testing/ (fakes) are not.
-CORE_FILES = sorted([*CORE.glob("*.py"), *CORE.glob("stores/*.py")])
+# The core's modules: the top level and its wings (the CLI's own modules too, not its demo site).
+WINGS = ("_internal", "vendor", "engine", "observe", "stores", "web", "cli")
+# The adapters' framework-free start-up line lives beside them.
+ANNOUNCE = CORE.parent / "integrations" / "_announce.py"
+CORE_FILES = sorted(
+    [*CORE.glob("*.py"), *(p for w in WINGS for p in CORE.glob(f"{w}/*.py")), ANNOUNCE]
+)
 LOG_METHODS = {"debug", "info", "warning", "error", "exception", "critical"}
 RESERVED = set(vars(logging.LogRecord("n", logging.INFO, "p", 1, "m", None, None))) | {
     "message", "asctime", "taskName"}

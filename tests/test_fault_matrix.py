@@ -23,11 +23,11 @@ import httpx
 import pytest
 
 from failopen.config import Config
-from failopen.guard import Decision
+from failopen.engine.guard import Decision
+from failopen.engine.watcher import PollResult
 from failopen.runtime import FailOpen
 from failopen.testing import FakeClock, FakeStatusPage, FakeVerifyAPI
 from failopen.testing.status_page import UNKNOWN_STATUS
-from failopen.watcher import PollResult
 
 pytestmark = pytest.mark.slow
 

@@ -20,10 +20,10 @@ import pytest
 from _redis_kit import wait_for
 
 from failopen import Config
-from failopen.guard import Decision
+from failopen.engine.guard import Decision
 from failopen.runtime import FailOpen
 from failopen.testing import FakeRequest, FakeStatusPage, Reply, as_transport
-from failopen.verify import VerifyOutcome, VerifyResult
+from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 
 class GatedPage:
@@ -348,7 +348,7 @@ def test_an_operators_force_on_wins_over_a_fresh_members_first_reading(
 def test_a_failing_end_callback_is_logged_and_the_waiters_still_hear_of_the_end(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from failopen.first_reading import FirstReading
+    from failopen.engine.first_reading import FirstReading
 
     first = FirstReading(wait=30.0)
 
@@ -366,7 +366,7 @@ def test_a_failing_end_callback_is_logged_and_the_waiters_still_hear_of_the_end(
 
 def test_a_wait_that_cannot_end_is_not_made() -> None:
     """No watcher thread to end the first turn (never started, or stopped): no wait at all."""
-    from failopen.first_reading import FirstReading
+    from failopen.engine.first_reading import FirstReading
 
     first = FirstReading(wait=30.0, running=lambda: False)
     assert first.under_way() is False

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
+from failopen.engine.flag import EnforcementFlag, FlagState, Override
 from failopen.exceptions import StoreError
-from failopen.flag import EnforcementFlag, FlagState, Override
 from failopen.stores.memory import MemoryStore
 from failopen.testing.clock import FakeClock
 

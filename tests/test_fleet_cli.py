@@ -9,7 +9,7 @@ import pytest
 from _redis_kit import RedisServer, wait_for
 
 from failopen import Config
-from failopen.cli import main
+from failopen.cli.command import main
 from failopen.runtime import FailOpen
 from failopen.testing import FakeStatusPage, free_port
 
@@ -114,7 +114,7 @@ def test_fleet_says_since_when_the_leader_leads(
         assert wait_for(lambda: bool(runtime.fleet and runtime.fleet.leader))
         assert runtime.fleet is not None and runtime.fleet.leader_since is not None
         code, out, _ = run(capsys, "fleet", "--store", redis_server.url, "--json")
-        from failopen.flag import rfc3339
+        from failopen.engine.flag import rfc3339
 
         assert json.loads(out)["leader"]["since"] == rfc3339(runtime.fleet.leader_since)
     finally:

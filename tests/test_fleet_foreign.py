@@ -133,7 +133,7 @@ def test_a_leader_that_probes_another_verify_url_is_not_followed(
 def test_the_error_is_paced_and_says_how_many_were_ignored(
     failopen_config: Config, redis_server: RedisServer, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from failopen._fleet_identity import FOREIGN_LOG_INTERVAL
+    from failopen.engine.fleet_identity import FOREIGN_LOG_INTERVAL
     from failopen.testing import FakeClock
 
     clock = FakeClock(start=time.time())
@@ -166,7 +166,8 @@ def test_another_deployments_confirmation_lock_does_not_stop_ours(
     """Its check says nothing about our page: during a real outage we check ours."""
     (runtime,) = fleet(1, confirm_ttl=30.0)
     # The watcher's first turn (an operational reading) ends first: a check made during that turn
-    # would share the watcher's poll (failopen.first_reading), and this test is about the confirmer.
+    # would share the watcher's poll (failopen.engine.first_reading), and this test is about the
+    # confirmer.
     runtime.start()
     assert runtime.watcher.first_reading is not None
     assert runtime.watcher.first_reading.await_sync()
@@ -212,7 +213,7 @@ def test_a_process_without_a_status_page_acts_on_no_reading(
 
 
 def test_what_a_member_watches_is_a_hash_of_its_normalised_settings() -> None:
-    from failopen._fleet_identity import Watched, stored_hash
+    from failopen.engine.fleet_identity import Watched, stored_hash
 
     page = Watched.of("https://status.example.com", None, None).page
     assert page is not None and stored_hash(page) == page
@@ -257,12 +258,12 @@ def test_failopen_fleet_marks_the_processes_that_watch_another_page(
 def test_the_error_never_shows_the_store_password(
     caplog: pytest.LogCaptureFixture, failopen_config: Config,
 ) -> None:
-    from failopen._fleet_identity import Watched
-    from failopen.flag import EnforcementFlag
-    from failopen.fleet import Fleet
+    from failopen.engine.flag import EnforcementFlag
+    from failopen.engine.fleet import Fleet
+    from failopen.engine.fleet_identity import Watched
+    from failopen.engine.watcher import StatusWatcher
     from failopen.stores.redis import RedisStore
     from failopen.testing import free_port
-    from failopen.watcher import StatusWatcher
 
     secret = "s3cret-Pa55-foreign"
     store = RedisStore(f"redis://:{secret}@127.0.0.1:{free_port()}/0")  # never reached

@@ -16,8 +16,8 @@ from _fleet_kit import Member
 from _redis_kit import RedisServer, wait_for
 from _serving import fakes_env, served
 
-from failopen.flag import EnforcementFlag
-from failopen.fleet_cli import fleet_report
+from failopen.cli.fleet import fleet_report
+from failopen.engine.flag import EnforcementFlag
 from failopen.stores import open_store
 from failopen.stores.redis import RedisStore
 from failopen.testing import FakeStatusPage, FakeVerifyAPI, free_port

@@ -22,11 +22,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from failopen.flag import EnforcementFlag
-from failopen.fleet import Fleet
+from failopen.engine.flag import EnforcementFlag
+from failopen.engine.fleet import Fleet
+from failopen.engine.watcher import StatusWatcher
 from failopen.stores.redis import RedisStore
 from failopen.testing import free_port
-from failopen.watcher import StatusWatcher
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
 

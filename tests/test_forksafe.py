@@ -9,12 +9,12 @@ from collections.abc import Callable
 
 import pytest
 
-from failopen.flag import EnforcementFlag
-from failopen.guard import Guard, OutageConfirmer
-from failopen.status import StatusReport
+from failopen.engine.flag import EnforcementFlag
+from failopen.engine.guard import Guard, OutageConfirmer
+from failopen.engine.watcher import StatusWatcher
 from failopen.stores.memory import MemoryStore
-from failopen.verify import VerifyOutcome, VerifyResult
-from failopen.watcher import StatusWatcher
+from failopen.vendor.status import StatusReport
+from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 pytestmark = [
     pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork"),

@@ -8,13 +8,13 @@ from collections.abc import Callable
 
 import pytest
 
+from failopen.engine.flag import EnforcementFlag
+from failopen.engine.guard import Decision, Guard, OutageConfirmer
+from failopen.engine.watcher import StatusWatcher
 from failopen.exceptions import StatusUnavailable
-from failopen.flag import EnforcementFlag
-from failopen.guard import Decision, Guard, OutageConfirmer
-from failopen.status import StatusReport
 from failopen.testing.clock import FakeClock
-from failopen.verify import VerifyOutcome, VerifyResult
-from failopen.watcher import StatusWatcher
+from failopen.vendor.status import StatusReport
+from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 
 def report(status: str) -> StatusReport:

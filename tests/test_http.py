@@ -8,8 +8,8 @@ import threading
 import httpx
 import pytest
 
-from failopen import _http
 from failopen.exceptions import FetchOverloaded, FetchTimeout
+from failopen.vendor import exchange as _http
 
 
 @pytest.mark.parametrize(

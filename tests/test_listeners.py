@@ -15,7 +15,7 @@ from types import ModuleType
 import pytest
 
 from failopen import Config, FailOpen, FlagState
-from failopen.listeners import ChangeListeners
+from failopen.engine.listeners import ChangeListeners
 from failopen.testing import FakeClock, FakeRequest, FakeStatusPage, LoopbackServer, Reply
 
 ROOT = Path(__file__).parent.parent

@@ -14,10 +14,11 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from failopen import Config, FailOpen
+from failopen.engine.flag import Source
+from failopen.engine.guard import Outcome
+from failopen.engine.watcher import Reading
 from failopen.exceptions import ConfigError
-from failopen.flag import Source
-from failopen.guard import Outcome
-from failopen.metrics import (
+from failopen.observe.metrics import (
     CONFIRMATION_RESULTS,
     DECISION_OUTCOMES,
     FLAG_SOURCES,
@@ -29,7 +30,6 @@ from failopen.metrics import (
     install,
 )
 from failopen.testing import FakeClock, FakeStatusPage, FakeVerifyAPI
-from failopen.watcher import Reading
 
 STATUS_URL = "https://status.example.com"
 VERIFY_URL = "https://verify.example.com/api/v4/verify/"
@@ -290,7 +290,7 @@ def _python(code: str) -> subprocess.CompletedProcess[str]:
 def test_core_never_imports_prometheus_client_at_import_time() -> None:
     done = subprocess.run(
         [sys.executable, "-c",
-         "import sys, failopen, failopen.metrics, failopen.runtime, failopen.guard;"
+         "import sys, failopen, failopen.metrics, failopen.runtime, failopen.engine.guard;"
          "print('prometheus_client' in sys.modules)"],
         capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "False", done.stderr
@@ -300,7 +300,7 @@ def test_without_prometheus_client_everything_works_as_before() -> None:
     done = _python("""
         from failopen import Config, FailOpen
         from failopen.exceptions import ConfigError
-        from failopen.metrics import NO_METRICS
+        from failopen.observe.metrics import NO_METRICS
         fo = FailOpen(Config(verify_url="https://v.example/", private_key="k",
                              protected_paths=("/login",)))
         assert fo.metrics is NO_METRICS

@@ -14,18 +14,18 @@ from typing import Any
 import pytest
 
 from failopen import Config
-from failopen._probe_record import ProbeResult, verdict_of
-from failopen.exceptions import ConfigError
-from failopen.probe import (
+from failopen.engine.probe import (
     PROBE_MIN_CALLS,
     PROBE_QUIET_FACTOR,
     PROBE_TOKEN_PREFIX,
     OutcomeWindow,
 )
+from failopen.engine.probe_record import ProbeResult, verdict_of
+from failopen.exceptions import ConfigError
 from failopen.runtime import FailOpen
 from failopen.testing import FakeClock, FakeStatusPage, FakeVerifyAPI
 from failopen.testing._server import FakeRequest, Reply, as_transport
-from failopen.verify import HttpVerifier, VerifyOutcome, VerifyResult
+from failopen.vendor.verify import HttpVerifier, VerifyOutcome, VerifyResult
 from failopen.web import flag_payload
 
 POLL = 30.0
@@ -519,7 +519,7 @@ def test_probe_results_are_counted(sites: list[Site]) -> None:
 
 def test_a_published_result_round_trips() -> None:
     result = ProbeResult("failed", "unavailable", "timeout", 1_800_000_000.0, id="a:1", by="a")
-    from failopen._probe_record import parse_probe
+    from failopen.engine.probe_record import parse_probe
 
     assert parse_probe(result.to_json(), now=1_800_000_000.0) == result
 
@@ -527,7 +527,7 @@ def test_a_published_result_round_trips() -> None:
 def test_probes_and_a_probe_bypass_are_counted_in_prometheus(sites: list[Site]) -> None:
     from prometheus_client import CollectorRegistry
 
-    from failopen.metrics import install
+    from failopen.observe.metrics import install
 
     s = site(sites)
     registry = CollectorRegistry()

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from failopen.cli import main
+from failopen.cli.command import main
 from failopen.testing import FakeStatusPage, FakeVerifyAPI
 
 

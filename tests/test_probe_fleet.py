@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 from _redis_kit import RedisServer, same_deployment, wait_for
 
-from failopen._probe_record import ProbeResult, parse_probe
+from failopen.engine.probe_record import ProbeResult, parse_probe
 from failopen.exceptions import StoreError
 from failopen.runtime import FailOpen
 from failopen.testing import FakeVerifyAPI

@@ -26,21 +26,21 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from failopen._probe_record import verdict_of
-from failopen.flag import EnforcementFlag, FlagState
-from failopen.guard import Guard, OutageConfirmer
-from failopen.probe import (
-    _BUCKETS,
+from failopen.engine.flag import EnforcementFlag, FlagState
+from failopen.engine.guard import Guard, OutageConfirmer
+from failopen.engine.outcome_window import _BUCKETS
+from failopen.engine.probe import (
     PROBE_MIN_CALLS,
     PROBE_MOSTLY_UNAVAILABLE,
     PROBE_QUIET_FACTOR,
     PROBE_TOKEN_PREFIX,
     VerifyProbe,
 )
-from failopen.status import StatusClient
+from failopen.engine.probe_record import verdict_of
+from failopen.engine.watcher import StatusWatcher
 from failopen.testing import FakeClock, FakeStatusPage
-from failopen.verify import VerifyOutcome, VerifyResult
-from failopen.watcher import StatusWatcher
+from failopen.vendor.status import StatusClient
+from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 PAGE_STATUSES = ["operational", "operational", "major_outage", "degraded_performance",
                  "under_maintenance"]

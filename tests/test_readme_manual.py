@@ -8,7 +8,7 @@ import re
 import shlex
 from pathlib import Path
 
-from failopen.cli import build_parser
+from failopen.cli.command import build_parser
 from failopen.testing import FakeVerifyAPI
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,8 +13,8 @@ import pytest
 from _redis_kit import RedisServer, needs_redis
 
 from failopen import Config
+from failopen.engine.flag import EnforcementFlag, Override
 from failopen.exceptions import ConfigError, StoreError
-from failopen.flag import EnforcementFlag, Override
 from failopen.stores import open_store
 from failopen.stores.redis import RedisStore
 from failopen.testing import free_port
@@ -42,7 +42,7 @@ def test_a_redis_url_without_a_server_fails_at_config(url: str) -> None:
 
 
 def test_import_failopen_does_not_import_redis() -> None:
-    code = ("import sys, failopen, failopen.runtime, failopen.fleet, failopen.stores.redis; "
+    code = ("import sys, failopen, failopen.runtime, failopen.engine.fleet, failopen.stores.redis; "
             "assert 'redis' not in sys.modules, 'redis imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

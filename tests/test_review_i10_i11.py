@@ -79,7 +79,7 @@ def test_an_override_already_in_redis_applies_on_the_watchers_first_turn(
 ) -> None:
     """The runtime does not read Redis while it is built, but loses nothing by it: a force-off
     placed before this process started is in force after the watcher's first turn."""
-    from failopen.flag import EnforcementFlag
+    from failopen.engine.flag import EnforcementFlag
     from failopen.stores import open_store
 
     EnforcementFlag(store=open_store(redis_server.url)).force_off("INC-12", ttl=600)
@@ -158,7 +158,7 @@ def test_failopen_fleet_shows_control_characters_from_redis_not_their_effect(
     """What ``failopen fleet`` prints comes from Redis. A terminal escape in a heartbeat, the
     reading or an override's reason reached the operator's terminal as is: "\\r\\x1b[2K" and a
     line of its own hid the force-off line it followed."""
-    from failopen.cli import main
+    from failopen.cli.command import main
 
     client = redis_server.client()
     client.set("failopen:epoch", "1")
@@ -187,7 +187,7 @@ def test_an_override_placed_while_the_watcher_loads_the_store_is_not_undone(
     change was undone in this process, and the store (now holding that change) said nothing had
     changed, so it stayed undone: right after start-up this lost a force-off, and a FLUSHALL
     then restored the fleet's keys without it."""
-    from failopen.flag import EnforcementFlag
+    from failopen.engine.flag import EnforcementFlag
     from failopen.stores import open_store
 
     store = open_store(redis_server.url)

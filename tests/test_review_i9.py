@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from failopen.engine.flag import EnforcementFlag, FlagState
+from failopen.engine.watcher import StatusWatcher
 from failopen.exceptions import StatusUnavailable
-from failopen.flag import EnforcementFlag, FlagState
-from failopen.status import StatusReport
 from failopen.testing.clock import FakeClock
-from failopen.watcher import StatusWatcher
+from failopen.vendor.status import StatusReport
 
 
 def _report(status: str) -> StatusReport:
@@ -80,7 +80,8 @@ def test_a_huge_content_disposition_is_not_parsed_on_the_event_loop(
     the ASGI loop ~150 ms per MiB in the parameter parser (item 12 bounded JSON and urlencoded,
     not this). The token's own header is ``form-data; name="<field>"``: a long one is never the
     token, so it is not parsed at all, and the token in a later part is still found."""
-    from failopen import _body_tokens, web
+    from failopen import web
+    from failopen.web import body_tokens as _body_tokens
 
     seen: list[int] = []
     real = _body_tokens._header_param
@@ -129,7 +130,7 @@ def test_the_bypass_summary_keeps_paths_and_clients_bounded(
     quoted five of them whole (80 KiB per line)."""
     import logging
 
-    from failopen.audit import BypassAudit
+    from failopen.observe.audit import BypassAudit
 
     clock = FakeClock()
     audit = BypassAudit(clock=clock)
@@ -177,8 +178,8 @@ def test_a_pinned_global_component_that_became_a_group_does_not_count() -> None:
     must too, or a page reorganised under a running process bypasses on a regional outage."""
     import json
 
-    from failopen._status_documents import parse_components
     from failopen.exceptions import StatusError
+    from failopen.vendor.status_documents import parse_components
 
     def page(global_is_group: bool) -> bytes:
         return json.dumps({"page": {"id": "p"}, "components": [

@@ -16,11 +16,11 @@ from _redis_kit import RedisServer
 from test_probe import Site
 
 from failopen import Config
-from failopen.audit_file import AuditFile, check_audit_path, hash_user_agent
 from failopen.exceptions import ConfigError
+from failopen.observe.audit_file import AuditFile, check_audit_path, hash_user_agent
 from failopen.runtime import FailOpen
 from failopen.stores.redis import RedisStore
-from failopen.verify import VerifyOutcome, VerifyResult
+from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from _redis_kit import RedisServer
 
 from failopen import Config, Secret
-from failopen.cli import main
+from failopen.cli.command import main
 from failopen.exceptions import ConfigError
 from failopen.runtime import FailOpen
 from failopen.stores import split_password

@@ -35,13 +35,13 @@ from hypothesis.stateful import (
 )
 
 from failopen.config import KNOWN_IMPAIRED
-from failopen.flag import FORCE_OFF_DEFAULT_TTL, EnforcementFlag
-from failopen.guard import Decision, Guard, OutageConfirmer
-from failopen.status import KNOWN_STATUSES, StatusClient
+from failopen.engine.flag import FORCE_OFF_DEFAULT_TTL, EnforcementFlag
+from failopen.engine.guard import Decision, Guard, OutageConfirmer
+from failopen.engine.watcher import StatusWatcher
 from failopen.testing import FakeClock, FakeStatusPage
 from failopen.testing.status_page import UNKNOWN_STATUS
-from failopen.verify import VerifyOutcome, VerifyResult
-from failopen.watcher import StatusWatcher
+from failopen.vendor.status import KNOWN_STATUSES, StatusClient
+from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 GLOBAL_STATUSES = [*sorted(KNOWN_STATUSES), UNKNOWN_STATUS, "MAJOR_OUTAGE", ""]
 # Drawn more often: the statuses that move the flag, so that runs reach outages and recoveries.

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from failopen.config import Config
+from failopen.engine.flag import EnforcementFlag, Override, rfc3339
 from failopen.exceptions import ConfigError, StoreError
-from failopen.flag import EnforcementFlag, Override, rfc3339
 from failopen.stores import mask_url, open_store
 from failopen.stores.file import FileStore
 from failopen.stores.memory import MemoryStore

@@ -6,7 +6,7 @@ import unicodedata
 
 import pytest
 
-from failopen._terminal import printable
+from failopen._internal.terminal import printable
 
 
 @pytest.mark.parametrize(

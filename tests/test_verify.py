@@ -15,13 +15,13 @@ from typing import Any
 import httpx
 import pytest
 
-import failopen.verify as verify_module
-from failopen._http import fetch as http_fetch
+import failopen.vendor.verify as verify_module
 from failopen.exceptions import ConfigError, FetchOverloaded
 from failopen.testing._server import FakeRequest, Reply, as_transport
 from failopen.testing.clock import FakeClock as KitClock
 from failopen.testing.verify_api import FakeVerifyAPI
-from failopen.verify import (
+from failopen.vendor.exchange import fetch as http_fetch
+from failopen.vendor.verify import (
     MAX_TOKEN_LENGTH,
     HttpVerifier,
     Verifier,
@@ -1073,7 +1073,9 @@ def test_retry_after_is_clamped_in_every_result(
 async def test_rate_limited_retry_after_is_clamped(
     make: Any, mode: str, monkeypatch: pytest.MonkeyPatch, parsed: float, expected: float | None
 ) -> None:
-    monkeypatch.setattr("failopen._verify_answers.parse_retry_after", lambda value, **kw: parsed)
+    monkeypatch.setattr(
+        "failopen.vendor.verify_answers.parse_retry_after", lambda value, **kw: parsed
+    )
     reply = Reply(status=429, headers=[("Retry-After", "whatever")])
     result = await call(make(replying(reply)), TOKEN, mode)
     assert (result.outcome, result.retry_after) == (RATE_LIMITED, expected)
@@ -1085,7 +1087,7 @@ async def test_retry_after_parser_failure_is_no_hint(
     def broken(value: Any, **kwargs: Any) -> float:
         raise OverflowError("date value out of range")
 
-    monkeypatch.setattr("failopen._verify_answers.parse_retry_after", broken)
+    monkeypatch.setattr("failopen.vendor.verify_answers.parse_retry_after", broken)
     reply = Reply(status=429, headers=[("Retry-After", "Fri, 31 Dec 99999 23:59:59 GMT")])
     result = await call(make(replying(reply)), TOKEN, mode)
     assert (result.outcome, result.retry_after) == (RATE_LIMITED, None)

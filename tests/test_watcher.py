@@ -10,12 +10,12 @@ from collections import deque
 
 import pytest
 
-from failopen._redact import public_error
+from failopen._internal.redact import public_error
+from failopen.engine.flag import EnforcementFlag, FlagState
+from failopen.engine.watcher import StatusWatcher
 from failopen.exceptions import StatusParseError, StatusUnavailable
-from failopen.flag import EnforcementFlag, FlagState
-from failopen.status import Component, StatusReport
 from failopen.testing.clock import FakeClock
-from failopen.watcher import StatusWatcher
+from failopen.vendor.status import Component, StatusReport
 
 
 def report(status: str, *, regions: dict[str, str] | None = None) -> StatusReport:

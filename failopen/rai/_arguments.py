@@ -10,9 +10,9 @@ from urllib.parse import quote
 
 import httpx
 
-from failopen._http import check_url
 from failopen.exceptions import ConfigError
 from failopen.rai.exceptions import RaiValidationError
+from failopen.vendor.urls import check_url
 
 __all__ = ["API_PREFIX", "MAX_WINDOW", "MAX_PAGE_SIZE", "Instant", "Params"]
 

@@ -1,4 +1,8 @@
-"""The asyncio client; its twin is ``_client.py``, the decisions live in ``_base.py``."""
+"""The asyncio client; the decisions live in ``_base.py``, the paging ahead in
+``_async_pipeline.py``."""
+
+# unasync: the source of _client.py, the blocking client, which scripts/unasync.py generates from
+# unasync: this file. Change this one, then run `python scripts/unasync.py` (CI runs `--check`).
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from typing import Any, Literal, TypeVar, overload
 import httpx
 
 from failopen.rai._arguments import Instant, Params, cohort_path
+from failopen.rai._async_pipeline import Pipeline
 from failopen.rai._base import (
     DEFAULT_MAX_PAGES,
     BaseClient,
@@ -20,6 +25,7 @@ from failopen.rai._base import (
     transport_error,
 )
 from failopen.rai._pager import (
+    SLIM_FIELDS,
     Pager,
     Record,
     cohort_sessions_pager,
@@ -27,27 +33,28 @@ from failopen.rai._pager import (
     sessions_pager,
 )
 from failopen.rai.auth import ClientCredentialsAuth
-from failopen.rai.exceptions import RaiError
+from failopen.rai.exceptions import RaiError, RaiValidationError
 from failopen.rai.models import Cohort, Page, Session
 
 __all__ = ["AsyncClient"]
 
 T = TypeVar("T")
-_HEAD_START_TURNS = 8
 
 
 class AsyncClient(BaseClient):
-    """asyncio client of the session-intelligence API (spec interface A); twin of ``Client``.
+    """The asyncio client of the session-intelligence API (spec interface A).
 
     Tokens are fetched and cached by :class:`~failopen.rai.auth.ClientCredentialsAuth`. Server
     errors and transport failures are retried up to ``max_attempts`` attempts in all, with
     exponential backoff and full jitter, waiting through ``sleep``. ``timeout`` bounds each
-    attempt: every socket operation, and reading the whole body. With ``prefetch``, a task
-    fetches the next page while the caller handles the current one, never more than one page
-    ahead: it is started, and given the event loop, as soon as the current page's cursor is
-    decoded, before any model of the current page is built. ``timer`` is the monotonic clock
-    used for token expiry. A listing ends with InvalidResponse after ``max_pages`` pages in one
-    window, or 100 empty pages in a row, that still ask for more (``_pager.py``).
+    attempt: every socket operation, and reading the whole body. With ``prefetch``, the next
+    page is fetched in the background while the caller handles the current one, never more
+    than one page ahead: its request leaves as soon as the current answer arrives (its cursor
+    read from the raw bytes, checked once the page is decoded: ``_async_pipeline.py``), before
+    the page is decoded or any model built. ``timer`` is the monotonic clock used for token expiry.
+    A listing ends with InvalidResponse after ``max_pages`` pages in one window, or 100 empty
+    pages in a row, that still ask for more (``_pager.py``). ``max_in_flight`` caps the
+    requests on the wire at once, across all the callers of the client.
     """
 
     def __init__(
@@ -65,13 +72,20 @@ class AsyncClient(BaseClient):
         prefetch: bool = True,
         timer: Callable[[], float] = time.monotonic,
         max_pages: int = DEFAULT_MAX_PAGES,
+        max_in_flight: int | None = None,
     ) -> None:
         super().__init__(
             base_url, client_id, client_secret, timeout=timeout, max_attempts=max_attempts,
             backoff_base=backoff_base, backoff_max=backoff_max, prefetch=prefetch,
             max_pages=max_pages,
-        )
+        )  # fmt: skip
         self._sleep = sleep
+        if max_in_flight is not None and (
+            isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int)
+            or max_in_flight < 1
+        ):  # fmt: skip
+            raise RaiValidationError(f"max_in_flight must be an int >= 1, not {max_in_flight!r}")
+        self._slots = None if max_in_flight is None else asyncio.BoundedSemaphore(max_in_flight)
         self.auth = ClientCredentialsAuth(
             self.authorize_url, client_id, client_secret, timer=timer, user_agent=self.user_agent
         )
@@ -93,70 +107,96 @@ class AsyncClient(BaseClient):
         )
         response = await self._http.send(request, stream=True)
         try:
-            body = bytearray()
+            # Chunks joined once: a growing buffer would be copied as it grows, and leave holes
+            # of every size behind in the heap (peak RSS crept up with the records exported).
+            chunks = []
             async for chunk in response.aiter_bytes():
-                body += chunk
+                chunks.append(chunk)
                 if time.monotonic() > deadline:
                     raise httpx.ReadTimeout(
                         f"body still arriving after {self.timeout:g}s", request=request
                     )
+            body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
             if response.is_success:
-                return bytes(body)
+                return body
             raise error_from_response(
-                response.status_code, response.headers, bytes(body), self.auth.redact
+                response.status_code, response.headers, body, self.auth.redact
             )
         finally:
             await response.aclose()
 
-    async def _request(self, method: str, path: str, params: Params | None = None) -> bytes:
-        """The body of a 2xx answer, retrying server and transport failures."""
+    async def _request(
+        self, method: str, path: str, params: Params | None = None,
+        unwanted: Callable[[], bool] | None = None,
+    ) -> bytes:  # fmt: skip
+        """The body of a 2xx answer, retrying server and transport failures.
+
+        ``unwanted`` tells whether the answer is still wanted (a guessed request whose guess
+        proved wrong is not): a failed attempt is then neither retried nor a reason to hold
+        back the client's other requests.
+        """
         what = f"{method} {path}"
         attempt = 0
+        waited_until = 0.0
         while True:
             attempt += 1
+            paused, resume_at = self.paused_for(), self._resume_at
+            if paused > 0 and resume_at > waited_until:
+                # Another request of this client was told to back off: so is this one.
+                await self._sleep(paused)
+                waited_until = resume_at
             try:
-                return await self._exchange(method, path, params)
+                if self._slots is None:
+                    return await self._exchange(method, path, params)
+                async with self._slots:  # never held through a backoff
+                    return await self._exchange(method, path, params)
             except RaiError as exc:
                 error, cause = exc, None
             except httpx.RequestError as exc:
                 error, cause = transport_error(exc), exc
+            if unwanted is not None and unwanted():
+                raise error from cause
             delay = self.retry_delay(attempt, error, what)
             if delay is None:
                 raise error from cause
+            waited_until = self.pause(delay)
             await self._sleep(delay)
 
     async def _raw_pages(self, pager: Pager[Any]) -> AsyncGenerator[Page[Record], None]:
         pager.max_pages = self.max_pages
-
-        async def fetch(params: Params) -> Page[Record]:
-            return pager.decode(await self._request("GET", pager.path, params))
-
         if not self.prefetch:
             params: Params | None = pager.first()
             while params is not None:
-                page = pager.deliver(await fetch(params))
+                page = pager.deliver(pager.decode(await self._request("GET", pager.path, params)))
                 params = pager.after(page)
                 yield page
             return
-        # One task at a time: at most one page is ever fetched ahead.
-        task: asyncio.Task[Page[Record]] | None = asyncio.ensure_future(fetch(pager.first()))
+        # The next request leaves as soon as an answer arrives, its cursor read from the raw
+        # bytes; the consumer decodes, and corrects a wrong guess.
+        pipeline = Pipeline(
+            lambda params, unwanted: self._request("GET", pager.path, params, unwanted),
+            pager.guess_after, pager.first(), name="failopen.rai.prefetch",
+        )  # fmt: skip
         try:
-            while task is not None:
-                page = await task  # a failed fetch raises here, where its page is due
-                page = pager.deliver(page)
+            while True:
+                answer = await pipeline.take()  # a failed fetch raises here, where its page is due
+                if answer.error is not None:
+                    raise answer.error
+                assert answer.body is not None
+                page = pager.deliver(pager.decode(answer.body))
+                answer.body = None  # the page holds what it needs of it
                 params = pager.after(page)
-                if params is None:
-                    task = None
-                else:
-                    task = asyncio.ensure_future(fetch(params))
-                    await _head_start(task)
+                if params != answer.guessed:
+                    if params is not None:
+                        await pipeline.redirect(params)
+                    else:
+                        pipeline.close()  # the guessed request's answer is dropped
                 yield page
+                if params is None:
+                    return
         finally:
-            # The caller stopped early (or failed): cancel the page in flight without awaiting
-            # it (this may run in a finaliser), and collect its outcome so nothing is logged.
-            if task is not None:
-                task.cancel()
-                task.add_done_callback(_collect)
+            # The caller stopped early (or failed): drop the page in flight, never wait for it.
+            pipeline.close()
 
     async def _pages(self, pager: Pager[T]) -> AsyncGenerator[Page[T], None]:
         async with aclosing(self._raw_pages(pager)) as pages:
@@ -174,7 +214,19 @@ class AsyncClient(BaseClient):
     ) -> AsyncGenerator[Page[T], None] | AsyncGenerator[Page[Record], None]:
         return self._raw_pages(pager) if raw else self._pages(pager)
 
-    # --- the API ---
+    def export_pages(self, pager: Pager[Any], slim: bool) -> AsyncGenerator[Page[Record], None]:
+        """Raw pages of ``pager`` (one of ``_pager.py``'s plans), for the CLI's writers.
+
+        ``slim`` is for a JSONL writer, which copies each record's text from ``lines``: such a
+        record keeps only its time and id fields, so a page in memory is little more than its
+        text (records of a page without lines stay whole).
+        """
+        if slim:
+            pager.keep = SLIM_FIELDS[pager.key]
+        return self._raw_pages(pager)
+
+    # --- the API (the overloads and the pager calls kept compact by hand) ---
+    # fmt: off
 
     @overload
     def iter_cohort_pages(
@@ -321,6 +373,8 @@ class AsyncClient(BaseClient):
             telltale_id=telltale_id, page_size=page_size,
         )))
 
+    # fmt: on
+
     # --- lifetime ---
 
     async def aclose(self) -> None:
@@ -337,23 +391,3 @@ class AsyncClient(BaseClient):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
-
-
-async def _head_start(task: asyncio.Task[Page[Record]]) -> None:
-    """Give the next page's fetch a few turns of the event loop before this page is handed over.
-
-    Scheduling a task does not run it: without these turns the request would leave only when
-    the consumer next awaits, after it has built models of and written the current page. httpx
-    needs about three turns to put a request on a reused connection; the task then waits for
-    the answer, and the remaining turns cost microseconds. A fetch that is still connecting
-    continues whenever the consumer awaits.
-    """
-    for _ in range(_HEAD_START_TURNS):
-        if task.done():
-            return
-        await asyncio.sleep(0)
-
-
-def _collect(task: asyncio.Task[object]) -> None:
-    if not task.cancelled():
-        task.exception()

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from types import FrameType
 from typing import IO, Any, TextIO
 
-from failopen._terminal import printable
+from failopen._internal.terminal import printable
 
 __all__ = [
     "EXTRA_COLUMN", "ENCODER", "UsageError", "JsonLines", "CsvRows", "AtomicFile",
@@ -86,8 +86,8 @@ class CsvRows:
     """A header row, then one row per record in a fixed column order.
 
     With ``terminal``, the rows are a table on an operator's screen, not data: each cell is
-    shown :func:`~failopen._terminal.printable`, so a record's ESC or bidi characters cannot
-    rewrite what the screen shows (a file or a pipe gets the text exactly).
+    shown :func:`~failopen._internal.terminal.printable`, so a record's ESC or bidi characters
+    cannot rewrite what the screen shows (a file or a pipe gets the text exactly).
     """
 
     def __init__(self, out: IO[bytes], columns: tuple[str, ...], *, header: bool = True,

@@ -4,14 +4,32 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from failopen.rai._arguments import check_public_keys, to_instant
+from failopen.rai._client import Client
+from failopen.rai._command import (
+    COHORT_COLUMNS,
+    DEFAULT_PAGE_SIZE,
+    ENV_BASE_URL,
+    EXIT_OK,
+    EXIT_OUTPUT,
+    EXIT_USAGE,
+    SESSION_COLUMNS,
+    exit_status,
+    max_pages_flag,
+    page_size_arg,
+    parallel_arg,
+    positive_arg,
+    report,
+)
 from failopen.rai._output import Progress, UsageError, sigterm_raises
 from failopen.rai._sink import DirSink, Sink, StdoutSink
 from failopen.rai._state import StateError, SyncState, locked
@@ -69,12 +87,6 @@ def _lookback(text: str) -> timedelta:
     return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
 
 
-def _parallel(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 32:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer from 1 to 32")
-    return int(text)
-
-
 def _instant(text: str | None, name: str) -> datetime | None:
     if text is None:
         return None
@@ -85,8 +97,6 @@ def _instant(text: str | None, name: str) -> datetime | None:
 
 
 def _sink(args: argparse.Namespace) -> Sink:
-    from failopen.rai.cli import COHORT_COLUMNS, SESSION_COLUMNS
-
     if args.out_dir == "-":
         if args.format != "jsonl":
             raise UsageError("--out-dir - writes JSON lines; drop --format csv")
@@ -95,13 +105,11 @@ def _sink(args: argparse.Namespace) -> Sink:
     return DirSink(args.out_dir, args.format, columns)
 
 
-def _sync(args: argparse.Namespace) -> int:
-    from failopen.rai import cli
-
+def _sync(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], Client]) -> int:
     prog = "failopen rai sync"
     summary = Summary()
     progress = Progress(sys.stderr)
-    code = cli.EXIT_OK
+    code = EXIT_OK
     started = False
     try:
         with sigterm_raises():
@@ -121,49 +129,50 @@ def _sync(args: argparse.Namespace) -> int:
             with locked(args.state):
                 state = SyncState.load(args.state)
                 started = True
-                client = cli._client(args)
+                client = make_client(args)
                 with client:
                     run_sync(client, state, sink, options, progress, summary)
     except UsageError as exc:
-        cli._report(prog, "invalid_argument", str(exc), None)
-        code = cli.EXIT_USAGE
+        report(prog, "invalid_argument", str(exc), None)
+        code = EXIT_USAGE
     except MissingSince as exc:
         key, exists = exc.args
         where = f"the state file has no {key!r} yet" if exists else (
             f"no state file yet ({args.state}): this is the first run"
         )  # fmt: skip
-        cli._report(prog, "invalid_argument", f"{where}: give --since for its first run "
+        report(prog, "invalid_argument", f"{where}: give --since for its first run "
                     "(later runs, even after one was killed, go on without it)", None)
 
-        code = cli.EXIT_USAGE
+        code = EXIT_USAGE
     except StateError as exc:
-        cli._report(prog, "state_error", str(exc), None)
-        code = cli.EXIT_OUTPUT
+        report(prog, "state_error", str(exc), None)
+        code = EXIT_OUTPUT
     except RaiError as exc:
-        code, fallback = cli._exit_code(exc)
-        cli._report(prog, exc.code or fallback, exc.message, exc.request_id, exc.status_code)
+        code, fallback = exit_status(exc)
+        report(prog, exc.code or fallback, exc.message, exc.request_id, exc.status_code)
     except BrokenPipeError:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = cli.EXIT_OUTPUT
+        code = EXIT_OUTPUT
     except OSError as exc:
         where = exc.filename or "stdout"
         after = "; the state was not advanced past the last complete batch" if started else ""
-        cli._report(prog, "output_error", f"{exc.strerror or exc} ({where}){after}", None)
-        code = cli.EXIT_OUTPUT
+        report(prog, "output_error", f"{exc.strerror or exc} ({where}){after}", None)
+        code = EXIT_OUTPUT
     finally:
         progress.finish()
     if args.json:
-        report: dict[str, Any] = summary.to_json(code)
+        outcome: dict[str, Any] = summary.to_json(code)
         stream = sys.stderr if args.out_dir == "-" else sys.stdout
-        print(json.dumps(report, separators=(",", ":")), file=stream, flush=True)
+        print(json.dumps(outcome, separators=(",", ":")), file=stream, flush=True)
     return code
 
 
-def register_sync(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``failopen rai sync``."""
-    from failopen.rai import cli
-
+def register_sync(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser],
+    make_client: Callable[[argparse.Namespace], Client],
+) -> None:
+    """Add ``failopen rai sync``; ``make_client`` builds the client from the common flags."""
     sync = verbs.add_parser(
         "sync", help="incremental, resumable sync of new cohorts and sessions to files",
         description=SYNC_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -183,19 +192,21 @@ def register_sync(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                       metavar="DURATION", help="how far back each run lists cohorts again, "
                       f"e.g. 2h or 1d (default: {DEFAULT_LOOKBACK})")  # fmt: skip
     sync.add_argument("--until", metavar="RFC3339", help="end of this run (default: now)")
-    sync.add_argument("--parallel", type=_parallel, default=4, metavar="N",
+    sync.add_argument("--parallel", type=parallel_arg, default=4, metavar="N",
                       help="cohorts fetched at once, 1-32 (default: 4)")  # fmt: skip
-    sync.add_argument("--batch-records", type=cli._positive, default=20_000, metavar="N",
+    sync.add_argument("--batch-records", type=positive_arg, default=20_000, metavar="N",
                       help="append and record progress every N records at least (default: "
                       "20000; smaller redoes less after a crash, costs more fsyncs)")
     sync.add_argument("--json", action="store_true",
                       help="print a one-line JSON summary of the run")  # fmt: skip
-    sync.add_argument("--base-url", help=f"service base URL (default: ${cli.ENV_BASE_URL})")
-    sync.add_argument("--page-size", type=cli._page_size, default=cli.DEFAULT_PAGE_SIZE,
-                      help=f"records per request, 1-1000 (default: {cli.DEFAULT_PAGE_SIZE})")
-    cli.max_pages_flag(sync)
+    sync.add_argument("--base-url", help=f"service base URL (default: ${ENV_BASE_URL})")
+    sync.add_argument("--page-size", type=page_size_arg, default=DEFAULT_PAGE_SIZE,
+                      help=f"records per request, 1-1000 (default: {DEFAULT_PAGE_SIZE})")
+    max_pages_flag(sync)
     sync.add_argument("--timeout", type=float, default=30.0,
                       help="seconds per attempt (default: 30)")  # fmt: skip
     sync.add_argument("--max-attempts", type=int, default=4,
                       help="attempts per request on server or network errors (default: 4)")
-    sync.set_defaults(func=_sync)
+    # The factory is cli.py's, which owns the exports' client (this module cannot import that
+    # one, which imports this one): a test that replaces ``cli.Client`` replaces it for both.
+    sync.set_defaults(func=functools.partial(_sync, make_client=make_client))

@@ -15,19 +15,26 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from datetime import datetime
 from typing import Any, TypeAlias
 
-from failopen._terminal import printable
-from failopen.rai import (
-    BadRequest,
-    Client,
-    Forbidden,
-    NotFound,
-    RaiError,
-    RaiTransportError,
-    RaiValidationError,
-    Unauthorized,
-)
+from failopen.rai import Client, RaiError
 from failopen.rai._arguments import check_cohort_id, check_id, check_public_keys, check_window
 from failopen.rai._base import DEFAULT_MAX_PAGES
+from failopen.rai._command import (
+    COHORT_COLUMNS,
+    DEFAULT_PAGE_SIZE,
+    EXIT_OK,
+    EXIT_OUTPUT,
+    EXIT_USAGE,
+    SESSION_COLUMNS,
+    exit_status,
+    max_pages_flag,
+    page_size_arg,
+    parallel_arg,
+    report,
+    service_settings,
+)
+from failopen.rai._command import ENV_BASE_URL as ENV_BASE_URL  # failopen.testing.cli reads them
+from failopen.rai._command import ENV_CLIENT_ID as ENV_CLIENT_ID
+from failopen.rai._command import ENV_CLIENT_SECRET as ENV_CLIENT_SECRET
 from failopen.rai._output import (
     EXTRA_COLUMN,
     AtomicFile,
@@ -40,28 +47,10 @@ from failopen.rai._output import (
 )
 from failopen.rai._pager import cohort_sessions_pager, cohorts_pager, sessions_pager
 from failopen.rai._parallel import Encode, Encoded, parallel_export
+from failopen.rai._sync_cli import register_sync
 from failopen.rai.models import Page
 
 __all__ = ["register_rai", "COHORT_COLUMNS", "SESSION_COLUMNS", "DESCRIPTION"]
-
-ENV_BASE_URL = "FAILOPEN_RAI_BASE_URL"
-ENV_CLIENT_ID = "FAILOPEN_RAI_CLIENT_ID"
-ENV_CLIENT_SECRET = "FAILOPEN_RAI_CLIENT_SECRET"
-EXIT_OK, EXIT_OUTPUT, EXIT_USAGE, EXIT_AUTH, EXIT_NOT_FOUND, EXIT_FAILURE = 0, 1, 2, 3, 4, 5
-DEFAULT_PAGE_SIZE = 1000  # the spec's maximum: fewest round trips for an export
-
-COHORT_COLUMNS = (
-    "cohort_id", "public_key", "customer_name", "cohort_window_start", "cohort_window_end",
-    "created_at", "session_count", "tagged_session_count", "anomaly_ids", "telltale_ids",
-    "telltale_names", "telltale_owner_categories", "ticketing_ticket_id", "ticketing_ticket_url",
-    "schema_version",
-)  # fmt: skip
-SESSION_COLUMNS = (
-    "session_id", "session_created", "public_key", "cohort_id", "anomaly_id",
-    "original_ticket_id", "attack_label", "client_theme", "render_type", "risk_score",
-    "risk_band", "risk_category", "custom_risk_score", "suspicion_flags", "tagged_by_telltale",
-    "telltale_names", "verify", "schema_version",
-)  # fmt: skip
 
 DESCRIPTION = """\
 Export cohorts and sessions for SIEM and data-lake ingestion.
@@ -104,17 +93,7 @@ host:port for a network error; never the secret or a token.
 
 
 def _client(args: argparse.Namespace) -> Client:
-    base_url = args.base_url or os.environ.get(ENV_BASE_URL, "")
-    if not base_url:
-        raise UsageError(f"give --base-url or set {ENV_BASE_URL}")
-    client_id = os.environ.get(ENV_CLIENT_ID, "")
-    client_secret = os.environ.get(ENV_CLIENT_SECRET, "")
-    given = ((ENV_CLIENT_ID, client_id), (ENV_CLIENT_SECRET, client_secret))
-    # Blank is unset, as for every other secret ("" from a template, a stray space).
-    missing = [name for name, value in given if not value.strip()]
-    if missing:
-        raise UsageError(f"set {' and '.join(missing)} (credentials are read only from the "
-                          "environment, never from the command line)")  # fmt: skip
+    base_url, client_id, client_secret = service_settings(args)
     limit_malloc_arenas()  # before any thread starts
     # Prefetch in every mode: each list call (one per window or cohort with --parallel N) has
     # one request in flight at a time, sent as soon as the answer before it is in; and never
@@ -123,35 +102,6 @@ def _client(args: argparse.Namespace) -> Client:
                   max_attempts=args.max_attempts,
                   max_pages=getattr(args, "max_pages", DEFAULT_MAX_PAGES),
                   max_in_flight=getattr(args, "parallel", None))  # fmt: skip
-
-
-def _report(prog: str, code: str, message: str, request_id: str | None,
-            status: int | None = None) -> None:  # fmt: skip
-    """One line on stderr; outside text (the service's code, message, id) shown printable.
-
-    The request id is named only for an answer of the service (its HTTP status is known): an
-    error that never reached it (a bad argument, the network) has none to quote.
-    """
-    where = f" (HTTP {status})" if status is not None else ""
-    line = f"{prog}: {printable(code)}{where}: {printable(message)}"
-    if status is not None or request_id:
-        line += f" [request_id: {printable(request_id or 'none')}]"
-    print(line, file=sys.stderr)
-
-
-def _exit_code(exc: RaiError) -> tuple[int, str]:
-    """The exit code, and the code to print when the service gave none."""
-    if isinstance(exc, (RaiValidationError, BadRequest)):
-        return EXIT_USAGE, "invalid_argument"
-    if isinstance(exc, Unauthorized):
-        return EXIT_AUTH, "unauthorized"
-    if isinstance(exc, Forbidden):
-        return EXIT_AUTH, "forbidden"
-    if isinstance(exc, NotFound):
-        return EXIT_NOT_FOUND, "not_found"
-    if isinstance(exc, RaiTransportError):
-        return EXIT_FAILURE, "network_error"
-    return EXIT_FAILURE, "service_error"
 
 
 Batch: TypeAlias = "list[dict[str, Any]] | Page[Any] | Encoded"
@@ -199,11 +149,11 @@ def _export(args: argparse.Namespace, columns: tuple[str, ...], fetch: Fetch) ->
                     target = None
         return EXIT_OK
     except UsageError as exc:
-        _report(prog, "invalid_argument", str(exc), None)
+        report(prog, "invalid_argument", str(exc), None)
         return EXIT_USAGE
     except RaiError as exc:
-        exit_code, fallback = _exit_code(exc)
-        _report(prog, exc.code or fallback, exc.message, exc.request_id, exc.status_code)
+        exit_code, fallback = exit_status(exc)
+        report(prog, exc.code or fallback, exc.message, exc.request_id, exc.status_code)
         return exit_code
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): stop quietly, like other Unix filters.
@@ -211,7 +161,7 @@ def _export(args: argparse.Namespace, columns: tuple[str, ...], fetch: Fetch) ->
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OUTPUT
     except OSError as exc:
-        _report(prog, "output_error", f"{exc.strerror or exc} ({exc.filename or 'stdout'})", None)
+        report(prog, "output_error", f"{exc.strerror or exc} ({exc.filename or 'stdout'})", None)
         return EXIT_OUTPUT
     finally:
         progress.finish()
@@ -330,39 +280,9 @@ def _handler(columns: tuple[str, ...], fetch: Fetch) -> Callable[[argparse.Names
 # --- the parsers -------------------------------------------------------------------------------
 
 
-def _page_size(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer from 1 to 1000")
-    return value
-
-
-def _parallel(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 32:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer from 1 to 32")
-    return int(text)
-
-
 def _count(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer")
-    return int(text)
-
-
-def max_pages_flag(parser: argparse.ArgumentParser) -> None:
-    """``--max-pages``: the bound that ends a listing the service never ends (exit 5)."""
-    parser.add_argument("--max-pages", type=_positive, default=DEFAULT_MAX_PAGES, metavar="N",
-                        help="most pages per window of up to 30 days (or per cohort); a service "
-                        "still sending a next page after that fails the run (default: "
-                        f"{DEFAULT_MAX_PAGES:,})")  # fmt: skip
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
     return int(text)
 
 
@@ -374,7 +294,7 @@ def _common(parser: argparse.ArgumentParser, *, paged: bool) -> None:
     parser.add_argument("--out", metavar="FILE",
                         help="write here, atomically (default: stdout)")  # fmt: skip
     if paged:
-        parser.add_argument("--page-size", type=_page_size, default=DEFAULT_PAGE_SIZE,
+        parser.add_argument("--page-size", type=page_size_arg, default=DEFAULT_PAGE_SIZE,
                             help=f"records per request, 1-1000 (default: {DEFAULT_PAGE_SIZE})")
         max_pages_flag(parser)
     parser.add_argument("--timeout", type=float, default=30.0,
@@ -396,7 +316,7 @@ def _window(parser: argparse.ArgumentParser, *, min_session_count: bool) -> None
     if min_session_count:
         parser.add_argument("--min-session-count", type=_count, metavar="N",
                             help="skip cohorts with fewer sessions")  # fmt: skip
-    parser.add_argument("--parallel", type=_parallel, default=4, metavar="N",
+    parser.add_argument("--parallel", type=parallel_arg, default=4, metavar="N",
                         help="disjoint sub-windows fetched at once, 1-32; the output order "
                         "does not depend on it (default: 4)")  # fmt: skip
 
@@ -428,7 +348,4 @@ def register_rai(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
     _window(sessions, min_session_count=False)
     _common(sessions, paged=True)
     sessions.set_defaults(func=_handler(SESSION_COLUMNS, _fetch_sessions))
-
-    from failopen.rai._sync_cli import register_sync
-
-    register_sync(verbs)
+    register_sync(verbs, _client)

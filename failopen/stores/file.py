@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
-from failopen._forksafe import renew_locks_after_fork
+from failopen._internal.forksafe import renew_locks_after_fork
 from failopen.exceptions import ConfigError, StoreError
-from failopen.flag import Override
+from failopen.stores.override import Override
+from failopen.stores.urls import mask_url
 
 __all__ = ["FileStore", "parse_file_url"]
 
@@ -113,8 +114,6 @@ def parse_file_url(url: str) -> Path:
     Only a local path: a host or credentials (``file://user:pw@host/...``) are refused, and the
     message shows the URL masked.
     """
-    from failopen.stores import mask_url
-
     try:
         parts = urlsplit(url)
     except ValueError:

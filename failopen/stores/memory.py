@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from failopen._forksafe import renew_locks_after_fork
-from failopen.flag import Override
+from failopen._internal.forksafe import renew_locks_after_fork
+from failopen.stores.override import Override
 
 __all__ = ["MemoryStore"]
 

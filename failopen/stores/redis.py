@@ -17,8 +17,8 @@ Keys, all under ``FAILOPEN_REDIS_PREFIX`` (default ``failopen:``), so several si
 The reading, the lease, the confirmation lock and the heartbeats carry ``page``, a hash of the
 status page and global component their writer watches (the probe result and a probing leader's
 lease ``verify``, a hash of the verify URL): a process acts only on its own
-(:mod:`failopen._fleet_identity`). Give each deployment its own prefix or database all the same:
-the override is shared by prefix.
+(:mod:`failopen.engine.fleet_identity`). Give each deployment its own prefix or database all the
+same: the override is shared by prefix.
 
 Whoever can write these keys can switch protection off, as with the file store: give Redis a
 password or an ACL and keep it off public networks. The URL's password is shown only masked.
@@ -35,14 +35,14 @@ import math
 import threading
 from typing import Any
 
-from failopen._forksafe import renew_locks_after_fork
+from failopen._internal.forksafe import renew_locks_after_fork
 from failopen.exceptions import ConfigError, StoreError, StoreUnavailable
-from failopen.flag import Override
 from failopen.stores._redis_errors import explain_failure
+from failopen.stores.override import Override
+from failopen.stores.urls import REDIS_SCHEMES, mask_url, shown_url, split_password
 
 __all__ = ["REDIS_SCHEMES", "RedisStore", "check_redis_url"]
 
-REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 _INSTALL = 'pip install "failopen[redis]"'
 #: Seconds a command may take before the store counts as down (never on a request's path).
 DEFAULT_TIMEOUT = 0.5
@@ -89,8 +89,6 @@ return {0, redis.call('GET', KEYS[2]), redis.call('GET', KEYS[1])}
 
 def check_redis_url(url: str) -> None:
     """ConfigError (URL masked) unless redis-py is installed and ``url`` names a Redis."""
-    from failopen.stores import mask_url
-
     if importlib.util.find_spec("redis") is None:
         raise ConfigError(
             f"FAILOPEN_STORE: {mask_url(url)} needs redis-py, which is not installed: "
@@ -145,8 +143,6 @@ class RedisStore:
     def __init__(self, url: str, *, prefix: str = "failopen:",
                  timeout: float = DEFAULT_TIMEOUT, clock_time: Any = None,
                  password: str | None = None) -> None:
-        from failopen.stores import shown_url, split_password
-
         check_redis_url(url)
         # A password in the URL goes beside it: no attribute of the store holds it in clear.
         url, in_url = split_password(url)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from failopen._terminal import printable
-from failopen.testing.cli import _serving_port, _usage_error
+from failopen._internal.terminal import printable
+from failopen.testing._emulate_basics import serving_port, usage_error
 
 __all__ = ["control", "control_target"]
 
@@ -25,7 +25,7 @@ def control_target(args: argparse.Namespace) -> str:
     (default: the emulator's default port)."""
     if args.url:
         return str(args.url).rstrip("/")
-    return f"http://127.0.0.1:{_serving_port(args, args.emulator)}"
+    return f"http://127.0.0.1:{serving_port(args, args.emulator)}"
 
 
 def _pair(item: str) -> tuple[str, str]:
@@ -47,9 +47,9 @@ def _fault_value(item: str, value: str, faults: frozenset[str]) -> str | None:
 
 def _control_body(fake: str, sets: list[str]) -> dict[str, Any]:
     """The JSON body for ``--set`` items; ControlError naming the item the user typed."""
+    from failopen.testing._vendor_modes import parse_mode
     from failopen.testing.control import ControlError, check_status
     from failopen.testing.status_page import FakeStatusPage
-    from failopen.testing.vendor_script import _parse_mode
     from failopen.testing.verify_api import FakeVerifyAPI
 
     body: dict[str, Any] = {}
@@ -74,7 +74,7 @@ def _control_body(fake: str, sets: list[str]) -> dict[str, Any]:
             body["down"] = value.lower() in ("true", "yes", "on", "1")
         elif name == "mode":
             try:
-                _parse_mode(value)
+                parse_mode(value)
             except ValueError as exc:
                 raise ControlError(f"{where}: {exc}") from None
             body["mode"] = value
@@ -103,17 +103,17 @@ def control(fake: str, args: argparse.Namespace) -> int:
     for attribute, flag in _SERVING_FLAGS[fake]:
         if getattr(args, attribute) is not None:
             verb = "--set changes" if args.set else "--show reads"
-            return _usage_error(fake, f"{verb} a running fake; {flag} configures a new one "
+            return usage_error(fake, f"{verb} a running fake; {flag} configures a new one "
                                       "(drop one of them)")  # fmt: skip
     if args.url is None and args.port == 0:
-        return _usage_error(fake, "--port 0 picks a free port for a new fake; name the running "
+        return usage_error(fake, "--port 0 picks a free port for a new fake; name the running "
                                   "one with --url or --port N")  # fmt: skip
     url = control_target(args)
     try:
         state = send_control(url, _control_body(fake, args.set)) if args.set else read_control(url)
     except ControlError as exc:
-        return _usage_error(fake, str(exc))
+        return usage_error(fake, str(exc))
     if state.get("fake") != fake:
-        return _usage_error(fake, f"{url} is the {state.get('fake')!r} fake, not {fake!r}")
+        return usage_error(fake, f"{url} is the {state.get('fake')!r} fake, not {fake!r}")
     print(printable(_describe(fake, url, state)), flush=True)  # the server's words: as text
     return 0

@@ -9,15 +9,13 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from failopen._terminal import printable
+from failopen.testing._control_cli import control
+from failopen.testing._emulate_basics import DEFAULT_PORTS, serving_port, usage_error
 
 if TYPE_CHECKING:
     from failopen.testing._server import LoopbackServer
 
 __all__ = ["register_emulate_fakes", "register_emulate_rai"]
-
-EXIT_USAGE = 2  # as for every other usage error of the failopen command
-
 
 def _serve_until_signalled(
     command: str, port: int, serve: Callable[[], LoopbackServer], banner: Callable[[str], str]
@@ -33,7 +31,7 @@ def _serve_until_signalled(
         try:
             server = serve()
         except OSError as exc:
-            return _usage_error(command, f"cannot listen on port {port}: {exc.strerror or exc}")
+            return usage_error(command, f"cannot listen on port {port}: {exc.strerror or exc}")
         with server:
             print(banner(server.url), flush=True)
             done.wait()
@@ -41,12 +39,6 @@ def _serve_until_signalled(
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return 0
-
-
-def _usage_error(command: str, message: str) -> int:
-    # The message may quote a running fake's answer (``--set``, ``--show``): shown as text.
-    print(printable(f"failopen emulate {command}: {message}"), file=sys.stderr)
-    return EXIT_USAGE
 
 
 def _port(text: str) -> int:
@@ -68,21 +60,16 @@ def _region_status(text: str) -> tuple[str, str]:
 
 # --- serving ------------------------------------------------------------------------------------
 
-DEFAULT_PORTS = {"status": 8401, "verify": 8402, "vendor": 8404}
 DEFAULT_REGIONS = "us-east-1,eu-west-1"
 DEFAULT_PRIVATE_KEY = "test-private-key"
 CONTROL_HINT = "  change it while it runs: failopen emulate {fake} --set {example}"
-
-
-def _serving_port(args: argparse.Namespace, fake: str) -> int:
-    return int(args.port) if args.port is not None else DEFAULT_PORTS[fake]
 
 
 def _status(args: argparse.Namespace) -> int:
     if args.set or args.show:
         return _control("status", args)
     if args.url is not None:
-        return _usage_error("status", "--url names a running fake for --set or --show")
+        return usage_error("status", "--url names a running fake for --set or --show")
     from failopen.testing.status_page import FakeStatusPage
 
     regions = args.regions if args.regions is not None else DEFAULT_REGIONS
@@ -90,16 +77,16 @@ def _status(args: argparse.Namespace) -> int:
     try:
         page = FakeStatusPage(regions=tuple(r.strip() for r in regions.split(",")))
     except ValueError as exc:
-        return _usage_error("status", f"--regions: {exc}")
+        return usage_error("status", f"--regions: {exc}")
     page.set_global(global_status)
     for name, status in args.region or []:
         if name not in page.region_ids:
-            return _usage_error("status", f"--region {name}: no such region; "
+            return usage_error("status", f"--region {name}: no such region; "
                                 f"--regions has {', '.join(page.region_ids)}")  # fmt: skip
         page.set_region(name, status)
     if args.fault:
         page.set_fault(args.fault)
-    port = _serving_port(args, "status")
+    port = serving_port(args, "status")
     return _serve_until_signalled(
         "status", port, lambda: page.serve(port, control=True), lambda url: (
             f"fake status page: {url}\n"
@@ -114,7 +101,7 @@ def _verify(args: argparse.Namespace) -> int:
     if args.set or args.show:
         return _control("verify", args)
     if args.url is not None:
-        return _usage_error("verify", "--url names a running fake for --set or --show")
+        return usage_error("verify", "--url names a running fake for --set or --show")
     from failopen.testing.verify_api import FakeVerifyAPI
 
     key = args.private_key if args.private_key is not None else DEFAULT_PRIVATE_KEY
@@ -123,7 +110,7 @@ def _verify(args: argparse.Namespace) -> int:
     api = FakeVerifyAPI(private_key=key, session_lifetime=None)
     if args.fault:
         api.set_fault(args.fault)
-    port = _serving_port(args, "verify")
+    port = serving_port(args, "verify")
     return _serve_until_signalled(
         "verify", port, lambda: api.serve(port, control=True), lambda url: (
             f"fake verify API: {url}{api.path}\n"
@@ -150,7 +137,7 @@ def _vendor(args: argparse.Namespace) -> int:
     if args.set or args.show:
         return _control("vendor", args)
     if args.url is not None:
-        return _usage_error("vendor", "--url names a running fake for --set or --show")
+        return usage_error("vendor", "--url names a running fake for --set or --show")
     from failopen.testing.vendor_script import FakeVendorScript
 
     # No verify API in this process: each solve's token is signed with the private key, so
@@ -159,7 +146,7 @@ def _vendor(args: argparse.Namespace) -> int:
     key = args.private_key if args.private_key is not None else DEFAULT_PRIVATE_KEY
     vendor = FakeVendorScript(signing_key=key)
     vendor.set_mode(mode)
-    port = _serving_port(args, "vendor")
+    port = serving_port(args, "vendor")
     return _serve_until_signalled(
         "vendor", port, lambda: vendor.serve(port, control=True), lambda url: (
             f"fake vendor script: {url}/v2/<public key>/api.js\n"
@@ -174,8 +161,6 @@ def _vendor(args: argparse.Namespace) -> int:
 
 
 def _control(fake: str, args: argparse.Namespace) -> int:
-    from failopen.testing._control_cli import control
-
     return control(fake, args)
 
 
@@ -252,7 +237,7 @@ def _serve_rai(args: argparse.Namespace) -> int:
             slow_pages=args.slow_pages, unknown_fields=args.unknown_fields,
         )  # fmt: skip
     except ValueError as exc:
-        return _usage_error("rai", str(exc))
+        return usage_error("rai", str(exc))
     start, end = emulator.data_window
 
     def banner(url: str) -> str:

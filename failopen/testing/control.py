@@ -30,17 +30,13 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
 
-from failopen._status_documents import KNOWN_STATUSES
 from failopen.testing._server import FakeRequest, Handler, Reply
-
-if TYPE_CHECKING:
-    from failopen.testing.status_page import FakeStatusPage
-    from failopen.testing.vendor_script import FakeVendorScript
-    from failopen.testing.verify_api import FakeVerifyAPI
+from failopen.testing._vendor_modes import parse_mode
+from failopen.vendor.status_documents import KNOWN_STATUSES
 
 __all__ = [
     "CONTROL_PATH", "ControlError", "Controls", "StatusPageControls", "VendorScriptControls",
@@ -106,6 +102,48 @@ def check_fault(value: Any, faults: frozenset[str], where: str = "fault") -> str
     return None if value is None else str(value)
 
 
+# The fakes serve this module's route, so it knows each fake only by what its controls read and
+# change (FakeStatusPage, FakeVerifyAPI and FakeVendorScript have these members).
+class ControlledFake(Protocol):
+    """What every fault-injecting fake's controls use: its faults, its fault, its requests."""
+
+    @property
+    def FAULTS(self) -> frozenset[str]: ...  # the fake's class attribute
+
+    @property
+    def fault(self) -> str | None: ...
+
+    @property
+    def requests(self) -> int: ...
+
+    def set_fault(self, fault: str | None) -> None: ...
+
+
+class ControlledStatusPage(ControlledFake, Protocol):
+    """What the status page's controls use of :class:`~failopen.testing.FakeStatusPage`."""
+
+    @property
+    def region_ids(self) -> dict[str, str]: ...
+
+    def components_document(self) -> dict[str, Any]: ...
+
+    def set_global(self, status: str) -> None: ...
+
+    def set_region(self, region: str, status: str) -> None: ...
+
+
+class ControlledVendorScript(Protocol):
+    """What the vendor script's controls use of :class:`~failopen.testing.FakeVendorScript`."""
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def script_requests(self) -> int: ...
+
+    def set_mode(self, mode: str) -> None: ...
+
+
 class StatusPageControls(Controls):
     """Control of a :class:`~failopen.testing.FakeStatusPage`."""
 
@@ -113,7 +151,7 @@ class StatusPageControls(Controls):
     keys = ("global", "region", "status", "regions", "fault")
     example = '{"global": "major_outage"}'
 
-    def __init__(self, page: FakeStatusPage) -> None:
+    def __init__(self, page: ControlledStatusPage) -> None:
         self.page = page
 
     def state(self) -> dict[str, Any]:
@@ -166,7 +204,7 @@ class VerifyAPIControls(Controls):
     keys = ("fault",)
     example = '{"fault": "503"}'
 
-    def __init__(self, api: FakeVerifyAPI) -> None:
+    def __init__(self, api: ControlledFake) -> None:
         self.api = api
 
     def state(self) -> dict[str, Any]:
@@ -187,7 +225,7 @@ class VendorScriptControls(Controls):
     keys = ("down", "mode")
     example = '{"down": true}'
 
-    def __init__(self, script: FakeVendorScript) -> None:
+    def __init__(self, script: ControlledVendorScript) -> None:
         self.script = script
 
     def state(self) -> dict[str, Any]:
@@ -198,12 +236,10 @@ class VendorScriptControls(Controls):
 
     def plan(self, body: dict[str, Any]) -> list[Callable[[], None]]:
         """``down`` wins over ``mode`` only when they agree; otherwise the body is refused."""
-        from failopen.testing.vendor_script import _parse_mode
-
         mode: str | None = None
         if "mode" in body:
             try:
-                _parse_mode(body["mode"])
+                parse_mode(body["mode"])
             except ValueError as exc:
                 raise ControlError(f"mode: {exc}") from None
             mode = str(body["mode"])

@@ -38,6 +38,7 @@ import secrets
 import threading
 
 from failopen.testing._server import FakeRequest, Handler, LoopbackServer, Reply
+from failopen.testing._vendor_modes import parse_mode
 from failopen.testing.verify_api import FakeVerifyAPI, signed_token
 
 __all__ = ["FakeVendorScript"]
@@ -104,7 +105,7 @@ class FakeVendorScript:
 
     def set_mode(self, mode: str) -> None:
         """Switch the mode (see the module docstring) for every script served from now on."""
-        _parse_mode(mode)
+        parse_mode(mode)
         with self._lock:
             self._mode = mode
 
@@ -125,7 +126,7 @@ class FakeVendorScript:
             self.script_requests += 1
             self.public_keys.append(parts[2])
             mode = self._mode
-        kind, number = _parse_mode(mode)
+        kind, number = parse_mode(mode)
         if kind == "http404":
             return Reply(status=404, body=b"Not Found", headers=[("Content-Type", "text/plain")])
         config = {"mode": kind, "errors": number if kind == "error_then_ok" else 0,
@@ -164,15 +165,3 @@ class FakeVendorScript:
         for token in tokens:
             api.add_token(token)
         return tokens
-
-
-def _parse_mode(mode: object) -> tuple[str, int]:
-    """``("error_then_ok", 2)`` for ``"error_then_ok:2"``; ValueError naming the choices."""
-    if isinstance(mode, str):
-        kind, sep, number = mode.partition(":")
-        if not sep and kind in ("ok", "http404", "silent", "error", "failed"):
-            return kind, 0
-        if sep and kind in ("error_then_ok", "slow") and number.isdigit() and number.isascii():
-            return kind, int(number)
-    raise ValueError(f"unknown vendor script mode {mode!r}; choose from "
-                     "ok, http404, silent, error_then_ok:N, error, failed, slow:MS")

@@ -11,7 +11,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 
-from failopen.guard import Decision
+from failopen.engine.guard import Decision
 from failopen.web import prefers_json, rejection_headers, rejection_html, rejection_json
 
 __all__ = ["body_too_large", "finish_custom", "rejection"]

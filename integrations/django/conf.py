@@ -24,11 +24,12 @@ from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
 from failopen.config import Config
+from failopen.engine.guard import Decision, fail_closed
 from failopen.exceptions import ConfigError
-from failopen.guard import Decision, fail_closed
 from failopen.runtime import FailOpen
 
 from .protection import ProtectedViews
+from .startup_line import announce_runtime
 
 __all__ = [
     "DJANGO_KEYS",
@@ -204,8 +205,6 @@ def runtime() -> FailOpen:
             logger.error("%s", _runtime_error[1])
             raise ConfigError(_runtime_error[1]) from None
         _runtime_error = None
-        from .startup import announce_runtime  # startup reads this module
-
         try:
             announce_runtime(_runtime)
         except Exception:  # a log line must never cost the request

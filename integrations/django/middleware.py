@@ -36,7 +36,7 @@ from django.urls import get_resolver
 from django.utils.translation import get_language_from_path
 
 from failopen.config import Config
-from failopen.guard import Decision
+from failopen.engine.guard import Decision
 
 from . import conf
 from ._answers import body_too_large, finish_custom, rejection

@@ -24,17 +24,15 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from failopen._announce import announce, protection_text
 from failopen._config_fields import coerce
 from failopen._variables import warn_unknown_variables
 from failopen.config import Config, closest_setting, env_name, setting_names
 from failopen.exceptions import ConfigError
-from failopen.runtime import FailOpen
 from failopen.stores import split_password
 
 from . import conf
 
-__all__ = ["announce_runtime", "exposed_store_passwords", "report"]
+__all__ = ["exposed_store_passwords", "report"]
 
 logger = logging.getLogger("failopen.django")
 
@@ -118,33 +116,6 @@ def _carries_password(url: str) -> bool:
         return split_password(url)[1] is not None
     except ConfigError:  # two passwords: the settings check says so
         return True
-
-
-def announce_runtime(runtime: FailOpen) -> None:
-    """This process's start-up line (its runtime is built on its first request): what it
-    protects, with which evidence, store and mode; a WARNING when it protects nothing."""
-    config = runtime.config
-    protects = protection_text(config.protected_methods, config.protected_paths,
-                               config.protected_views)
-    marked = _marked_views()
-    if marked:
-        protects = "; ".join(p for p in (protects, f"{marked} view(s) marked @protect") if p)
-    announce(logger, runtime, adapter="Django", protects=protects,
-             nothing_hint="Decorate the log-in and sign-up views with "
-                          "@failopen.integrations.django.protect, or list them in "
-                          "FAILOPEN['PROTECTED_VIEWS'].")
-
-
-def _marked_views() -> int:
-    """How many routes of the URLconf lead to a view marked with ``protect``."""
-    from django.urls import get_resolver
-
-    from .protection import is_marked, walk
-
-    try:
-        return sum(1 for view, _ in walk(get_resolver()) if is_marked(view))
-    except Exception:  # a broken URLconf has checks of its own
-        return 0
 
 
 def _top_level_settings() -> list[str]:

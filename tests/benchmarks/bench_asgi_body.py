@@ -29,7 +29,7 @@ from failopen.integrations.asgi import FailOpenMiddleware
 
 from failopen import Config, FailOpen
 from failopen.testing import FakeStatusPage
-from failopen.verify import VerifyOutcome, VerifyResult
+from failopen.vendor.verify import VerifyOutcome, VerifyResult
 from failopen.web import token_from_body
 
 FIELD = "enforcement-token"

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from failopen import Config, FailOpen
-from failopen.audit_file import AuditFile
+from failopen.observe.audit_file import AuditFile
 
 ROUNDS = 5
 CALLS = 100_000

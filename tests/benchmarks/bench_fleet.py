@@ -112,7 +112,7 @@ def polls_per_interval(env: dict[str, str], page: Any, seconds: float,
 
 
 def propagation(url: str, members: Members) -> list[float]:
-    from failopen.flag import EnforcementFlag
+    from failopen.engine.flag import EnforcementFlag
     from failopen.stores import open_store
 
     flag = EnforcementFlag(store=open_store(url))

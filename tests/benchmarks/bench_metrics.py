@@ -23,7 +23,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter
 
 from failopen import Config, FailOpen
-from failopen.metrics import PrometheusMetrics
+from failopen.observe.metrics import PrometheusMetrics
 
 ROUNDS = 15
 CALLS = 100_000

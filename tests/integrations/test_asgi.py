@@ -33,7 +33,7 @@ from failopen.exceptions import ConfigError
 from failopen.runtime import FailOpen
 from failopen.stores.file import FileStore
 from failopen.testing import FakeVerifyAPI
-from failopen.verify import VerifyResult
+from failopen.vendor.verify import VerifyResult
 
 pytestmark = pytest.mark.anyio
 

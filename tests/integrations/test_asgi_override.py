@@ -11,7 +11,7 @@ from _asgi_kit import ADMIN_TOKEN, Recorder, Stack
 from failopen.integrations.asgi import FailOpenMiddleware
 
 from failopen import Config
-from failopen.flag import EnforcementFlag
+from failopen.engine.flag import EnforcementFlag
 from failopen.stores import open_store
 
 pytestmark = pytest.mark.anyio

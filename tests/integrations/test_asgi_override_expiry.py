@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from _asgi_kit import ADMIN_TOKEN, Stack
 
-from failopen.flag import rfc3339
+from failopen.engine.flag import rfc3339
 
 pytestmark = pytest.mark.anyio
 

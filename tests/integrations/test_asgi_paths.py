@@ -25,7 +25,7 @@ from starlette.routing import Mount, Route
 from failopen import Config
 from failopen.runtime import FailOpen
 from failopen.testing import FakeStatusPage
-from failopen.verify import VerifyOutcome, VerifyResult
+from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 Make = Callable[..., Stack]
 

@@ -8,7 +8,7 @@ import pytest
 from _asgi_kit import ADMIN_TOKEN, Stack
 from _redis_kit import RedisServer
 
-from failopen.flag import EnforcementFlag
+from failopen.engine.flag import EnforcementFlag
 from failopen.stores import open_store
 
 pytestmark = pytest.mark.anyio

@@ -20,7 +20,7 @@ from failopen import Config
 from failopen.exceptions import ConfigError
 from failopen.runtime import FailOpen
 from failopen.testing import FakeVerifyAPI
-from failopen.verify import VerifyResult
+from failopen.vendor.verify import VerifyResult
 
 Make = Callable[..., WsgiStack]
 GOOD, BAD, DENIED = FakeVerifyAPI.GOOD, FakeVerifyAPI.BAD, FakeVerifyAPI.DENIED

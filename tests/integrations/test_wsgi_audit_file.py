@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from failopen.audit_file import hash_user_agent
+from failopen.observe.audit_file import hash_user_agent
 
 
 def test_a_bypass_reaches_the_audit_file_with_client_and_user_agent(

@@ -132,3 +132,15 @@ def make_async_client(fake: FakeRai, **kwargs: Any) -> tuple[AsyncClient, list[f
         base, CLIENT_ID, SECRET, transport=httpx.MockTransport(fake.handle_async), **kwargs
     )
     return client, sleeps
+
+
+def misleading_pages(request: httpx.Request) -> httpx.Response:
+    """Pages whose cursor comes first and whose record hides a decoy cursor further on."""
+    token = request.url.params.get("page_token")
+    if token == "decoy":
+        return envelope(400, "invalid_page_token")
+    index = 0 if token is None else int(token)
+    following = str(index + 1) if index < 2 else ""
+    record = f'{{"session_id":"s{index}","cohort_id":"c","note":{{"next_page_token":"decoy"}}}}'
+    content = f'{{"next_page_token":"{following}","sessions":[{record}]}}'.encode()
+    return httpx.Response(200, content=content, headers={"Content-Type": "application/json"})

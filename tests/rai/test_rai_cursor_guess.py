@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from _rai_fake import FakeRai, envelope, make_client, page
+from _rai_fake import misleading_pages as _misleading
 from test_rai_page_pipeline import Service
 
 from failopen.rai import Client
@@ -65,17 +66,6 @@ def test_the_next_request_leaves_before_the_answer_is_decoded(
     assert [p.items[0]["session_id"] for p in pages] == [f"s{i}-0" for i in range(n)]
     assert service.requested() == list(range(n))
 
-
-def _misleading(request: httpx.Request) -> httpx.Response:
-    """Pages whose cursor comes first and whose record hides a decoy cursor further on."""
-    token = request.url.params.get("page_token")
-    if token == "decoy":
-        return envelope(400, "invalid_page_token")
-    index = 0 if token is None else int(token)
-    following = str(index + 1) if index < 2 else ""
-    record = f'{{"session_id":"s{index}","cohort_id":"c","note":{{"next_page_token":"decoy"}}}}'
-    content = f'{{"next_page_token":"{following}","sessions":[{record}]}}'.encode()
-    return httpx.Response(200, content=content, headers={"Content-Type": "application/json"})
 
 
 @pytest.mark.parametrize("raw", [True, False])

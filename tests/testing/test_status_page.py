@@ -14,7 +14,6 @@ from typing import Any
 import httpx
 import pytest
 
-from failopen.status import KNOWN_STATUSES
 from failopen.testing._server import FakeRequest, LoopbackServer, Reply, as_transport
 from failopen.testing.clock import FakeClock
 from failopen.testing.status_page import (
@@ -25,6 +24,7 @@ from failopen.testing.status_page import (
     UNKNOWN_STATUS,
     FakeStatusPage,
 )
+from failopen.vendor.status import KNOWN_STATUSES
 
 COMPONENTS = "/api/v2/components.json"
 STATUS = "/api/v2/status.json"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from failopen.audit_file import hash_user_agent
+from failopen.observe.audit_file import hash_user_agent
 from failopen.testing import FakeStatusPage
 
 

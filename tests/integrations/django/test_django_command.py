@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
-from failopen.flag import EnforcementFlag
+from failopen.engine.flag import EnforcementFlag
 from failopen.stores import open_store
 from failopen.testing import FakeStatusPage
 

@@ -12,7 +12,7 @@ import pytest
 from django.test import override_settings
 from test_django_command import run
 
-from failopen.flag import rfc3339
+from failopen.engine.flag import rfc3339
 from failopen.stores import open_store
 
 ADMIN_TOKEN = "an-admin-token-long-enough-to-count"

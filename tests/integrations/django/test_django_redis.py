@@ -13,7 +13,7 @@ from _redis_kit import RedisServer
 from django.core.management import call_command
 from django.test import override_settings
 
-from failopen.flag import EnforcementFlag
+from failopen.engine.flag import EnforcementFlag
 from failopen.stores import open_store
 
 ADMIN_TOKEN = "an-admin-token-long-enough-to-count"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from failopen.flag import EnforcementFlag
+from failopen.engine.flag import EnforcementFlag
 from failopen.stores import open_store
 from failopen.testing import FakeStatusPage
 

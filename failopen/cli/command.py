@@ -1,0 +1,366 @@
+"""The ``failopen`` command: check the status page, watch it, override the flag, run the demo.
+
+Every verb reads the same ``FAILOPEN_*`` variables as the library; flags win over them. A verb
+checks the settings it uses: a bad setting it does not use is named in a warning on stderr and
+left out (an operator must be able to read the status page or override during an outage,
+whatever else is misconfigured). Errors name what the user typed: ``--status-url`` for the
+flag, ``FAILOPEN_STATUS_URL`` for the variable.
+Exit codes: 0 success (``status``: no outage — operational, or a known status that is not in
+FAILOPEN_BYPASS_ON), 1 ``status``: outage (would bypass), 2 bad arguments, an unknown or
+unreadable status, a store error, or an unexpected error (never 1: scripts read 1 as "outage").
+Bare ``failopen`` prints the help to stdout and exits 0; each verb's ``--help`` lists its own
+exit codes and an example (failopen/cli/help.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TextIO
+
+from failopen._internal.terminal import printable
+from failopen._variables import unknown_variables
+from failopen.cli.config import (
+    STATUS_FIELDS,
+    WATCH_FIELDS,
+    command_config,
+    poll_count,
+    positive_float,
+)
+from failopen.cli.override import parse_duration
+from failopen.cli.terminal_log import log_to_terminal
+from failopen.config import Config
+from failopen.engine.flag import FlagState, rfc3339
+from failopen.exceptions import ConfigError, FailopenError, StatusError
+
+if TYPE_CHECKING:
+    from failopen.vendor.status import StatusClient
+
+__all__ = ["main", "build_parser", "parse_duration"]
+
+EXIT_OK, EXIT_OUTAGE, EXIT_UNKNOWN = 0, 1, 2
+
+#: Builds the Config from keyword overrides; adapters pass their own (Django: its settings).
+ConfigFactory = Callable[..., Config]
+
+
+def _emit(out: TextIO, data: dict[str, Any]) -> None:
+    out.write(json.dumps(data, sort_keys=True) + "\n")
+    out.flush()
+
+
+# --- failopen status ----------------------------------------------------------------------------
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from failopen.vendor.status import StatusClient
+
+    config = command_config(
+        args, uses=STATUS_FIELDS, status_url=args.status_url,
+        global_component=args.global_component,
+        indicator_fallback=True if args.indicator_fallback else None,
+    )
+    if config.status_url is None:
+        raise ConfigError("FAILOPEN_STATUS_URL: give --status-url or set FAILOPEN_STATUS_URL")
+    with StatusClient(
+        config.status_url, global_component=config.global_component,
+        timeout=config.status_timeout, max_bytes=config.status_max_bytes,
+        indicator_fallback=config.indicator_fallback,
+    ) as client:
+        if args.components:
+            return _print_components(args, client)
+        try:
+            report = client.fetch()
+        except StatusError as exc:
+            if args.json:
+                # The same keys as a good reading, so a consumer never branches on the shape.
+                _emit(sys.stdout, {
+                    "global_status": None, "known": False, "source": None,
+                    "fetched_at": None, "page_updated_at": None, "global_component": None,
+                    "regions": [], "impaired_regions": [], "odd": [], "chosen_by": None,
+                    "would_bypass": False, "error": f"{type(exc).__name__}: {exc}",
+                })
+            else:
+                print(printable(f"status page unusable: {type(exc).__name__}: {exc}"),
+                      file=sys.stderr)
+            return EXIT_UNKNOWN
+    would_bypass = report.global_status in config.bypass_on
+    if args.json:
+        _emit(sys.stdout, {**report.to_dict(), "would_bypass": would_bypass, "error": None})
+    else:
+        # Everything but the labels comes from the status page: shown as text, never obeyed.
+        print(printable(f"global: {report.global_status}")
+              + ("  (would bypass)" if would_bypass else ""))
+        for region in report.regions:
+            print(printable(f"  {region.description or region.name}: {region.status}"))
+        for line in report.odd:
+            print(printable(f"  odd (the reading still counts): {line}"))
+    if would_bypass:
+        return EXIT_OUTAGE
+    return EXIT_OK if report.known else EXIT_UNKNOWN
+
+
+def _cell(value: object, width: int) -> str:
+    text = "-" if value is None or value == "" else str(value)
+    # A newline or an escape sequence in a name must not break the table: shown escaped.
+    text = printable(text).replace("\t", " ")
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _print_components(args: argparse.Namespace, client: StatusClient) -> int:
+    """``failopen status --components``: every component, to find the global one's id."""
+    try:
+        listing = client.fetch_components()
+    except StatusError as exc:
+        if args.json:
+            _emit(sys.stdout, {"components": [], "global_component": None, "chosen_by": None,
+                               "odd": [], "error": f"{type(exc).__name__}: {exc}"})
+        else:
+            print(printable(f"status page unusable: {type(exc).__name__}: {exc}"),
+                  file=sys.stderr)
+        return EXIT_UNKNOWN
+    if args.json:
+        _emit(sys.stdout, listing.to_dict())
+    else:
+        # Ids and names are never cut: the reader copies one into FAILOPEN_GLOBAL_COMPONENT.
+        id_width = max([2, *(len(_cell(c.id, 10**6)) for c in listing.components)])
+        name_width = max([4, *(len(_cell(c.name, 10**6)) for c in listing.components)])
+        columns = (("id", id_width), ("name", name_width), ("description", 40), ("status", 22),
+                   ("group", id_width + 3))
+        print("  ".join(name.ljust(width) for name, width in columns).rstrip())
+        for c in listing.components:
+            group = "group" if c.group else (f"in {c.group_id}" if c.group_id else "")
+            cells = (c.id, c.name, c.description, c.status or None, group)
+            print("  ".join(_cell(v, w).ljust(w)
+                            for v, (_, w) in zip(cells, columns, strict=True)).rstrip())
+        for line in listing.odd:
+            print(printable(f"odd: {line}"))
+        if listing.global_id is not None:
+            chosen = next(c for c in listing.components if c.id == listing.global_id)
+            print(printable(f"global component: {chosen.id} ({chosen.name}), "
+                            f"chosen by {listing.chosen_by}"))
+        else:
+            print(printable(f"global component: cannot tell: {listing.error}"))
+    # Never 1 (scripts read it as "outage"): 2 when failopen could not use this page.
+    return EXIT_OK if listing.global_id is not None else EXIT_UNKNOWN
+
+
+# --- failopen watch -----------------------------------------------------------------------------
+
+
+def _cmd_watch(args: argparse.Namespace) -> int:
+    from failopen.engine.watcher import PollResult
+    from failopen.runtime import FailOpen
+
+    config = command_config(args, uses=WATCH_FIELDS, status_url=args.status_url,
+                     poll_interval=args.interval, store=args.store)
+    if config.status_url is None:
+        raise ConfigError("FAILOPEN_STATUS_URL: give --status-url or set FAILOPEN_STATUS_URL")
+    done = threading.Event()
+    polls = 0
+
+    def on_poll(result: PollResult) -> None:
+        nonlocal polls
+        if args.count and polls >= args.count:
+            return  # a poll that began before stop() took effect: --count is exact
+        polls += 1
+        state = runtime.flag.state
+        if args.json:
+            _emit(sys.stdout, {
+                "enforce": state.enforce, "global_status": (
+                    result.report.global_status if result.report is not None else None
+                ),
+                "source": state.source, "reason": state.reason, "stale": state.stale,
+                "error": result.error, "reading": result.reading,
+                "at": rfc3339(time.time()),
+                # Fleet mode: does this process poll for the fleet, and is it following Redis
+                # ("redis") or fallen back to its own polling ("local")?
+                **({} if runtime.fleet is None else {
+                    "leader": runtime.fleet.leader, "store": runtime.fleet.store_state}),
+                # FAILOPEN_EVIDENCE=status,probe: the verify probe's state (else null).
+                "probe": None if runtime.probe is None else runtime.probe.describe(),
+            })
+        else:
+            seen = result.report.global_status if result.report is not None else "unreadable"
+            print(printable(
+                f"{rfc3339(time.time())} global={seen} "
+                f"enforce={state.enforce} source={state.source} reason={state.reason}"
+                + (f" error={result.error}" if result.error else "")), flush=True)
+        if args.count and polls >= args.count:
+            done.set()
+
+    runtime = FailOpen(config, on_poll=on_poll)
+
+    def on_transition(old: FlagState, new: FlagState) -> None:
+        # A new poll error while stale is in the next poll line, not a transition.
+        if not args.json and old != replace(new, error=old.error):
+            print(printable(f"transition: enforce {old.enforce} -> {new.enforce} "
+                            f"({new.source}: {new.reason})"), flush=True)
+
+    runtime.flag.add_listener(on_transition)
+    # Restored afterwards, so main() called in-process (tests, embedding) leaves Ctrl-C working.
+    previous = {s: signal.signal(s, lambda *_: done.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    runtime.start()
+    try:
+        done.wait()
+    finally:
+        runtime.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return EXIT_OK
+
+
+# --- the parser ---------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``failopen`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="failopen",
+        description="Fail open on a confirmed bot-protection outage, and only then.",
+        epilog="Exit codes: 0 success; 1 status: an outage (would bypass), demo: a scene\n"
+               "misbehaved; 2 bad arguments or settings, an unreadable status, a store error;\n"
+               "130 interrupted. failopen rai has more (failopen rai --help); each verb's\n"
+               "--help lists its own.\n\n"
+               "Example:\n  failopen status --status-url https://status.vendor.example\n"
+               "  failopen watch -v",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG")
+    from failopen import __version__
+
+    parser.add_argument("--version", action="version", version=f"failopen {__version__}")
+    # Not required: bare ``failopen`` prints this help and exits 0 (see main).
+    verbs = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    status = verbs.add_parser("status", help="check the status page once")
+    status.add_argument("--status-url", help="default: FAILOPEN_STATUS_URL")
+    status.add_argument("--global-component",
+                        help="id or exact name of the global component "
+                             "(default: FAILOPEN_GLOBAL_COMPONENT)")
+    status.add_argument("--components", action="store_true",
+                        help="list every component (id, name, description, status, group) "
+                             "and which one failopen takes as global")
+    status.add_argument("--indicator-fallback", action="store_true",
+                        help="fall back to /api/v2/status.json when components fail")
+    status.add_argument("--json", action="store_true", help="print one JSON object")
+    status.set_defaults(func=_cmd_status)
+
+    watch = verbs.add_parser("watch", help="run the status watcher in the foreground")
+    watch.add_argument("--status-url", help="default: FAILOPEN_STATUS_URL")
+    watch.add_argument("--interval", type=positive_float,
+                       help="seconds between polls (default: FAILOPEN_POLL_INTERVAL, 30)")
+    watch.add_argument("--store", help="override store URL (default: FAILOPEN_STORE)")
+    watch.add_argument("--json", action="store_true", help="one JSON object per poll")
+    watch.add_argument("--count", type=poll_count, metavar="N",
+                       help="stop after N polls, N >= 1 (default: until Ctrl-C)")
+    watch.set_defaults(func=_cmd_watch)
+
+    from failopen.cli.override import register_override
+
+    register_override(verbs)
+
+    from failopen.cli.fleet import register_fleet
+
+    register_fleet(verbs)
+
+    from failopen.cli.audit import register_audit
+
+    register_audit(verbs)
+
+    demo = verbs.add_parser("demo", help="play an outage against the embedded fakes")
+    demo.add_argument("--step", type=float, default=None,
+                      help="seconds per scene of the terminal story (default 0.6)")
+    demo.add_argument("--web", action="store_true",
+                      help="serve the demo as a page on 127.0.0.1 until Ctrl-C")
+    demo.add_argument("--port", type=int, default=None,
+                      help="with --web: the port (default 8400; 0 picks a free one)")
+    demo.set_defaults(func=_cmd_demo)
+
+    emulate = verbs.add_parser("emulate", help="serve a test-kit fake on loopback")
+    emulators = emulate.add_subparsers(dest="emulator", metavar="FAKE", required=True)
+    _register_optional(verbs, emulators)
+    from failopen.cli.help import finish
+
+    finish(parser)
+    return parser
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.web and args.step is not None:
+        # The page runs at the visitor's pace: a --step silently ignored would mislead.
+        print("failopen demo: --step goes with the terminal story, not with --web",
+              file=sys.stderr)
+        return EXIT_UNKNOWN
+    if args.web:
+        from failopen.cli.demo_web import DEFAULT_PORT, run_web_demo
+
+        return run_web_demo(port=DEFAULT_PORT if args.port is None else args.port)
+    if args.port is not None:
+        print("failopen demo: --port goes with --web", file=sys.stderr)
+        return EXIT_UNKNOWN
+    from failopen.cli.demo import run_demo
+
+    return run_demo(step=0.6 if args.step is None else args.step)
+
+
+def _register_optional(verbs: Any, emulators: Any) -> None:
+    from failopen.testing.cli import register_emulate_fakes
+
+    register_emulate_fakes(emulators)
+    try:
+        from failopen.rai.cli import register_rai
+        from failopen.testing.cli import register_emulate_rai
+    except ImportError:  # pragma: no cover - the interface A client ships with the package
+        return
+    register_rai(verbs)
+    register_emulate_rai(emulators)
+
+
+def main(argv: Sequence[str] | None = None, *, config_factory: ConfigFactory | None = None) -> int:
+    """Entry point of the ``failopen`` command.
+
+    ``config_factory(**overrides)`` replaces ``Config.from_env`` (the Django command passes one
+    that reads ``settings.FAILOPEN``).
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        # What users expect of a bare command: the help, on stdout, and success.
+        parser.print_help()
+        return EXIT_OK
+    args.config_factory = config_factory if config_factory is not None else Config.from_env
+    log_to_terminal(verbose=args.verbose)
+    if config_factory is None:  # Django's command: its AppConfig.ready said it already
+        for line in unknown_variables():
+            print(printable(f"failopen: warning: {line}"), file=sys.stderr)
+    try:
+        code: int = args.func(args)
+    except ConfigError as exc:
+        print(printable(f"failopen: configuration error: {exc}"), file=sys.stderr)
+        return EXIT_UNKNOWN
+    except FailopenError as exc:  # its text may quote a status page or a store: as text
+        print(printable(f"failopen: {type(exc).__name__}: {exc}"), file=sys.stderr)
+        return EXIT_UNKNOWN
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # ``failopen audit windows --json FILE | head``: the reader has what it wanted. Python
+        # would complain again while flushing stdout at exit; point it at /dev/null.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except Exception:
+        # Exit 1 means "outage" to scripts: a crash must never say that.
+        logging.getLogger("failopen").exception("failopen: unexpected error")
+        return EXIT_UNKNOWN
+    return code
+

@@ -1,0 +1,216 @@
+"""What ``failopen demo --web`` runs: the test kit's fakes, one FailOpen over them, and the
+timelines the page shows (flag transitions, log-in decisions).
+
+The scenes only change the fakes, as the vendor would; the flag follows from what the real
+watcher reads. The override calls the flag's own verbs in this process: the demo never turns on
+failopen's admin endpoint.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from failopen.config import Config
+from failopen.engine.flag import FlagState, rfc3339
+from failopen.engine.guard import Decision
+from failopen.runtime import FailOpen
+from failopen.testing.control import StatusPageControls, VendorScriptControls, VerifyAPIControls
+from failopen.testing.status_page import FakeStatusPage
+from failopen.testing.vendor_script import FakeVendorScript
+from failopen.testing.verify_api import FakeVerifyAPI
+from failopen.web import flag_payload
+
+__all__ = ["DemoSite", "OVERRIDES", "SCENES"]
+
+PRIVATE_KEY = "demo-private-key"
+PUBLIC_KEY = "demo-public-key"
+REGIONS = ("us-east-1", "eu-west-1")
+#: Seconds between status polls: short, so a visitor sees the flag flip within a second or two.
+POLL_INTERVAL = 0.5
+#: How long the page's "override off" lasts (the CLI's `failopen override off --ttl 5m`).
+OVERRIDE_OFF_TTL = 300.0
+TIMELINE = 30
+
+# Public labels for the decisions timeline: what happened to the log-in, and why.
+_VERDICTS = {
+    "valid": ("admitted", "admitted: challenge passed, token verified"),
+    "bypassed_flag_off": ("bypassed", "admitted without a challenge: enforcement is off"),
+    "bypassed_confirmed_outage": ("bypassed", "admitted: verify failed during a confirmed outage"),
+    "missing_token": ("refused", "refused 403: no challenge token"),
+    "invalid_token": ("refused", "refused 403: token rejected"),
+    "rate_limited": ("refused", "refused 503: verify call rate-limited"),
+    "cannot_verify": ("refused", "refused 503: cannot verify now, no outage confirmed"),
+    "internal_error": ("refused", "refused 503: failopen internal error"),
+}
+
+
+class DemoSite:
+    """The fakes, the runtime and the timelines of one web demo."""
+
+    def __init__(self, *, poll_interval: float = POLL_INTERVAL) -> None:
+        self.poll_interval = poll_interval
+        self.page = FakeStatusPage(regions=REGIONS)
+        self.verify = FakeVerifyAPI(private_key=PRIVATE_KEY)
+        self.script = FakeVendorScript(verify_api=self.verify)
+        self._lock = threading.Lock()
+        self.transitions: collections.deque[dict[str, Any]] = collections.deque(maxlen=TIMELINE)
+        self.decisions: collections.deque[dict[str, Any]] = collections.deque(maxlen=TIMELINE)
+        self._decision_count = 0
+        self.runtime: FailOpen | None = None
+
+    # --- life cycle ---------------------------------------------------------------------------
+
+    def start(self) -> FailOpen:
+        """Serve the fakes on loopback (each with its /_control route) and build the runtime."""
+        self.page.serve(control=True)
+        self.verify.serve(control=True)
+        self.script.serve(control=True)
+        interval = self.poll_interval
+        config = Config(
+            status_url=self.page.url, verify_url=self.verify.verify_url,
+            private_key=PRIVATE_KEY, public_key=PUBLIC_KEY, vendor_url=self.script.url,
+            protected_paths=("/login",), poll_interval=interval, poll_jitter=0.0,
+            # Loopback answers in milliseconds; a busy machine must not turn into status "errors".
+            status_timeout=max(interval, 1.0), verify_timeout=max(interval, 1.0),
+            confirm_ttl=interval, stale_after=3 * interval,
+            # Back to normal polling at once when the status page recovers from an error.
+            backoff_max=interval, store_refresh=interval,
+        )
+        self.runtime = runtime = FailOpen(config)
+        runtime.flag.add_listener(self._on_transition)
+        self._record_transition(None, runtime.flag.state)
+        return runtime
+
+    def stop(self) -> None:
+        """Stop the fakes (the server's lifespan stops the runtime)."""
+        for fake in (self.page, self.verify, self.script):
+            if fake.server is not None:
+                fake.server.stop()
+
+    @property
+    def fake_urls(self) -> dict[str, str]:
+        """Where each fake listens (``failopen emulate ... --url`` works on them too)."""
+        return {"status": self.page.url, "verify": self.verify.url, "vendor": self.script.url}
+
+    # --- what the buttons do ------------------------------------------------------------------
+
+    def play(self, scene: str) -> None:
+        """Apply one scene to the fakes; KeyError for an unknown one."""
+        SCENES[scene][1](self)
+
+    def override(self, verb: str) -> FlagState:
+        """``off`` (five minutes), ``on`` or ``auto``, as an operator would; KeyError if unknown."""
+        runtime = self._runtime()
+        return OVERRIDES[verb][1](runtime)
+
+    # --- timelines ----------------------------------------------------------------------------
+
+    def _on_transition(self, old: FlagState, new: FlagState) -> None:
+        # Only what a visitor follows: a new poll error is on the flag panel, and the watcher
+        # and the guard's own confirmation reading the same page are one source to a reader.
+        if _shown(old) != _shown(new):
+            self._record_transition(old, new)
+
+    def _record_transition(self, old: FlagState | None, new: FlagState) -> None:
+        entry = {
+            "at": rfc3339(time.time()), "enforce": new.enforce, "source": new.source,
+            "reason": new.reason, "stale": new.stale, "expires_at": rfc3339(new.expires_at),
+            "changed": old is None or old.enforce != new.enforce,
+        }
+        with self._lock:
+            self.transitions.appendleft(entry)
+
+    def record_decision(self, decision: Decision) -> None:
+        """Add one log-in decision to the timeline (called for every POST /login)."""
+        kind, verdict = _VERDICTS.get(decision.outcome, ("refused", decision.outcome))
+        with self._lock:
+            self._decision_count += 1
+            self.decisions.appendleft({
+                "n": self._decision_count, "at": rfc3339(time.time()), "kind": kind,
+                "verdict": verdict, "outcome": decision.outcome, "allow": decision.allow,
+                "bypassed": decision.bypassed, "status": decision.status_code,
+                "reason": decision.reason,
+            })
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything the page shows besides the flag endpoint, as JSON."""
+        runtime = self._runtime()
+        with self._lock:
+            transitions, decisions = list(self.transitions), list(self.decisions)
+        return {
+            "flag": flag_payload(runtime.state),
+            "fakes": {"status": StatusPageControls(self.page).state(),
+                      "verify": VerifyAPIControls(self.verify).state(),
+                      "vendor": VendorScriptControls(self.script).state()},
+            "transitions": transitions,
+            "decisions": decisions,
+            "counts": runtime.guard.counts(),
+            "poll_interval": self.poll_interval,
+        }
+
+    def _runtime(self) -> FailOpen:
+        if self.runtime is None:
+            raise RuntimeError("DemoSite.start() first")
+        return self.runtime
+
+
+def _shown(state: FlagState) -> tuple[object, ...]:
+    source = "status page" if state.source in ("watcher", "confirmed") else state.source
+    return state.enforce, source, state.reason, state.stale, state.expires_at
+
+
+def _regional(site: DemoSite) -> None:
+    site.page.set_region("eu-west-1", "major_outage")  # failover done: global stays operational
+
+
+def _global_outage(site: DemoSite) -> None:
+    # The whole platform: status page says so, verify calls fail, the script does not load.
+    site.page.set_global("major_outage")
+    site.verify.set_fault("503")
+    site.script.set_mode("http404")
+
+
+def _status_errors(site: DemoSite) -> None:
+    site.page.set_fault("500")
+
+
+def _vendor_down(site: DemoSite) -> None:
+    site.script.set_mode("http404")
+
+
+def _verify_down(site: DemoSite) -> None:
+    site.verify.set_fault("503")
+
+
+def _recovery(site: DemoSite) -> None:
+    site.page.set_fault(None)
+    site.page.set_global("operational")
+    for region in REGIONS:
+        site.page.set_region(region, "operational")
+    site.verify.set_fault(None)
+    site.script.set_mode("ok")
+
+
+#: The scene buttons: name -> (label, what it does to the fakes).
+SCENES: dict[str, tuple[str, Callable[[DemoSite], None]]] = {
+    "regional": ("Regional impairment (eu-west-1)", _regional),
+    "global": ("Global outage", _global_outage),
+    "status_errors": ("Status page erroring (HTTP 500)", _status_errors),
+    "vendor_down": ("Vendor script down", _vendor_down),
+    "verify_down": ("Verify API down", _verify_down),
+    "recovery": ("Recovery", _recovery),
+}
+
+#: The override buttons: verb -> (label, the flag call an operator's command makes).
+OVERRIDES: dict[str, tuple[str, Callable[[FailOpen], FlagState]]] = {
+    "off": ("Override: off for 5 min", lambda runtime: runtime.flag.force_off(
+        "demo page: operator turns enforcement off", ttl=OVERRIDE_OFF_TTL, set_by="demo page")),
+    "on": ("Override: on", lambda runtime: runtime.flag.force_on(
+        "demo page: operator forces enforcement on", set_by="demo page")),
+    "auto": ("Override: auto", lambda runtime: runtime.flag.automatic(
+        "demo page: back to the status page")),
+}

@@ -1,0 +1,144 @@
+"""``failopen override``: force enforcement off or on, back to automatic, or show what is in force,
+in the store every server process reads (a ``file://`` or ``redis://`` store; never ``memory:``).
+
+Exit codes: 0 done (or shown); 2 bad arguments or settings, an unusable store or override.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from typing import Any
+
+from failopen._internal.terminal import printable
+from failopen.cli.config import STORE_FIELDS, command_config
+from failopen.engine.flag import EnforcementFlag
+from failopen.exceptions import ConfigError, StoreError, StoreUnavailable
+from failopen.stores import OverrideStore, open_store
+from failopen.web import describe_override
+
+__all__ = ["parse_duration", "register_override"]
+
+EXIT_OK, EXIT_UNKNOWN = 0, 2
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``30m``, ``2h``, ``1d`` -> seconds."""
+    match = _DURATION.match(text.lower())
+    if not match or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90s, 30m, 2h or 1d")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def _override_store(args: argparse.Namespace) -> OverrideStore:
+    config = command_config(args, uses=STORE_FIELDS, store=args.store)
+    url = config.store
+    if url.startswith("memory:"):
+        raise ConfigError(
+            "FAILOPEN_STORE: the memory: store lives inside each server process, so a command "
+            "cannot reach it; configure a shared store (redis://host:port/db or file:///path) in "
+            "the app and pass it here with --store or FAILOPEN_STORE"
+        )
+    return open_store(url, prefix=config.redis_prefix, password=config.store_password)
+
+
+def _stored_override(store: OverrideStore) -> EnforcementFlag:
+    """A flag holding exactly what the store says; StoreError when it cannot be used.
+
+    Not ``EnforcementFlag(store=...)``: that logs an unusable store and carries on with no
+    override, as a server must, which here would print "no override" over a refused or corrupt
+    file that the servers are ignoring.
+    """
+    flag = EnforcementFlag()
+    flag.apply_override(store.load())  # drops an expired one, refuses an endless force-off
+    return flag
+
+
+def _cmd_override(args: argparse.Namespace) -> int:
+    ignored = [name for name, value, verbs in (("--ttl", args.ttl, ("show", "auto")),
+                                               ("--reason", args.reason, ("show",)))
+               if value is not None and args.verb in verbs]
+    if ignored:
+        # Silently dropping an operator's --ttl would leave them believing it applies.
+        print(f"failopen override {args.verb}: {' and '.join(ignored)} do not apply here",
+              file=sys.stderr)
+        return EXIT_UNKNOWN
+    store = _override_store(args)
+    try:
+        if args.verb != "show":
+            _check_reachable(store)
+        return _apply(args, store)
+    except StoreUnavailable as exc:
+        # Not "the override is unusable": nothing was read, so nothing is known about it.
+        done = "nothing read" if args.verb == "show" else "nothing changed"
+        print(f"failopen override {args.verb}: {done}: {exc}", file=sys.stderr)
+        return EXIT_UNKNOWN
+
+
+def _check_reachable(store: OverrideStore) -> None:
+    """StoreUnavailable when the store cannot be reached or refuses us (a wrong password), said
+    once and first; garbage in it is no obstacle (the new override replaces it)."""
+    try:
+        store.load()
+    except StoreUnavailable:
+        raise
+    except StoreError:
+        pass
+
+
+def _apply(args: argparse.Namespace, store: OverrideStore) -> int:
+    if args.verb == "show":
+        try:
+            flag = _stored_override(store)
+        except StoreUnavailable:
+            raise
+        except StoreError as exc:
+            # The error may quote what is stored: shown as text.
+            print(printable(
+                f"failopen override show: the override in {store.describe()} is unusable: "
+                f"{exc}. Servers ignore it and keep the override they last knew (none if they "
+                "started since); place a new one with failopen override off|on|auto."),
+                file=sys.stderr)
+            return EXIT_UNKNOWN
+    else:
+        flag = EnforcementFlag(store=store)
+        reason = args.reason or f"failopen override {args.verb} from the command line"
+        try:
+            if args.verb == "off":
+                flag.force_off(reason, ttl=args.ttl, set_by="cli")
+            elif args.verb == "on":
+                flag.force_on(reason, ttl=args.ttl, set_by="cli")
+            else:
+                flag.automatic(reason)
+        except ValueError as exc:  # a --ttl beyond the limits; the message names them
+            print(f"failopen override {args.verb}: --ttl: {exc}", file=sys.stderr)
+            return EXIT_UNKNOWN
+    shown = describe_override(flag.override)
+    if args.json:
+        sys.stdout.write(json.dumps(shown, sort_keys=True) + "\n")
+    elif shown["override"] is None:
+        print("no override: the status page decides")
+    else:
+        o = shown["override"]
+        # The reason and who placed it come from the store: shown as text, never obeyed.
+        print(printable(f"override: enforce={o['enforce']} until={o['expires_at'] or 'lifted'} "
+                        f"by={o['set_by'] or 'unknown'} reason={o['reason']}"))
+    return EXIT_OK
+
+
+def register_override(verbs: Any) -> None:
+    """Add ``failopen override`` to the command's verbs."""
+    override = verbs.add_parser("override", help="force enforcement off or on, or back to auto")
+    override.add_argument("verb", choices=["off", "on", "auto", "show"])
+    override.add_argument("--ttl", type=parse_duration,
+                          help="lapse after this long: 90s, 30m, 2h, 1d (off: default 1h, at "
+                               "most 7d; on: at most 30d, default until lifted)")
+    override.add_argument("--reason", help="why (recorded and logged)")
+    override.add_argument("--store", help="store URL (default: FAILOPEN_STORE)")
+    override.add_argument("--json", action="store_true")
+    override.set_defaults(func=_cmd_override)

@@ -1,0 +1,166 @@
+"""The audit trail of bypasses, on the ``failopen.audit`` logger.
+
+Every bypass is recorded. How it is written is ``FAILOPEN_AUDIT``:
+
+- ``summary`` (default): the first bypass after the flag changes is written at once, in full;
+  the rest are counted and written as one line per ``interval`` (how many, which paths, how many
+  distinct clients and the busiest ones), and when the flag changes again. A log record costs
+  tens of microseconds in a real server, which during an outage is most of what a bypassed
+  request costs; a counter costs a fraction of one.
+- ``each``: one line per bypassed request, with its path, client and reason.
+
+With ``FAILOPEN_AUDIT_FILE`` set, every bypass is also appended to a JSON-lines file, whatever
+the mode (:mod:`failopen.observe.audit_file`), for review after the outage.
+
+Bypasses that follow a confirmed outage of the verify call itself (not the flag) are rare and
+always written in full.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Literal, Protocol
+
+from failopen._internal.forksafe import renew_locks_after_fork
+from failopen.clock import SYSTEM_CLOCK, Clock
+from failopen.observe.audit_file import AuditFile, window_id
+
+__all__ = ["AuditMode", "BypassAudit"]
+
+audit = logging.getLogger("failopen.audit")
+
+AuditMode = Literal["each", "summary"]
+
+# Paths and clients are chosen by the caller: a flood of distinct ones must not grow memory.
+_MAX_KEYS = 1000
+_OTHER = "<other>"
+_TOP = 5
+# ... nor may a long one: a path or client is counted by its first characters only.
+_MAX_KEY = 256
+
+
+class _Window(Protocol):
+    """What names a bypass window: the flag state's source and since when it holds."""
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def since(self) -> float: ...
+
+
+class BypassAudit:
+    """Writes bypasses to the audit log, one by one or summarised. Thread-safe; never raises."""
+
+    def __init__(
+        self,
+        mode: AuditMode = "summary",
+        *,
+        interval: float = 10.0,
+        clock: Clock = SYSTEM_CLOCK,
+        file: AuditFile | None = None,
+        window: Callable[[], _Window] | None = None,
+    ) -> None:
+        self.mode = mode
+        #: The JSON-lines audit file (FAILOPEN_AUDIT_FILE), or None.
+        self.file = file
+        self._window_of = window
+        self._window: tuple[object, str] | None = None
+        self.interval = interval
+        self._clock = clock
+        self._lock = threading.Lock()
+        renew_locks_after_fork(self, "_lock")
+        self._paths: dict[str, int] = {}
+        self._clients: dict[str, int] = {}
+        self._total = 0
+        self._since: float | None = None
+
+    def __repr__(self) -> str:
+        return f"BypassAudit(mode={self.mode!r}, interval={self.interval:g})"
+
+    def record(self, path: str, client: str, reason: str, *, first: bool = False,
+               user_agent: str = "", outcome: str = "bypassed") -> None:
+        """One bypassed request. ``first``: the first since the flag changed (written in full)."""
+        if self.file is not None:
+            self.file.record(path, client, user_agent, outcome, reason, self._window_id())
+        if self.mode == "each" or first:
+            audit.warning("bypass path=%r client=%r reason=%s", path, client, reason, extra={
+                "event": "failopen.bypass", "path": path, "client": client, "reason": reason})
+            if self.mode == "each":
+                return
+        now = self._clock.monotonic()
+        with self._lock:
+            self._total += 1
+            _bump(self._paths, path)
+            _bump(self._clients, client)
+            if self._since is None:
+                self._since = now
+            due = now - self._since >= self.interval
+            summary = self._take(now) if due else None
+        if summary is not None:
+            audit.warning(*summary[0], extra=summary[1])
+
+    def close(self) -> None:
+        """Flush the summary, and write and close the audit file (shutting down)."""
+        self.flush()
+        if self.file is not None:
+            self.file.close()
+
+    def _window_id(self) -> str:
+        """The current bypass window's id, computed once per flag state."""
+        if self._window_of is None:
+            return ""
+        try:
+            state = self._window_of()
+            cached = self._window
+            if cached is not None and cached[0] is state:
+                return cached[1]
+            # A bypass while the flag still enforces: a confirmed outage of the verify call
+            # (before the hysteresis turns the flag off); named apart from the watcher's window.
+            source = "confirmed" if getattr(state, "enforce", False) else state.source
+            self._window = (state, window_id(source, state.since))
+            return self._window[1]
+        except Exception:  # noqa: BLE001 - never into a request
+            return ""
+
+    def flush(self) -> None:
+        """Write what is counted but not yet written (the flag changed, or shutting down)."""
+        with self._lock:
+            summary = self._take(self._clock.monotonic()) if self._total else None
+        if summary is not None:
+            audit.warning(*summary[0], extra=summary[1])
+
+    def _take(self, now: float) -> tuple[tuple[object, ...], dict[str, object]]:
+        """The summary line's format and arguments, and its ``extra``; resets the counters
+        (lock held)."""
+        span = now - (self._since if self._since is not None else now)
+        paths, clients, total = self._paths, self._clients, self._total
+        self._paths, self._clients, self._total, self._since = {}, {}, 0, None
+        distinct = len(clients) - (_OTHER in clients)
+        extra: dict[str, object] = {
+            "event": "failopen.bypass_summary", "requests": total, "seconds": round(span, 3),
+            "paths": _busiest(paths), "distinct_clients": distinct,
+            "busiest_clients": _busiest(clients),
+        }
+        return (
+            "bypass summary: %d requests in %.0fs; paths=%s; %d distinct clients, busiest=%s",
+            total, span, _top(paths), distinct, _top(clients),
+        ), extra
+
+
+def _bump(counts: dict[str, int], key: str) -> None:
+    if len(key) > _MAX_KEY:
+        key = key[:_MAX_KEY] + "..."
+    if key not in counts and len(counts) >= _MAX_KEYS:
+        key = _OTHER
+    counts[key] = counts.get(key, 0) + 1
+
+
+def _busiest(counts: dict[str, int]) -> dict[str, int]:
+    return dict(sorted(counts.items(), key=lambda item: -item[1])[:_TOP])
+
+
+def _top(counts: dict[str, int]) -> str:
+    return "{" + ", ".join(f"{key!r}: {count}" for key, count in _busiest(counts).items()) + "}"

@@ -1,0 +1,65 @@
+"""What the adapters say over HTTP, free of any framework.
+
+The Django, ASGI and WSGI adapters differ only in how they read a request and write a response;
+the bodies, headers and rules live here so all of them answer the same way:
+:mod:`~failopen.web.flag_endpoint`, :mod:`~failopen.web.rejections`,
+:mod:`~failopen.web.override_endpoint` (with :mod:`~failopen.web.refusals`, its paced log),
+:mod:`~failopen.web.snippet`, and :mod:`~failopen.web.body_tokens` (the token inside a
+urlencoded, multipart or JSON body). ``failopen.web`` is what adapters and sites import
+(``from failopen.web import snippet_attributes``).
+"""
+
+from __future__ import annotations
+
+from failopen.web.body_tokens import token_from_body
+from failopen.web.flag_endpoint import FLAG_HEADERS, flag_payload, wants_confirm
+from failopen.web.override_endpoint import (
+    MAX_OVERRIDE_BODY,
+    STORE_NOT_SHARED,
+    admin_token_matches,
+    bearer_token,
+    describe_override,
+    handle_override,
+    store_is_shared,
+)
+from failopen.web.refusals import REFUSAL_LOG_INTERVAL, RefusalLog
+from failopen.web.rejections import (
+    prefers_json,
+    rejection_headers,
+    rejection_html,
+    rejection_json,
+    rejection_payload,
+)
+from failopen.web.snippet import (
+    SNIPPET_OPTIONS,
+    SNIPPET_PATH,
+    Snippet,
+    load_snippet,
+    snippet_attributes,
+)
+
+__all__ = [
+    "FLAG_HEADERS",
+    "MAX_OVERRIDE_BODY",
+    "REFUSAL_LOG_INTERVAL",
+    "RefusalLog",
+    "SNIPPET_OPTIONS",
+    "SNIPPET_PATH",
+    "STORE_NOT_SHARED",
+    "Snippet",
+    "admin_token_matches",
+    "bearer_token",
+    "describe_override",
+    "flag_payload",
+    "handle_override",
+    "load_snippet",
+    "prefers_json",
+    "rejection_headers",
+    "rejection_html",
+    "rejection_json",
+    "rejection_payload",
+    "snippet_attributes",
+    "store_is_shared",
+    "token_from_body",
+    "wants_confirm",
+]

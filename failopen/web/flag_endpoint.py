@@ -1,0 +1,62 @@
+"""The client flag endpoint (``GET <prefix>/flag``, ``?confirm=1``): the flag as JSON for the
+browser snippet, never cached, and without who placed an override."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from failopen.engine.flag import FlagState
+
+if TYPE_CHECKING:
+    from failopen.engine.probe import VerifyProbe
+
+__all__ = ["ACTOR_START", "FLAG_HEADERS", "flag_payload", "wants_confirm"]
+
+# What handle_override appends to an override's reason: " (by <actor>)".
+ACTOR_START = " (by "
+
+#: Headers of every flag endpoint answer: a cached "enforce: false" would outlive the outage.
+FLAG_HEADERS: tuple[tuple[str, str], ...] = (
+    ("Content-Type", "application/json"),
+    ("Cache-Control", "no-store"),
+)
+
+
+def wants_confirm(value: str | None) -> bool:
+    """True for ``?confirm=1`` (or ``true``/``yes``): the caller asks for an outage check now."""
+    return value is not None and value.strip().lower() in {"1", "true", "yes"}
+
+
+def flag_payload(
+    state: FlagState, *, mode: str = "enforce", probe: VerifyProbe | None = None
+) -> dict[str, Any]:
+    """The flag endpoint's JSON (an override's reason without who placed it).
+
+    ``probe`` (the runtime's, with ``FAILOPEN_EVIDENCE=status,probe``) adds its public block
+    under ``probe``; without it ``probe`` is null.
+
+    In shadow mode the server enforces whatever the flag says, so the browser is told to enforce
+    too (a browser skipping the challenge would only collect 403s); ``shadow.enforce`` (and
+    the older ``would_bypass``, its negation) shows what enforce mode would answer.
+    """
+    payload = state.to_dict()
+    if state.source == "override":
+        # The endpoint answers anyone: who placed the override (a staff user name, with Django)
+        # is for the audit log and ``failopen override show``, not for the public.
+        payload["reason"] = _without_actor(state.reason)
+    elif state.source == "probe" and probe is not None:
+        payload["reason"] = probe.public_reason(state.reason)
+    payload["mode"] = mode
+    payload["probe"] = probe.public() if probe is not None else None
+    if mode == "shadow":
+        payload["would_bypass"] = not state.enforce
+        payload["shadow"] = {"enforce": state.enforce}
+        payload["enforce"] = True
+    return payload
+
+
+def _without_actor(reason: str) -> str:
+    """The reason without " (by <actor>)". From the first " (by ": a user name may hold
+    parentheses (and " (by " itself); cutting an operator's own words short is the safe way."""
+    start = reason.find(ACTOR_START)
+    return reason[:start] if start != -1 and reason.endswith(")") else reason

@@ -1,0 +1,68 @@
+"""Refusals (403, or 503 with ``Retry-After``), as JSON or a small HTML page for a browser.
+
+Messages are fixed per outcome: the detailed reason (which verify failure, whether an outage was
+confirmed) goes to the log, never to a client probing for a way in."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any
+
+from failopen.engine.guard import Decision
+from failopen.web.body_tokens import media_type
+
+__all__ = [
+    "prefers_json", "rejection_headers", "rejection_html", "rejection_json", "rejection_payload",
+]
+
+_PUBLIC_MESSAGES = {
+    "missing_token": "This request needs an enforcement token.",
+    "invalid_token": "The enforcement token was not accepted.",
+    "rate_limited": "The request cannot be verified right now; retry shortly.",
+    "cannot_verify": "The request cannot be verified right now; retry shortly.",
+    "internal_error": "The request cannot be verified right now; retry shortly.",
+}
+
+
+def rejection_payload(decision: Decision) -> dict[str, Any]:
+    """``{"error": {"code": <outcome>, "message": <fixed public text>}}``."""
+    message = _PUBLIC_MESSAGES.get(decision.outcome, _PUBLIC_MESSAGES["cannot_verify"])
+    return {"error": {"code": decision.outcome, "message": message}}
+
+
+def rejection_json(decision: Decision) -> bytes:
+    """The JSON rejection body, encoded."""
+    return json.dumps(rejection_payload(decision)).encode()
+
+
+def rejection_html(decision: Decision) -> bytes:
+    """A small HTML page for browsers that did not ask for JSON."""
+    message = escape(rejection_payload(decision)["error"]["message"])
+    title = "Request refused" if decision.status_code == 403 else "Please retry shortly"
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+        f"</head><body><h1>{title}</h1><p>{message}</p></body></html>"
+    ).encode()
+
+
+def rejection_headers(decision: Decision, *, json_body: bool) -> list[tuple[str, str]]:
+    """Content type, ``Cache-Control: no-store``, and ``Retry-After`` on a 503."""
+    headers = [
+        ("Content-Type", "application/json" if json_body else "text/html; charset=utf-8"),
+        ("Cache-Control", "no-store"),
+    ]
+    if decision.retry_after is not None:
+        headers.append(("Retry-After", str(decision.retry_after)))
+    return headers
+
+
+def prefers_json(accept: str | None, content_type: str | None = None) -> bool:
+    """JSON for API clients: Accept names JSON, or a JSON request that did not ask for HTML."""
+    accept = (accept or "").lower()
+    if "json" in accept:
+        return True
+    if "text/html" in accept:
+        return False
+    media = media_type(content_type)
+    return media == "application/json" or media.endswith("+json")

@@ -1,0 +1,79 @@
+"""The browser snippet: the one ``failopen.js`` the package ships (served by every adapter, with an
+ETag), and the attributes of its script tag built from the configuration."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from failopen.config import Config
+
+__all__ = ["SNIPPET_OPTIONS", "SNIPPET_PATH", "Snippet", "load_snippet", "snippet_attributes"]
+
+#: Where the browser snippet ships inside the package.
+SNIPPET_PATH = Path(__file__).parent.parent / "static" / "failopen" / "failopen.js"
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """The snippet's bytes with a strong ETag, read once."""
+
+    body: bytes
+    etag: str
+
+
+@lru_cache(maxsize=1)
+def load_snippet(path: Path = SNIPPET_PATH) -> Snippet | None:
+    """The browser snippet shipped with the package, or None while it is not there."""
+    try:
+        body = path.read_bytes()
+    except OSError:
+        return None
+    return Snippet(body=body, etag='"' + hashlib.sha256(body).hexdigest()[:32] + '"')
+
+
+#: The snippet's tuning options: keyword of :func:`snippet_attributes` -> attribute.
+SNIPPET_OPTIONS: dict[str, str] = {
+    "form": "data-failopen-form",
+    "ready_timeout_ms": "data-failopen-ready-timeout-ms",
+    "retries": "data-failopen-retries",
+    "retry_delay_ms": "data-failopen-retry-delay-ms",
+}
+
+
+def snippet_attributes(
+    config: Config,
+    *,
+    flag_url: str,
+    form: str | None = None,
+    ready_timeout_ms: int | None = None,
+    retries: int | None = None,
+    retry_delay_ms: int | None = None,
+) -> dict[str, str]:
+    """The ``data-*`` attributes of the snippet's script tag: where to ask, what to send.
+
+    The settings always; the tuning options only when given (the snippet has defaults for them:
+    ``form`` every form holding the token field, 10000 ms, 3 retries, 500 ms). A tuning value
+    that is not a whole number of at least 0 (1 for the time-out), or an empty ``form``, is a
+    ValueError naming the option.
+    """
+    attributes = {
+        "data-failopen-flag-url": flag_url,
+        "data-failopen-public-key": config.public_key or "",
+        "data-failopen-token-field": config.token_field,
+        "data-failopen-vendor-url": config.vendor_url or "",
+    }
+    if form is not None:
+        if not isinstance(form, str) or not form.strip():
+            raise ValueError("form: expected a CSS selector like '#login'")
+        attributes[SNIPPET_OPTIONS["form"]] = form
+    for name, value, least in (("ready_timeout_ms", ready_timeout_ms, 1),
+                               ("retries", retries, 0), ("retry_delay_ms", retry_delay_ms, 0)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name}: expected a whole number of at least {least}, got {value!r}")
+        attributes[SNIPPET_OPTIONS[name]] = str(value)
+    return attributes
