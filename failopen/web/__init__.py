@@ -12,7 +12,12 @@ urlencoded, multipart or JSON body). ``failopen.web`` is what adapters and sites
 from __future__ import annotations
 
 from failopen.web.body_tokens import token_from_body
-from failopen.web.flag_endpoint import FLAG_HEADERS, flag_payload, wants_confirm
+from failopen.web.flag_endpoint import (
+    FLAG_HEADERS,
+    challenge_answer,
+    flag_payload,
+    wants_confirm,
+)
 from failopen.web.override_endpoint import (
     MAX_OVERRIDE_BODY,
     STORE_NOT_SHARED,
@@ -30,6 +35,7 @@ from failopen.web.rejections import (
     rejection_json,
     rejection_payload,
 )
+from failopen.web.route_policies import RoutePolicies
 from failopen.web.snippet import (
     SNIPPET_OPTIONS,
     SNIPPET_PATH,
@@ -39,6 +45,8 @@ from failopen.web.snippet import (
 )
 
 __all__ = [
+    "RoutePolicies",
+    "challenge_answer",
     "FLAG_HEADERS",
     "MAX_OVERRIDE_BODY",
     "REFUSAL_LOG_INTERVAL",
