@@ -26,6 +26,7 @@ from failopen.engine.fleet import Fleet
 from failopen.engine.fleet_identity import Watched
 from failopen.engine.guard import CONFIRM_WAIT, Decision, Guard, OutageConfirmer
 from failopen.engine.listeners import ChangeListeners
+from failopen.engine.outage import ChallengeSource
 from failopen.engine.probe import VerifyProbe
 from failopen.engine.watcher import PollResult, StatusWatcher
 from failopen.exceptions import ConfigError
@@ -147,6 +148,9 @@ class FailOpen:
         self.use_metrics(metrics if metrics is not None else metrics_for(config.metrics))
         self._changes = ChangeListeners(clock=clock)
         self.flag.add_listener(self._changes.publish)
+        #: Issues the fallback challenge (``GET <prefix>/challenge``) when a route's outage
+        #: policy is ``fallback``, else None.
+        self.challenges: ChallengeSource | None = None
         #: The verify probe (``FAILOPEN_EVIDENCE=status,probe``), else None.
         self.probe: VerifyProbe | None = None
         if config.probe:
@@ -289,28 +293,38 @@ class FailOpen:
         if self.status is not None:
             await self.status.aclose()
 
-    def bypass(self, *, path: str = "", client: str = "", user_agent: str = ""
+    def bypass(self, *, path: str = "", client: str = "", user_agent: str = "",
+               policy: str = "open", route: str = "", solution: str | None = None
                ) -> Decision | None:
-        """The bypass decision when no token is needed right now, else None (see Guard.bypass).
+        """The decision when no token is needed right now, else None (see Guard.bypass).
 
         Adapters call this before reading a body for the token::
 
             decision = fo.bypass(path=p, client=c) or fo.decide(read_token(), path=p, client=c)
+
+        ``policy`` is the route's outage policy (``open``, ``fallback``, ``closed``), ``route``
+        the protected route it counts under and ``solution`` a fallback solution the request
+        carries; they matter only while enforcement is off.
         """
         self.ensure_started()
-        return self.guard.bypass(path=path, client=client, user_agent=user_agent)
+        return self.guard.bypass(path=path, client=client, user_agent=user_agent,
+                                 policy=policy, route=route, solution=solution)
 
     def decide(self, token: str | None, *, path: str = "", client: str = "",
-               user_agent: str = "") -> Decision:
+               user_agent: str = "", policy: str = "open", route: str = "",
+               solution: str | None = None) -> Decision:
         """The guard's decision for one request to a protected route."""
         self.ensure_started()
-        return self.guard.decide(token, path=path, client=client, user_agent=user_agent)
+        return self.guard.decide(token, path=path, client=client, user_agent=user_agent,
+                                 policy=policy, route=route, solution=solution)
 
     async def adecide(self, token: str | None, *, path: str = "", client: str = "",
-                      user_agent: str = "") -> Decision:
+                      user_agent: str = "", policy: str = "open", route: str = "",
+                      solution: str | None = None) -> Decision:
         """Async twin of :meth:`decide`."""
         self.ensure_started()
-        return await self.guard.adecide(token, path=path, client=client, user_agent=user_agent)
+        return await self.guard.adecide(token, path=path, client=client, user_agent=user_agent,
+                                        policy=policy, route=route, solution=solution)
 
     def confirm(self) -> FlagState:
         """Check for an outage now (single-flight, cached) and return the fresh state."""

@@ -20,16 +20,13 @@ never raises: a piece that fails refuses the request (a bug must not open a rout
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 __all__ = [
-    "OUTAGE_POLICIES", "OutageGate", "OutagePolicy", "RateLimit", "Refusal", "SolutionCheck",
-    "SolutionChecker", "UsedSolutions", "strictest",
+    "OUTAGE_POLICIES", "ChallengeSource", "OutageGate", "OutagePolicy", "RateLimit", "Refusal",
+    "SolutionCheck", "SolutionChecker", "UsedSolutions", "strictest",
 ]
-
-logger = logging.getLogger("failopen.guard")
 
 OutagePolicy = Literal["open", "fallback", "closed"]
 #: The policies, from the most to the least permissive.
@@ -61,6 +58,12 @@ class SolutionCheck(Protocol):
 
     @property
     def expires_at(self) -> float: ...
+
+
+class ChallengeSource(Protocol):
+    """Issues fallback challenges (``GET <prefix>/challenge``): ``FallbackChallenges``."""
+
+    def issue(self) -> dict[str, Any]: ...
 
 
 class SolutionChecker(Protocol):

@@ -3,9 +3,10 @@ browser snippet, never cached, and without who placed an override."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from failopen.engine.flag import FlagState
+from failopen.engine.outage import ChallengeSource
 
 if TYPE_CHECKING:
     from failopen.engine.probe import VerifyProbe
@@ -74,12 +75,6 @@ CHALLENGE_ENFORCING: dict[str, Any] = {"error": {
     "code": "enforcing",
     "message": "Enforcement is on: send the enforcement token; no challenge is needed.",
 }}
-
-
-class ChallengeSource(Protocol):
-    """Issues fallback challenges: ``failopen.fallback.FallbackChallenges``."""
-
-    def issue(self) -> dict[str, Any]: ...
 
 
 def challenge_answer(state: FlagState, challenges: ChallengeSource | None, *,
