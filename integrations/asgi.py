@@ -47,6 +47,9 @@ from failopen.runtime import FailOpen
 from . import _asgi_body as raw
 from ._shared import adapter_runtime, adapter_snippet, check_prefix, report_misconfiguration
 
+SOLUTION_HEADER = web.SOLUTION_HEADER.lower().encode("ascii")
+SOLUTION_FIELD = web.SOLUTION_FIELD
+
 __all__ = ["FailOpenMiddleware"]
 
 logger = logging.getLogger("failopen.asgi")
@@ -88,7 +91,13 @@ class FailOpenMiddleware:
         self._internal_error = fail_closed("failopen internal error",
                                            retry_after=config.retry_after)
         self._routes: dict[str, _Route] = {prefix + "/flag": self._flag,
+                                           prefix + "/challenge": self._challenge,
                                            prefix + "/failopen.js": self._snippet}
+        # What each protected route does during an outage; with every route open and no
+        # outage rate limit, a request needs no route at all (the common, cheapest case).
+        self._policies = web.RoutePolicies.from_config(config)
+        self._plain = (self._policies.default == "open" and not self._policies.routes
+                       and runtime.guard.gate.rate is None)
         if config.admin_token:  # otherwise the route does not exist: the app answers
             self._routes[prefix + "/override"] = self._override
         # A flood of wrong admin tokens is one log line per interval, not one per request.
@@ -156,11 +165,20 @@ class FailOpenMiddleware:
         address = client[0] if client else ""
         # Scanned for only when the audit file keeps its hash.
         agent = _user_agent(scope) if self.runtime.wants_user_agent else ""
-        # Enforcement off: nobody looks at the token, so the body is neither capped nor parsed.
-        decision = self.runtime.bypass(path=path, client=address, user_agent=agent)
+        route, policy, solution = "", "open", None
+        if not self._plain:
+            found = self._policies.for_path(path) or self._policies.for_path(
+                _other_spelling(path, scope.get("root_path") or ""))
+            route, policy = found if found is not None else (path, self._policies.default)
+            solution = raw.header(scope, SOLUTION_HEADER)
+        # Enforcement off: nobody looks at the token, so the body is neither capped nor parsed
+        # (unless a fallback route's solution may be in it).
+        decision = self.runtime.bypass(path=path, client=address, user_agent=agent,
+                                       policy=policy, route=route, solution=solution)
         app_receive = receive
         if decision is None:
-            judged = await self._judge(scope, receive, path, address, agent)
+            judged = await self._judge(scope, receive, path, address, agent, policy, route,
+                                       solution)
             if judged is None or isinstance(judged, raw.Response):  # 413, or the client left
                 return judged
             decision, app_receive = judged
@@ -171,7 +189,8 @@ class FailOpenMiddleware:
         return decision, app_receive
 
     async def _judge(
-        self, scope: raw.Scope, receive: raw.Receive, path: str, address: str, agent: str = ""
+        self, scope: raw.Scope, receive: raw.Receive, path: str, address: str, agent: str = "",
+        policy: str = "open", route: str = "", solution: str | None = None,
     ) -> tuple[Decision, raw.Receive] | raw.Response | None:
         token = content_type = length = None
         # The first of repeated headers, as Starlette and Django read them.
@@ -184,7 +203,8 @@ class FailOpenMiddleware:
             elif name == b"content-length":
                 length = length if length is not None else value
         app_receive = receive
-        if not token and raw.body_may_carry_token(content_type):
+        wants_solution = policy == "fallback" and solution is None
+        if (not token or wants_solution) and raw.body_may_carry_token(content_type):
             read = await raw.read_body(receive, self.config.max_body_bytes,
                                        declared=raw.declared_length(length))
             if read == raw.TOO_LARGE:
@@ -193,10 +213,13 @@ class FailOpenMiddleware:
                 return None
             body, messages = read
             # On the loop: its cost is bounded per byte (failopen.web; bench_asgi_body.py).
-            token = web.token_from_body(content_type, body, self.config.token_field)
+            token = token or web.token_from_body(content_type, body, self.config.token_field)
+            if wants_solution:
+                solution = web.token_from_body(content_type, body, SOLUTION_FIELD)
             app_receive = raw.Replay(messages, receive)
-        return await self.runtime.adecide(token, path=path, client=address,
-                                          user_agent=agent), app_receive
+        return await self.runtime.adecide(token, path=path, client=address, user_agent=agent,
+                                          policy=policy, route=route,
+                                          solution=solution), app_receive
 
     # --- failopen's own routes --------------------------------------------------------------
 
@@ -220,8 +243,19 @@ class FailOpenMiddleware:
         confirm = next((value for name, value in query if name == "confirm"), None)
         # aconfirm never turns enforcement off by itself: only a confirmed outage does.
         state = await self.runtime.aconfirm() if web.wants_confirm(confirm) else self.runtime.state
-        payload = web.flag_payload(state, mode=self.config.mode, probe=self.runtime.probe)
+        asked = next((value for name, value in query if name == "path"), None)
+        found = self._policies.for_path(asked) if asked else None
+        payload = web.flag_payload(state, mode=self.config.mode, probe=self.runtime.probe,
+                                   outage_policy=found[1] if found is not None else None)
         return raw.raw_response(200, web.FLAG_HEADERS, json.dumps(payload).encode())
+
+    async def _challenge(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response:
+        if scope["method"] not in ("GET", "HEAD"):
+            return raw.method_not_allowed("GET, HEAD")
+        self.runtime.ensure_started()
+        status, payload = web.challenge_answer(self.runtime.state, self.runtime.challenges,
+                                               mode=self.config.mode)
+        return raw.raw_response(status, web.FLAG_HEADERS, json.dumps(payload).encode())
 
     async def _snippet(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response:
         if scope["method"] not in ("GET", "HEAD"):

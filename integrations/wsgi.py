@@ -50,6 +50,9 @@ _Route = Callable[["raw.Environ"], "raw.Response"]
 
 
 
+# Where a WSGI server puts the fallback solution's header: HTTP_ + upper case, "-" as "_".
+SOLUTION_KEY = "HTTP_" + web.SOLUTION_HEADER.upper().replace("-", "_")
+
 class FailOpenMiddleware:
     """failopen around any WSGI app (Flask, Bottle, Pyramid); Django has its own middleware."""
 
@@ -73,7 +76,13 @@ class FailOpenMiddleware:
         self._internal_error = fail_closed("failopen internal error",
                                            retry_after=config.retry_after)
         self._routes: dict[str, _Route] = {prefix + "/flag": self._flag,
+                                           prefix + "/challenge": self._challenge,
                                            prefix + "/failopen.js": self._snippet}
+        # What each protected route does during an outage; with every route open and no
+        # outage rate limit, a request needs no route at all (the common, cheapest case).
+        self._policies = web.RoutePolicies.from_config(config)
+        self._plain = (self._policies.default == "open" and not self._policies.routes
+                       and runtime.guard.gate.rate is None)
         if config.admin_token:  # otherwise the route does not exist: the app answers
             self._routes[prefix + "/override"] = self._override
         self._refusals = web.RefusalLog(logger, clock=runtime.clock)
@@ -131,20 +140,32 @@ class FailOpenMiddleware:
         address = str(environ.get("REMOTE_ADDR") or "")
         # Enforcement off: nobody looks at the token, so the body is neither capped nor parsed.
         agent = str(environ.get("HTTP_USER_AGENT") or "")
-        decision = self.runtime.bypass(path=path, client=address, user_agent=agent)
+        route, policy, solution = "", "open", None
+        if not self._plain:
+            found = self._policies.for_path(path) or self._policies.for_path(
+                raw.request_path(environ, "PATH_INFO"))
+            route, policy = found if found is not None else (path, self._policies.default)
+            solution = environ.get(SOLUTION_KEY) or None
+        decision = self.runtime.bypass(path=path, client=address, user_agent=agent,
+                                       policy=policy, route=route, solution=solution)
         if decision is None:
             token = environ.get(self._token_key) or None
             content_type = environ.get("CONTENT_TYPE")
-            if not token and raw.body_may_carry_token(content_type):
+            wants_solution = policy == "fallback" and solution is None
+            if (not token or wants_solution) and raw.body_may_carry_token(content_type):
                 body = raw.read_body(environ, self.config.max_body_bytes)
                 if body == raw.TOO_LARGE:
                     return raw.BODY_TOO_LARGE
                 if body == raw.DISCONNECTED:
                     return raw.BODY_ENDED_EARLY
                 if isinstance(body, bytes):
-                    token = web.token_from_body(content_type, body, self.config.token_field)
+                    token = token or web.token_from_body(content_type, body,
+                                                         self.config.token_field)
+                    if wants_solution:
+                        solution = web.token_from_body(content_type, body, web.SOLUTION_FIELD)
                     raw.replay(environ, body)
-            decision = self.runtime.decide(token, path=path, client=address, user_agent=agent)
+            decision = self.runtime.decide(token, path=path, client=address, user_agent=agent,
+                                           policy=policy, route=route, solution=solution)
         environ["failopen.decision"] = decision
         return decision
 
@@ -169,8 +190,19 @@ class FailOpenMiddleware:
         confirm = next((value for name, value in query if name == "confirm"), None)
         # confirm never turns enforcement off by itself: only a confirmed outage does.
         state = self.runtime.confirm() if web.wants_confirm(confirm) else self.runtime.state
-        payload = web.flag_payload(state, mode=self.config.mode, probe=self.runtime.probe)
+        asked = next((value for name, value in query if name == "path"), None)
+        found = self._policies.for_path(asked) if asked else None
+        payload = web.flag_payload(state, mode=self.config.mode, probe=self.runtime.probe,
+                                   outage_policy=found[1] if found is not None else None)
         return raw.raw_response(200, web.FLAG_HEADERS, json.dumps(payload).encode())
+
+    def _challenge(self, environ: raw.Environ) -> raw.Response:
+        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+            return raw.method_not_allowed("GET, HEAD")
+        self.runtime.ensure_started()
+        status, payload = web.challenge_answer(self.runtime.state, self.runtime.challenges,
+                                               mode=self.config.mode)
+        return raw.raw_response(status, web.FLAG_HEADERS, json.dumps(payload).encode())
 
     def _snippet(self, environ: raw.Environ) -> raw.Response:
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):

@@ -35,7 +35,7 @@ from failopen.web.rejections import (
     rejection_json,
     rejection_payload,
 )
-from failopen.web.route_policies import RoutePolicies
+from failopen.web.route_policies import SOLUTION_FIELD, SOLUTION_HEADER, RoutePolicies
 from failopen.web.snippet import (
     SNIPPET_OPTIONS,
     SNIPPET_PATH,
@@ -45,6 +45,8 @@ from failopen.web.snippet import (
 )
 
 __all__ = [
+    "SOLUTION_FIELD",
+    "SOLUTION_HEADER",
     "RoutePolicies",
     "challenge_answer",
     "FLAG_HEADERS",

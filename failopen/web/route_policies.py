@@ -17,7 +17,12 @@ from collections.abc import Iterable, Mapping
 from failopen._internal.paths import ODD_CHARACTER, spellings
 from failopen.engine.outage import strictest
 
-__all__ = ["RoutePolicies"]
+__all__ = ["SOLUTION_FIELD", "SOLUTION_HEADER", "RoutePolicies"]
+
+#: Where a fallback route's solution travels: the form (or JSON) field the ALTCHA widget and
+#: failopen's snippet send, or this header (for clients that post JSON of their own).
+SOLUTION_FIELD = "altcha"
+SOLUTION_HEADER = "X-Altcha"
 
 
 class RoutePolicies:
