@@ -2,10 +2,10 @@
 
 The used-solution record and the outage rate limit each make one Redis call on a request while
 enforcement is off. :class:`RedisLink` makes that call cost at most ``timeout`` (connect and read
-timeouts both ``timeout``, and no retry: redis-py retries a failed call ten times by default);
-after a failure, calls skip Redis for :data:`RETRY_AFTER` seconds, so a Redis that is down or
-frozen costs one request the timeout, not every request. Callers then use the process's own
-memory, and one WARNING a minute says so, naming host:port, never the password.
+timeouts both ``timeout``, and no retry, said explicitly: redis-py's default policy has changed
+between versions); after a failure, calls skip Redis for :data:`RETRY_AFTER` seconds, so a Redis
+that is down or frozen costs one request the timeout, not every request. Callers then use the
+process's own memory, and one WARNING a minute says so, naming host:port, never the password.
 
 redis-py is imported when a link is built, never by ``import failopen``.
 """

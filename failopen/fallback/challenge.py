@@ -76,7 +76,10 @@ class FallbackChallenges:
         self._clock = clock
         self._create = v1.create_challenge
         self._options = v1.ChallengeOptions
-        self._key = secret.reveal().encode("utf-8", "surrogatepass")
+        self._secret = secret
+        # Keyed once; each check copies it. No attribute holds the secret in clear.
+        self._mac = hmac.new(secret.reveal().encode("utf-8", "surrogatepass"),
+                             digestmod=hashlib.sha256)
 
     def __repr__(self) -> str:
         return f"FallbackChallenges(cost={self.cost}, ttl={self.ttl:g})"
@@ -89,7 +92,8 @@ class FallbackChallenges:
         expires = datetime.datetime.fromtimestamp(math.ceil(now + self.ttl),
                                                   tz=datetime.timezone.utc)
         made = self._create(self._options(
-            algorithm=_ALGORITHM, max_number=self.cost, hmac_key=self._key, expires=expires,
+            algorithm=_ALGORITHM, max_number=self.cost,
+            hmac_key=self._secret.reveal().encode("utf-8", "surrogatepass"), expires=expires,
             params={"issued": str(math.floor(now))}))
         return {"algorithm": made.algorithm, "challenge": made.challenge,
                 "maxnumber": made.max_number, "salt": made.salt, "signature": made.signature}
@@ -109,7 +113,9 @@ class FallbackChallenges:
             return _MALFORMED
         challenge, salt, number, signature = (
             fields["challenge"], fields["salt"], fields["number"], fields["signature"])
-        expected = hmac.new(self._key, challenge.encode(), hashlib.sha256).hexdigest()
+        mac = self._mac.copy()
+        mac.update(challenge.encode())
+        expected = mac.hexdigest()
         if not hmac.compare_digest(expected, signature):
             return _BAD_SIGNATURE
         # The delimiter ALTCHA appends against parameter splicing, as its verify_solution does.
@@ -123,7 +129,7 @@ class FallbackChallenges:
             return _MALFORMED  # signed by this secret, but not by issue(): another tool's
         if self._clock.time() > expires:
             return _EXPIRED
-        if not issued >= math.floor(issued_after):
+        if not issued >= _whole_seconds(issued_after):
             return _TOO_EARLY  # also a NaN issued_after: refuse rather than guess
         return SolutionCheck(True, "ok", hashlib.sha256(challenge.encode()).hexdigest(),
                              float(expires))
@@ -146,6 +152,12 @@ def _decode(payload: Any) -> dict[str, Any] | None:
             or not _hex64(data["challenge"]) or not _hex64(data["signature"])):
         return None
     return data
+
+
+def _whole_seconds(moment: float) -> float:
+    """``moment`` rounded down to the second, as ``issued`` is written (infinities and NaN as
+    they are: -inf admits every challenge, NaN none)."""
+    return math.floor(moment) if math.isfinite(moment) else moment
 
 
 def _hex64(value: Any) -> bool:

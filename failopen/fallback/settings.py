@@ -108,6 +108,8 @@ def check_outage_rate(rate: Any, *, explicit: bool) -> str:
                           f"or none, got {rate!r}")
     if rate.strip().lower() == "none":
         return "none"
+    if not explicit and rate == DEFAULT_OUTAGE_RATE:
+        return rate  # known good: Config() imports nothing for it
     if importlib.util.find_spec("limits") is None:
         if explicit:
             raise ConfigError(f"FAILOPEN_OUTAGE_RATE: {rate!r} needs the limits package, which "
