@@ -9,6 +9,7 @@ trusted proxies, or from a peer that is not one, the header changes nothing.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Sequence
 from ipaddress import IPv4Address, IPv6Address
@@ -34,10 +35,10 @@ def client_address(peer: str | None, forwarded_for: str | None,
         if not trusted or not peer:
             return peer or ""
         hop = _address(peer)
-        if hop is None or not _trusted(hop, trusted):
+        if hop is None or not _trusted(hop[0], trusted):
             return peer
         if not forwarded_for:
-            return str(hop)
+            return hop[1]
         for entry in reversed(forwarded_for.rsplit(",", MAX_HOPS)[-MAX_HOPS:]):
             entry = entry.strip()
             if not entry:
@@ -46,18 +47,21 @@ def client_address(peer: str | None, forwarded_for: str | None,
             if address is None:
                 # "unknown", a token, garbage: what lies to its left came through a hop nobody
                 # vouches for, so the answer is the last hop we trust (one bucket for them all).
-                return str(hop)
-            if not _trusted(address, trusted):
-                return str(address)
+                return hop[1]
+            if not _trusted(address[0], trusted):
+                return address[1]
             hop = address
-        return str(hop)  # every entry is a trusted proxy
+        return hop[1]  # every entry is a trusted proxy
     except Exception:  # a header no rule above foresaw: the peer, as without trusted proxies
         return peer or ""
 
 
-def _address(text: str) -> IPv4Address | IPv6Address | None:
-    """An address from a peer or an entry: ``1.2.3.4``, ``::1``, ``1.2.3.4:5678`` or
-    ``[::1]:5678`` (some proxies add the port); None for anything else."""
+# Proxies and busy clients come back again and again: parsing costs ~3 µs, a cache hit ~0.1.
+@functools.lru_cache(maxsize=1024)
+def _address(text: str) -> tuple[IPv4Address | IPv6Address, str] | None:
+    """An address from a peer or an entry (``1.2.3.4``, ``::1``, ``1.2.3.4:5678`` or
+    ``[::1]:5678``: some proxies add the port) and how ipaddress writes it; None for anything
+    else."""
     if len(text) > 64:
         return None
     try:
@@ -74,9 +78,12 @@ def _address(text: str) -> IPv4Address | IPv6Address | None:
         except ValueError:
             return None
     if isinstance(address, IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped  # ::ffff:10.0.0.1 from a dual-stack socket is 10.0.0.1
-    return address
+        address = address.ipv4_mapped  # ::ffff:10.0.0.1 from a dual-stack socket is 10.0.0.1
+    return address, str(address)
 
 
 def _trusted(address: IPv4Address | IPv6Address, trusted: Sequence[Network]) -> bool:
-    return any(address in network for network in trusted)
+    for network in trusted:  # a loop, not any(): no generator per hop
+        if address in network:
+            return True
+    return False
