@@ -26,6 +26,7 @@ from failopen._config_fields import (
     store_password_apart,
     vendor_url,
 )
+from failopen._internal.networks import Network
 from failopen._internal.paths import ODD_CHARACTER, spellings
 from failopen.exceptions import ConfigError
 from failopen.fallback.settings import check_outage
@@ -250,7 +251,7 @@ class Config:
         return self.outage_rate is not DEFAULT_RATE
 
     @property
-    def trusted_networks(self) -> tuple[Any, ...]:
+    def trusted_networks(self) -> tuple[Network, ...]:
         """``FAILOPEN_TRUSTED_PROXIES`` as ``ipaddress`` networks (for ``client_address``)."""
         return self.__dict__["_proxies"]  # type: ignore[no-any-return]
 

@@ -39,7 +39,7 @@ class UsedSolutions(Protocol):
 class MemoryUsedSolutions:
     """Used solutions in this process: at most ``max_entries`` unexpired ones. Thread-safe."""
 
-    def __init__(self, max_entries: int = 100_000, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, max_entries: int = 100_000, clock: Clock = SYSTEM_CLOCK) -> None:
         if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
             raise ValueError(f"max_entries must be a whole number of at least 1, "
                              f"got {max_entries!r}")

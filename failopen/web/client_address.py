@@ -83,7 +83,4 @@ def _address(text: str) -> tuple[IPv4Address | IPv6Address, str] | None:
 
 
 def _trusted(address: IPv4Address | IPv6Address, trusted: Sequence[Network]) -> bool:
-    for network in trusted:  # a loop, not any(): no generator per hop
-        if address in network:
-            return True
-    return False
+    return any(address in network for network in trusted)
