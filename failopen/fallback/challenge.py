@@ -25,7 +25,6 @@ import json
 import math
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import parse_qsl
 
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.secret import Secret
@@ -166,12 +165,13 @@ def _hex64(value: Any) -> bool:
 
 def _salt_times(salt: str) -> tuple[int | None, int | None]:
     """``expires`` and ``issued`` from the salt's parameters (None: absent, given twice, or not
-    whole seconds)."""
+    whole seconds). Read as written, without percent-decoding: ours are plain digits."""
     _nonce, question, query = salt.partition("?")
     if not question:
         return None, None
     values: dict[str, list[str]] = {}
-    for name, value in parse_qsl(query, keep_blank_values=True):
+    for item in query.split("&"):
+        name, _equals, value = item.partition("=")
         values.setdefault(name, []).append(value)
 
     def one(name: str) -> int | None:
