@@ -12,6 +12,7 @@ outage admits its first requests as the running ones do.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -26,10 +27,17 @@ from failopen.engine.fleet import Fleet
 from failopen.engine.fleet_identity import Watched
 from failopen.engine.guard import CONFIRM_WAIT, Decision, Guard, OutageConfirmer
 from failopen.engine.listeners import ChangeListeners
-from failopen.engine.outage import ChallengeSource
+from failopen.engine.outage import OutageGate
 from failopen.engine.probe import VerifyProbe
 from failopen.engine.watcher import PollResult, StatusWatcher
 from failopen.exceptions import ConfigError
+from failopen.fallback import (
+    FallbackChallenges,
+    MemoryUsedSolutions,
+    OutageRateLimit,
+    RedisUsedSolutions,
+)
+from failopen.fallback.settings import INSTALL
 from failopen.observe.audit import BypassAudit
 from failopen.observe.audit_file import AuditFile
 from failopen.observe.metrics import NO_METRICS, Metrics, metrics_for
@@ -150,11 +158,40 @@ class FailOpen:
         self.flag.add_listener(self._changes.publish)
         #: Issues the fallback challenge (``GET <prefix>/challenge``) when a route's outage
         #: policy is ``fallback``, else None.
-        self.challenges: ChallengeSource | None = None
+        self.challenges: FallbackChallenges | None = None
+        self.guard.gate = self._outage_gate(config, clock)
         #: The verify probe (``FAILOPEN_EVIDENCE=status,probe``), else None.
         self.probe: VerifyProbe | None = None
         if config.probe:
             self.probe = self._build_probe(probe_verifier, verify_transport)
+
+    def _outage_gate(self, config: Config, clock: Clock) -> OutageGate:
+        """What protected routes do while enforcement is off: their outage policies, the outage
+        rate limit and the fallback challenge, shared through the fleet's Redis in fleet mode."""
+        fleet = isinstance(self.store, RedisStore)
+        password = config.store_password.reveal() if config.store_password else None
+        rate = None
+        if config.outage_rate != "none":
+            if importlib.util.find_spec("limits") is None:  # the default only: Config checked
+                logger.warning(
+                    "failopen: the outage rate limit (%s) is off: it needs %s",
+                    config.outage_rate, INSTALL, extra={"event": "failopen.outage_rate_off"})
+            else:
+                rate = OutageRateLimit(config.outage_rate, redis_url=config.store if fleet
+                                       else None, password=password,
+                                       prefix=config.redis_prefix, clock=clock)
+        used = None
+        if config.uses_fallback and config.fallback_secret is not None:
+            self.challenges = FallbackChallenges(config.fallback_secret, cost=config.fallback_cost,
+                                                 ttl=config.fallback_ttl, clock=clock)
+            memory = MemoryUsedSolutions(clock=clock)
+            used = RedisUsedSolutions(config.store, password=password,
+                                      prefix=config.redis_prefix, fallback=memory,
+                                      clock=clock) if fleet else memory
+        # A challenge another process issued may predate this one's outage by a poll or so.
+        return OutageGate(rate=rate, challenges=self.challenges, used=used,
+                          retry_after=config.retry_after,
+                          issue_skew=config.poll_interval + config.status_timeout)
 
     def _first_reading(self, config: Config) -> FirstReading:
         """What this process's first refused requests wait for (failopen.engine.first_reading)."""
@@ -269,6 +306,10 @@ class FailOpen:
             self.fleet.stop()
         if isinstance(self.store, RedisStore):
             self.store.close()  # its sockets; a later start() connects again
+        for part in (self.guard.gate.rate, self.guard.gate.used):
+            close = getattr(part, "close", None)
+            if close is not None:
+                close()
         self.guard.audit.close()  # the summary, and the audit file written and closed
         try:
             self.metrics.flush()  # the last decisions, before the counters stop moving

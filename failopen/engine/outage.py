@@ -23,25 +23,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from failopen.fallback.settings import OUTAGE_POLICIES
+
 __all__ = [
-    "OUTAGE_POLICIES", "ChallengeSource", "OutageGate", "OutagePolicy", "RateLimit", "Refusal",
+    "ChallengeSource", "OutageGate", "OutagePolicy", "RateLimit", "Refusal",
     "SolutionCheck", "SolutionChecker", "UsedSolutions", "strictest",
 ]
 
 OutagePolicy = Literal["open", "fallback", "closed"]
-#: The policies, from the most to the least permissive.
-OUTAGE_POLICIES: tuple[OutagePolicy, ...] = ("open", "fallback", "closed")
-_STRICTNESS = {policy: rank for rank, policy in enumerate(OUTAGE_POLICIES)}
+# From the most to the least permissive, as OUTAGE_POLICIES lists them.
+_STRICTNESS: dict[str, int] = {policy: rank for rank, policy in enumerate(OUTAGE_POLICIES)}
 
 
 def strictest(policies: tuple[str, ...] | list[str] | set[str]) -> OutagePolicy:
     """The strictest of ``policies`` (``closed`` over ``fallback`` over ``open``): where two
     routes could claim one request, it gets the stricter; ``open`` when there is none."""
-    best: OutagePolicy = "open"
+    best = "open"
     for policy in policies:
         if policy in _STRICTNESS and _STRICTNESS[policy] > _STRICTNESS[best]:
             best = policy
-    return best
+    return best  # type: ignore[return-value]  # one of OUTAGE_POLICIES
 
 
 class SolutionCheck(Protocol):

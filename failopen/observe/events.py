@@ -159,6 +159,9 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
         "leader"),
     "failopen.fleet_error": (
         "failopen.fleet", "ERROR", "a bug in a fleet sync (the watcher goes on)", "-"),
+    "failopen.outage_rate_off": (
+        "failopen", "WARNING", "the default outage rate limit cannot count: the limits package "
+        "is missing (pip install \"failopen[fallback]\"); logged when a runtime is built", ""),
     "failopen.fallback_redis_failed": (
         "failopen.fallback", "WARNING", "the outage fallback's Redis (used solutions, rate limit) "
         "failed or was slow; this process uses its own memory meanwhile (one line per minute)",
