@@ -6,7 +6,8 @@
 
 Per ``http`` request, in this order::
 
-    <prefix>/flag, <prefix>/failopen.js, <prefix>/override ... answered here (override: only with
+    <prefix>/flag, <prefix>/failopen.js, <prefix>/failopen-solver.js,
+    <prefix>/override ........................................ answered here (override: only with
                                                                an admin token configured; wrong
                                                                tokens logged one line a minute)
     protected method + path (any case of the method; the path with or without root_path,
@@ -64,6 +65,17 @@ def _other_spelling(path: str, root_path: str) -> str:
 
 
 
+def _static(scope: raw.Scope, etag: str, ok: raw.Response,
+            not_modified: raw.Response) -> raw.Response:
+    """A file of the snippet: 200, or 304 when the browser's copy is current."""
+    if scope["method"] not in ("GET", "HEAD"):
+        return raw.method_not_allowed("GET, HEAD")
+    match = raw.header(scope, b"if-none-match")
+    if etag and match is not None and raw.etag_listed(match, etag):
+        return not_modified
+    return ok
+
+
 class FailOpenMiddleware:
     """failopen around any ASGI app (Starlette, FastAPI, Quart); Django has its own middleware."""
 
@@ -88,7 +100,8 @@ class FailOpenMiddleware:
         self._internal_error = fail_closed("failopen internal error",
                                            retry_after=config.retry_after)
         self._routes: dict[str, _Route] = {prefix + "/flag": self._flag,
-                                           prefix + "/failopen.js": self._snippet}
+                                           prefix + "/failopen.js": self._snippet,
+                                           prefix + "/failopen-solver.js": self._solver}
         if config.admin_token:  # otherwise the route does not exist: the app answers
             self._routes[prefix + "/override"] = self._override
         # A flood of wrong admin tokens is one log line per interval, not one per request.
@@ -100,6 +113,10 @@ class FailOpenMiddleware:
         snippet = adapter_snippet(logger, snippet_path, prefix)
         self._etag = snippet.etag if snippet is not None else ""
         self._snippet_200, self._snippet_304 = raw.snippet_responses(snippet)
+        # The snippet's second file, always the package's: it answers the package's challenge.
+        solver = web.load_snippet(web.SOLVER_PATH)
+        self._solver_etag = solver.etag if solver is not None else ""
+        self._solver_200, self._solver_304 = raw.snippet_responses(solver)
 
     def __repr__(self) -> str:
         return f"FailOpenMiddleware(app={self.app!r}, prefix={self.prefix!r})"
@@ -224,12 +241,10 @@ class FailOpenMiddleware:
         return raw.raw_response(200, web.FLAG_HEADERS, json.dumps(payload).encode())
 
     async def _snippet(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response:
-        if scope["method"] not in ("GET", "HEAD"):
-            return raw.method_not_allowed("GET, HEAD")
-        match = raw.header(scope, b"if-none-match")
-        if self._etag and match is not None and raw.etag_listed(match, self._etag):
-            return self._snippet_304
-        return self._snippet_200
+        return _static(scope, self._etag, self._snippet_200, self._snippet_304)
+
+    async def _solver(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response:
+        return _static(scope, self._solver_etag, self._solver_200, self._solver_304)
 
     async def _override(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response | None:
         if scope["method"] != "POST":

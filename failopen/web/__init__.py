@@ -33,6 +33,7 @@ from failopen.web.rejections import (
 from failopen.web.snippet import (
     SNIPPET_OPTIONS,
     SNIPPET_PATH,
+    SOLVER_PATH,
     Snippet,
     load_snippet,
     snippet_attributes,
@@ -45,6 +46,7 @@ __all__ = [
     "RefusalLog",
     "SNIPPET_OPTIONS",
     "SNIPPET_PATH",
+    "SOLVER_PATH",
     "STORE_NOT_SHARED",
     "Snippet",
     "admin_token_matches",
