@@ -6,7 +6,8 @@
 
 Per ``http`` request, in this order::
 
-    <prefix>/flag, <prefix>/failopen.js, <prefix>/override ... answered here (override: only with
+    <prefix>/flag, <prefix>/failopen.js, <prefix>/failopen-solver.js,
+    <prefix>/override ........................................ answered here (override: only with
                                                                an admin token configured; wrong
                                                                tokens logged one line a minute)
     protected method + path (any case of the method; the path with or without root_path,
@@ -67,6 +68,17 @@ def _other_spelling(path: str, root_path: str) -> str:
 
 
 
+def _static(scope: raw.Scope, etag: str, ok: raw.Response,
+            not_modified: raw.Response) -> raw.Response:
+    """A file of the snippet: 200, or 304 when the browser's copy is current."""
+    if scope["method"] not in ("GET", "HEAD"):
+        return raw.method_not_allowed("GET, HEAD")
+    match = raw.header(scope, b"if-none-match")
+    if etag and match is not None and raw.etag_listed(match, etag):
+        return not_modified
+    return ok
+
+
 class FailOpenMiddleware:
     """failopen around any ASGI app (Starlette, FastAPI, Quart); Django has its own middleware."""
 
@@ -92,7 +104,8 @@ class FailOpenMiddleware:
                                            retry_after=config.retry_after)
         self._routes: dict[str, _Route] = {prefix + "/flag": self._flag,
                                            prefix + "/challenge": self._challenge,
-                                           prefix + "/failopen.js": self._snippet}
+                                           prefix + "/failopen.js": self._snippet,
+                                           prefix + "/failopen-solver.js": self._solver}
         # What each protected route does during an outage; with every route open and no
         # outage rate limit, a request needs no route at all (the common, cheapest case).
         self._policies = web.RoutePolicies.from_config(config)
@@ -109,6 +122,10 @@ class FailOpenMiddleware:
         snippet = adapter_snippet(logger, snippet_path, prefix)
         self._etag = snippet.etag if snippet is not None else ""
         self._snippet_200, self._snippet_304 = raw.snippet_responses(snippet)
+        # The snippet's second file, always the package's: it answers the package's challenge.
+        solver = web.load_snippet(web.SOLVER_PATH)
+        self._solver_etag = solver.etag if solver is not None else ""
+        self._solver_200, self._solver_304 = raw.snippet_responses(solver)
 
     def __repr__(self) -> str:
         return f"FailOpenMiddleware(app={self.app!r}, prefix={self.prefix!r})"
@@ -258,12 +275,10 @@ class FailOpenMiddleware:
         return raw.raw_response(status, web.FLAG_HEADERS, json.dumps(payload).encode())
 
     async def _snippet(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response:
-        if scope["method"] not in ("GET", "HEAD"):
-            return raw.method_not_allowed("GET, HEAD")
-        match = raw.header(scope, b"if-none-match")
-        if self._etag and match is not None and raw.etag_listed(match, self._etag):
-            return self._snippet_304
-        return self._snippet_200
+        return _static(scope, self._etag, self._snippet_200, self._snippet_304)
+
+    async def _solver(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response:
+        return _static(scope, self._solver_etag, self._solver_200, self._solver_304)
 
     async def _override(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response | None:
         if scope["method"] != "POST":

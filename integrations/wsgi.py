@@ -6,7 +6,8 @@
 
 Per request, in this order::
 
-    <prefix>/flag, <prefix>/failopen.js, <prefix>/override ... answered here (override: only with
+    <prefix>/flag, <prefix>/failopen.js, <prefix>/failopen-solver.js,
+    <prefix>/override ........................................ answered here (override: only with
                                                                an admin token configured; wrong
                                                                tokens logged one line a minute)
     protected method + path (any case of the method; the path with or without SCRIPT_NAME, and
@@ -49,6 +50,16 @@ logger = logging.getLogger("failopen.wsgi")
 _Route = Callable[["raw.Environ"], "raw.Response"]
 
 
+def _static(environ: raw.Environ, etag: str, ok: raw.Response,
+            not_modified: raw.Response) -> raw.Response:
+    """A file of the snippet: 200, or 304 when the browser's copy is current."""
+    if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+        return raw.method_not_allowed("GET, HEAD")
+    match = environ.get("HTTP_IF_NONE_MATCH")
+    if etag and match is not None and raw.etag_listed(str(match), etag):
+        return not_modified
+    return ok
+
 
 # Where a WSGI server puts the fallback solution's header: HTTP_ + upper case, "-" as "_".
 SOLUTION_KEY = "HTTP_" + web.SOLUTION_HEADER.upper().replace("-", "_")
@@ -77,7 +88,8 @@ class FailOpenMiddleware:
                                            retry_after=config.retry_after)
         self._routes: dict[str, _Route] = {prefix + "/flag": self._flag,
                                            prefix + "/challenge": self._challenge,
-                                           prefix + "/failopen.js": self._snippet}
+                                           prefix + "/failopen.js": self._snippet,
+                                           prefix + "/failopen-solver.js": self._solver}
         # What each protected route does during an outage; with every route open and no
         # outage rate limit, a request needs no route at all (the common, cheapest case).
         self._policies = web.RoutePolicies.from_config(config)
@@ -93,6 +105,10 @@ class FailOpenMiddleware:
         snippet = adapter_snippet(logger, snippet_path, prefix)
         self._etag = snippet.etag if snippet is not None else ""
         self._snippet_200, self._snippet_304 = raw.snippet_responses(snippet)
+        # The snippet's second file, always the package's: it answers the package's challenge.
+        solver = web.load_snippet(web.SOLVER_PATH)
+        self._solver_etag = solver.etag if solver is not None else ""
+        self._solver_200, self._solver_304 = raw.snippet_responses(solver)
 
     def __repr__(self) -> str:
         return f"FailOpenMiddleware(app={self.app!r}, prefix={self.prefix!r})"
@@ -205,12 +221,10 @@ class FailOpenMiddleware:
         return raw.raw_response(status, web.FLAG_HEADERS, json.dumps(payload).encode())
 
     def _snippet(self, environ: raw.Environ) -> raw.Response:
-        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
-            return raw.method_not_allowed("GET, HEAD")
-        match = environ.get("HTTP_IF_NONE_MATCH")
-        if self._etag and match is not None and raw.etag_listed(str(match), self._etag):
-            return self._snippet_304
-        return self._snippet_200
+        return _static(environ, self._etag, self._snippet_200, self._snippet_304)
+
+    def _solver(self, environ: raw.Environ) -> raw.Response:
+        return _static(environ, self._solver_etag, self._solver_200, self._solver_304)
 
     def _override(self, environ: raw.Environ) -> raw.Response:
         if environ.get("REQUEST_METHOD") != "POST":

@@ -39,6 +39,7 @@ from failopen.web.route_policies import SOLUTION_FIELD, SOLUTION_HEADER, RoutePo
 from failopen.web.snippet import (
     SNIPPET_OPTIONS,
     SNIPPET_PATH,
+    SOLVER_PATH,
     Snippet,
     load_snippet,
     snippet_attributes,
@@ -55,6 +56,7 @@ __all__ = [
     "RefusalLog",
     "SNIPPET_OPTIONS",
     "SNIPPET_PATH",
+    "SOLVER_PATH",
     "STORE_NOT_SHARED",
     "Snippet",
     "admin_token_matches",
