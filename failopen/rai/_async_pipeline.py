@@ -49,6 +49,8 @@ class Pipeline:
         # same cursor again costs no request before the consumer sees it.
         self._sent: set[int] = set()
         self._task: asyncio.Task[Answer] | None = None
+        # Cancelled fetches until they end: drain() waits for them.
+        self._dropped: set[asyncio.Task[Answer]] = set()
         self._start(first)
 
     def _unwanted(self, generation: int) -> bool:
@@ -108,11 +110,20 @@ class Pipeline:
         self._closed = True
         self._drop()
 
+    async def drain(self, timeout: float) -> None:
+        """Once closed: wait, at most ``timeout`` seconds, for the cancelled fetches to end (the
+        client waits so before it closes the connections they may be using)."""
+        if self._dropped:
+            await asyncio.wait(set(self._dropped), timeout=timeout)
+
     def _drop(self) -> None:
         self._generation += 1
-        if self._task is not None:
-            self._task.cancel()
-            self._task.add_done_callback(_collect)  # so an outcome nobody takes is not logged
+        task = self._task
+        if task is not None:
+            task.cancel()
+            task.add_done_callback(_collect)  # so an outcome nobody takes is not logged
+            self._dropped.add(task)
+            task.add_done_callback(self._dropped.discard)
             self._task = None
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Generator, Sequence
 from contextlib import closing
 from types import TracebackType
@@ -86,6 +87,9 @@ class Client(BaseClient):
         ):  # fmt: skip
             raise RaiValidationError(f"max_in_flight must be an int >= 1, not {max_in_flight!r}")
         self._slots = None if max_in_flight is None else threading.BoundedSemaphore(max_in_flight)
+        # Each list call's pipeline, while it lives: closing the client waits for a request
+        # still on its way, which would otherwise open a connection the closed pool never closes.
+        self._pipelines: weakref.WeakSet[Pipeline] = weakref.WeakSet()
         self.auth = ClientCredentialsAuth(
             self.authorize_url, client_id, client_secret, timer=timer, user_agent=self.user_agent
         )
@@ -177,6 +181,7 @@ class Client(BaseClient):
             lambda params, unwanted: self._request("GET", pager.path, params, unwanted),
             pager.guess_after, pager.first(), name="failopen.rai.prefetch",
         )  # fmt: skip
+        self._pipelines.add(pipeline)
         try:
             while True:
                 answer = pipeline.take()  # a failed fetch raises here, where its page is due
@@ -377,7 +382,11 @@ class Client(BaseClient):
     # --- lifetime ---
 
     def close(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pool, once a page being fetched ahead (at most one per list
+        call, bounded by ``timeout``) has come or been dropped."""
+        for pipeline in list(self._pipelines):
+            pipeline.close()
+            pipeline.drain(self.timeout)
         self._http.close()
 
     def __enter__(self) -> Client:

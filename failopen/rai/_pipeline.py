@@ -140,3 +140,9 @@ class Pipeline:
             self._closed = True
             self._answer = None
             self._cond.notify_all()
+
+    def drain(self, timeout: float) -> None:
+        """Once closed: wait, at most ``timeout`` seconds, for a request still on its way (the
+        client waits so before it closes the connections that request may be using)."""
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)

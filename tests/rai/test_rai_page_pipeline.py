@@ -291,3 +291,36 @@ def test_the_export_builds_no_models(
         assert [json.loads(line) for line in out.read_text().splitlines()] == expected
     else:
         assert out.read_text().count("\n") > 1
+
+
+# --- closing the client waits for a page fetched ahead -----------------------------------------
+
+
+class HeldSecondPage(Service):
+    """Page 1 is held until released: the page fetched ahead is still on its way."""
+
+    def __init__(self) -> None:
+        super().__init__(3)
+        self.release = threading.Event()
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("page_token") == "1":
+            self.note("request", 1)
+            self.release.wait(5)
+            return page("sessions", sessions(1), token="2")
+        return super().__call__(request)
+
+
+def test_closing_the_client_waits_for_the_page_fetched_ahead() -> None:
+    # A request still running when the pool closes may open a connection that nothing closes
+    # (a ResourceWarning, seen in CI, or a socket held until garbage collection).
+    service = HeldSecondPage()
+    client, _ = make_client(FakeRai(service), timeout=5.0)
+    pages = client.iter_session_pages(START, END, ["PK"], raw=True)
+    next(pages)
+    assert service.wait_for_request(1)
+    pages.close()  # the consumer stops; the fetch of page 1 goes on
+    threading.Timer(0.2, service.release.set).start()
+    client.close()
+    assert not [t for t in threading.enumerate() if t.name == "failopen.rai.prefetch"]
+
