@@ -187,8 +187,8 @@ class FailOpenMiddleware:
         agent = _user_agent(scope) if self.runtime.wants_user_agent else ""
         route, policy, solution = "", "open", None
         if not self._plain:
-            found = self._policies.for_path(path) or self._policies.for_path(
-                _other_spelling(path, scope.get("root_path") or ""))
+            found = self._policies.for_path(path,
+                                            _other_spelling(path, scope.get("root_path") or ""))
             route, policy = found if found is not None else (path, self._policies.default)
             solution = raw.header(scope, SOLUTION_HEADER)
         # Enforcement off: nobody looks at the token, so the body is neither capped nor parsed

@@ -162,8 +162,7 @@ class FailOpenMiddleware:
         agent = str(environ.get("HTTP_USER_AGENT") or "")
         route, policy, solution = "", "open", None
         if not self._plain:
-            found = self._policies.for_path(path) or self._policies.for_path(
-                raw.request_path(environ, "PATH_INFO"))
+            found = self._policies.for_path(path, raw.request_path(environ, "PATH_INFO"))
             route, policy = found if found is not None else (path, self._policies.default)
             solution = environ.get(SOLUTION_KEY) or None
         decision = self.runtime.bypass(path=path, client=address, user_agent=agent,

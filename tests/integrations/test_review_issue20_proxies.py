@@ -72,3 +72,28 @@ def test_wsgi_counts_behind_a_trusted_proxy_per_forwarded_client(make_wsgi: Make
     other = stack.client.post("/login", headers={"X-Forwarded-For": "198.51.100.2"},
                               environ_base=peer)
     assert other.status_code == 200
+
+
+# --- the path with and without root_path / SCRIPT_NAME ------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_asgi_a_closed_route_stays_closed_under_root_path(make_asgi: Make) -> None:
+    """``/app/`` (the whole mount, open) and ``/login`` (as the app routes it, closed): the
+    request ``/app/login`` reaches the closed route, so it is closed, whichever spelling
+    matched first."""
+    from _asgi_kit import drive, http_scope
+
+    stack = make_asgi(protected_paths=("/app/", "/login"), outage_policy_routes="/login=closed")
+    _outage(stack.runtime, stack.page)
+    reply = await drive(stack.app, http_scope("/app/login", root_path="/app"))
+    assert reply.status == 503 and reply.json()["error"]["code"] == "outage_closed"
+
+
+def test_wsgi_a_closed_route_stays_closed_under_script_name(make_wsgi: MakeWsgi) -> None:
+    from _wsgi_kit import call, environ
+
+    stack = make_wsgi(protected_paths=("/app/", "/login"), outage_policy_routes="/login=closed")
+    _outage(stack.runtime, stack.page)
+    status, _, body = call(stack.app, environ("/login", SCRIPT_NAME="/app"))
+    assert status.startswith("503") and b"outage_closed" in body
