@@ -181,7 +181,10 @@ class FailOpen:
                                        else None, password=password,
                                        prefix=config.redis_prefix, clock=clock)
         used = None
-        if config.uses_fallback and config.fallback_secret is not None:
+        # A secret without a fallback route in the settings: Django's @protect(outage=
+        # "fallback") names its route where Config cannot see it.
+        if config.fallback_secret is not None and (
+                config.uses_fallback or importlib.util.find_spec("altcha") is not None):
             self.challenges = FallbackChallenges(config.fallback_secret, cost=config.fallback_cost,
                                                  ttl=config.fallback_ttl, clock=clock)
             memory = MemoryUsedSolutions(clock=clock)

@@ -100,6 +100,7 @@ class FailOpenMiddleware:
         # a few comparisons.
         self._is_protected = config.is_protected  # any method case, HEAD with GET, path spellings
         self._token_header = config.token_header.strip().lower().encode("ascii")
+        self._trusted = config.trusted_networks  # FAILOPEN_TRUSTED_PROXIES
         self._internal_error = fail_closed("failopen internal error",
                                            retry_after=config.retry_after)
         self._routes: dict[str, _Route] = {prefix + "/flag": self._flag,
@@ -180,12 +181,14 @@ class FailOpenMiddleware:
     ) -> tuple[Decision, raw.Receive] | raw.Response | None:
         client = scope.get("client")
         address = client[0] if client else ""
+        if self._trusted:  # behind our own proxies: the client they forwarded for
+            address = web.client_address(address, _forwarded_for(scope), self._trusted)
         # Scanned for only when the audit file keeps its hash.
         agent = _user_agent(scope) if self.runtime.wants_user_agent else ""
         route, policy, solution = "", "open", None
         if not self._plain:
-            found = self._policies.for_path(path) or self._policies.for_path(
-                _other_spelling(path, scope.get("root_path") or ""))
+            found = self._policies.for_path(path,
+                                            _other_spelling(path, scope.get("root_path") or ""))
             route, policy = found if found is not None else (path, self._policies.default)
             solution = raw.header(scope, SOLUTION_HEADER)
         # Enforcement off: nobody looks at the token, so the body is neither capped nor parsed
@@ -333,6 +336,14 @@ class FailOpenMiddleware:
         # An app without lifespan support raises here as it would unwrapped: the server then
         # runs without lifespan, and the watcher starts on the first guarded request.
         await self.app(scope, lifespan_receive, lifespan_send)
+
+
+def _forwarded_for(scope: raw.Scope) -> str | None:
+    """Every X-Forwarded-For header, joined in order (as Django and WSGI servers join them): a
+    proxy appends to the last one, so the right-most entries are its own."""
+    values = [bytes(value).decode("latin-1") for name, value in scope.get("headers", ())
+              if name == b"x-forwarded-for"]
+    return ",".join(values) if values else None
 
 
 def _user_agent(scope: raw.Scope) -> str:

@@ -84,6 +84,7 @@ class FailOpenMiddleware:
         self._is_protected = config.is_protected  # any method case, HEAD with GET, path spellings
         # Where a WSGI server puts the header: HTTP_ + upper case, "-" as "_".
         self._token_key = "HTTP_" + config.token_header.strip().upper().replace("-", "_")
+        self._trusted = config.trusted_networks  # FAILOPEN_TRUSTED_PROXIES
         self._internal_error = fail_closed("failopen internal error",
                                            retry_after=config.retry_after)
         self._routes: dict[str, _Route] = {prefix + "/flag": self._flag,
@@ -154,12 +155,14 @@ class FailOpenMiddleware:
 
     def _decide(self, environ: raw.Environ, path: str) -> Decision | raw.Response:
         address = str(environ.get("REMOTE_ADDR") or "")
+        if self._trusted:  # behind our own proxies: the client they forwarded for
+            address = web.client_address(address, environ.get("HTTP_X_FORWARDED_FOR"),
+                                         self._trusted)
         # Enforcement off: nobody looks at the token, so the body is neither capped nor parsed.
         agent = str(environ.get("HTTP_USER_AGENT") or "")
         route, policy, solution = "", "open", None
         if not self._plain:
-            found = self._policies.for_path(path) or self._policies.for_path(
-                raw.request_path(environ, "PATH_INFO"))
+            found = self._policies.for_path(path, raw.request_path(environ, "PATH_INFO"))
             route, policy = found if found is not None else (path, self._policies.default)
             solution = environ.get(SOLUTION_KEY) or None
         decision = self.runtime.bypass(path=path, client=address, user_agent=agent,

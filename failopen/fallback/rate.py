@@ -5,11 +5,16 @@ edge), in the process's memory, or in the fleet's Redis so the limit holds fleet
 fails or is slow, a call counts in memory instead (bounded by the timeout; see
 :mod:`failopen.fallback._redis`): each process then admits up to the rate on its own.
 
+An IPv6 client counts by its /64: one host is given that many addresses, and counted per address
+it could send every request from a new one.
+
 ``limits`` and redis-py are imported when an :class:`OutageRateLimit` is built.
 """
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import logging
 import math
 import time
@@ -60,6 +65,7 @@ class OutageRateLimit:
         """None while ``client`` is under the limit on ``route``; else the seconds to wait
         before the next request may pass (at least 1), for ``Retry-After``. Never raises."""
         try:
+            client = _bucket(client)
             limiter = self._limiter()
             if limiter is not self._memory:
                 try:
@@ -75,6 +81,7 @@ class OutageRateLimit:
     def hit(self, client: str, route: str) -> None:
         """Count one admitted request of ``client`` on ``route``. Never raises."""
         try:
+            client = _bucket(client)
             limiter = self._limiter()
             if limiter is not self._memory:
                 try:
@@ -110,3 +117,18 @@ class OutageRateLimit:
         """Release the Redis connections (memory has none)."""
         if self.link is not None:
             self.link.close()
+
+
+@functools.lru_cache(maxsize=1024)
+def _bucket(client: str) -> str:
+    """Whom ``client`` counts as: its /64 for IPv6 (an IPv4-mapped one as the IPv4 address it
+    is), anything else as given."""
+    if ":" not in client:
+        return client
+    try:
+        address = ipaddress.IPv6Address(client)
+    except ValueError:
+        return client
+    if address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(ipaddress.IPv6Network((address, 64), strict=False))

@@ -6,7 +6,8 @@ challenge expires (after that :mod:`failopen.fallback.challenge` refuses it anyw
 * :class:`RedisUsedSolutions` — the fleet (``SET NX PXAT``), so a second worker refuses a
   solution the first accepted. When Redis fails or is slow, a claim is made in the process's
   memory instead (within the link's timeout; see :mod:`failopen.fallback._redis`): the fleet
-  then refuses a replay on the same worker only, which is what memory can do.
+  then refuses a replay on the same worker only, which is what memory can do (memory also keeps
+  what the worker admitted through Redis, so a solution used before Redis failed stays used).
 """
 
 from __future__ import annotations
@@ -140,6 +141,9 @@ class RedisUsedSolutions:
                 except self.link.errors as exc:
                     self.link.failed(exc, "SET")
                 else:
+                    if done is True:
+                        # Kept here too: if Redis fails later, memory still refuses a replay.
+                        self.fallback.claim(key, expires_at)
                     return done is True
             return self.fallback.claim(key, expires_at)
         except Exception:  # a bug here refuses one solution, it never fails a request

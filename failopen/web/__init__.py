@@ -12,6 +12,7 @@ urlencoded, multipart or JSON body). ``failopen.web`` is what adapters and sites
 from __future__ import annotations
 
 from failopen.web.body_tokens import token_from_body
+from failopen.web.client_address import client_address
 from failopen.web.flag_endpoint import (
     FLAG_HEADERS,
     challenge_answer,
@@ -50,6 +51,7 @@ __all__ = [
     "SOLUTION_HEADER",
     "RoutePolicies",
     "challenge_answer",
+    "client_address",
     "FLAG_HEADERS",
     "MAX_OVERRIDE_BODY",
     "REFUSAL_LOG_INTERVAL",

@@ -50,9 +50,16 @@ class RoutePolicies:
         """A configured route's policy (the default when it names none)."""
         return self.routes.get(route, self.default)
 
-    def for_path(self, path: str) -> tuple[str, str] | None:
-        """``(route, policy)`` for a request path, or None when no protected path matches it."""
+    def for_path(self, path: str, *others: str) -> tuple[str, str] | None:
+        """``(route, policy)`` for a request path, or None when no protected path matches it.
+
+        ``others``: the same request's other spellings an app may route on (the path without
+        its root_path or SCRIPT_NAME): the routes of all of them count, so the stricter wins.
+        """
         matched = self._matched(path)
+        for other in others:
+            if other != path:
+                matched |= self._matched(other)
         if not matched:
             return None
         policy = strictest({self.policy_of(route) for route in matched})

@@ -38,7 +38,7 @@ from django.utils.translation import get_language_from_path
 from failopen.config import Config
 from failopen.engine.guard import Decision
 from failopen.fallback.settings import OUTAGE_POLICIES
-from failopen.web import SOLUTION_FIELD, SOLUTION_HEADER
+from failopen.web import SOLUTION_FIELD, SOLUTION_HEADER, client_address
 
 from . import conf
 from ._answers import body_too_large, finish_custom, rejection
@@ -175,7 +175,7 @@ class FailOpenMiddleware:
         else:
             try:
                 runtime, path = conf.runtime(), request.path_info
-                client = request.META.get("REMOTE_ADDR", "")
+                client = _client(request, settings.config)
                 agent = request.META.get("HTTP_USER_AGENT", "")
                 route, policy, solution = _outage(request, settings, view)
                 # With enforcement off the token is never looked at: skip reading the body.
@@ -214,7 +214,7 @@ class FailOpenMiddleware:
         else:
             try:
                 runtime, path = conf.runtime(), request.path_info
-                client = request.META.get("REMOTE_ADDR", "")
+                client = _client(request, settings.config)
                 agent = request.META.get("HTTP_USER_AGENT", "")
                 route, policy, solution = _outage(request, settings, view)
                 bypass = runtime.bypass(path=path, client=client, user_agent=agent,
@@ -273,6 +273,15 @@ def _outage(request: HttpRequest, settings: conf.Loaded,
     route, policy = max(candidates, key=lambda c: OUTAGE_POLICIES.index(c[1])
                         if c[1] in OUTAGE_POLICIES else len(OUTAGE_POLICIES))
     return route, policy, request.META.get(SOLUTION_META_KEY) or None
+
+
+def _client(request: HttpRequest, config: Config) -> str:
+    """The peer address, or behind FAILOPEN_TRUSTED_PROXIES the client they forwarded for."""
+    peer = request.META.get("REMOTE_ADDR", "")
+    trusted = config.trusted_networks
+    if not trusted:
+        return str(peer)
+    return client_address(peer, request.META.get("HTTP_X_FORWARDED_FOR"), trusted)
 
 
 def _solution_from_body(request: HttpRequest, config: Config) -> str | None:

@@ -135,7 +135,8 @@ def test_a_solution_used_on_one_worker_is_refused_on_another(
     assert client.get(stored) == b"1"
     # The key lives until the challenge expires (PXAT), not forever.
     assert 0 < client.pttl(stored) <= 300_000
-    assert len(first.fallback) == 0, "nothing went to memory while Redis answered"
+    # Each worker also remembers what it admitted, for a replay while Redis is away.
+    assert first.fallback.holds(key(1)) and not second.fallback.holds(key(1))
 
 
 def test_redis_keeps_a_key_only_until_its_challenge_expires(
@@ -161,7 +162,7 @@ def test_the_password_opens_a_redis_that_wants_one(
         try:
             with caplog.at_level(logging.WARNING, logger="failopen.fallback"):
                 assert used.claim(key(hash(url) % 1000), time.time() + 300) is True
-            assert len(used.fallback) == 0
+            assert len(used.fallback) == 1  # admitted through Redis, remembered too
             assert REDIS_PASSWORD not in repr(used)
         finally:
             used.close()
@@ -194,7 +195,7 @@ def test_a_stopped_redis_falls_back_to_memory_within_the_timeout(
             assert time.monotonic() - started < SLOW
             assert used.claim(key(2), expires) is False, "remembered in memory"
             assert used.claim(key(3), expires) is True
-        assert len(used.fallback) == 2
+        assert len(used.fallback) == 3  # key(1) through Redis, key(2) and key(3) in memory alone
         lines = [r for r in caplog.records
                  if getattr(r, "event", "") == "failopen.fallback_redis_failed"]
         assert len(lines) == 1, "one line a minute"
@@ -222,14 +223,33 @@ def test_a_frozen_redis_costs_one_request_the_timeout_then_none(redis_server: Re
         second = time.monotonic() - started
         assert first < SLOW
         assert second < TIMEOUT, "after a failure the next calls do not wait on Redis again"
-        assert len(used.fallback) == 2
+        assert len(used.fallback) == 3
         process.send_signal(signal.SIGCONT)
         clock.advance(RETRY_AFTER)
         # Back: a new key goes to Redis; one claimed in memory meanwhile stays refused.
         assert used.claim(key(4), expires) is True
         assert used.claim(key(2), expires) is False
-        assert len(used.fallback) == 2
+        assert len(used.fallback) == 4  # key(1) and key(4) claimed in Redis, remembered too
         assert redis_server.client().exists(f"{PREFIX}fallback:used:{key(4)}")
+    finally:
+        process.send_signal(signal.SIGCONT)
+        used.close()
+
+
+def test_a_solution_admitted_through_redis_is_refused_while_redis_is_away(
+    redis_server: RedisServer,
+) -> None:
+    """Review of issue 20: a replay on the same worker must not pass just because Redis froze
+    after the first use."""
+    used = RedisUsedSolutions(redis_server.url, password=None, prefix=PREFIX, timeout=TIMEOUT,
+                              fallback=MemoryUsedSolutions())
+    process = redis_server.process
+    assert process is not None
+    try:
+        expires = time.time() + 300
+        assert used.claim(key(1), expires) is True  # through Redis
+        process.send_signal(signal.SIGSTOP)
+        assert used.claim(key(1), expires) is False, "replayed while Redis does not answer"
     finally:
         process.send_signal(signal.SIGCONT)
         used.close()
