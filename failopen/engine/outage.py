@@ -11,8 +11,9 @@ it does not have to open the route. Each route follows one of three policies
 - ``closed``: refused with 503 and ``Retry-After`` (``outage_closed``).
 
 Over the rate limit: 429 ``outage_rate_limited`` with ``Retry-After``. The limit counts the
-requests admitted without a vendor check, per client address and route; the check comes first,
-so a flood over the limit costs no challenge verification.
+requests admitted without a vendor check, per client address and route: a cheap check comes
+first, so a flood over the limit costs no challenge verification, and the admission is counted
+in one step with a last check, so concurrent requests cannot slip over it together.
 
 The gate knows the fallback's pieces (``failopen.fallback``) only by what it asks of them, and
 never raises: a piece that fails refuses the request (a bug must not open a route).
@@ -84,7 +85,7 @@ class RateLimit(Protocol):
 
     def test(self, client: str, route: str) -> int | None: ...
 
-    def hit(self, client: str, route: str) -> None: ...
+    def hit(self, client: str, route: str) -> int | None: ...
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,12 @@ class OutageGate:
             if refused is not None:
                 return refused
         if rate is not None:
-            rate.hit(client, route)
+            # Counted and checked in one step: a burst of concurrent requests that all passed
+            # the test above still cannot go over the limit together.
+            wait = rate.hit(client, route)
+            if wait is not None:
+                return Refusal(429, "outage_rate_limited",
+                               f"over the outage rate limit ({route})", wait)
         return None
 
     def _check(self, solution: str, issued_after: float) -> Refusal | None:

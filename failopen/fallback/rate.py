@@ -78,21 +78,27 @@ class OutageRateLimit:
                              "as under it)", extra={"event": "failopen.fallback_error"})
             return None
 
-    def hit(self, client: str, route: str) -> None:
-        """Count one admitted request of ``client`` on ``route``. Never raises."""
+    def hit(self, client: str, route: str) -> int | None:
+        """Count one admitted request of ``client`` on ``route``, in one step with the check
+        (concurrent requests cannot all slip under the limit between :meth:`test` and this):
+        None when it fits, else the seconds to wait, as :meth:`test` gives. Never raises."""
         try:
             client = _bucket(client)
             limiter = self._limiter()
             if limiter is not self._memory:
                 try:
-                    limiter.hit(self.item, client, route)
-                    return
+                    if limiter.hit(self.item, client, route):
+                        return None
+                    return self._test(limiter, client, route) or 1
                 except self._link_errors() as exc:
                     self._failed(exc, "EVALSHA")
-            self._memory.hit(self.item, client, route)
+            if self._memory.hit(self.item, client, route):
+                return None
+            return self._test(self._memory, client, route) or 1
         except Exception:
             logger.exception("failopen: the outage rate limit failed (the request is not "
                              "counted)", extra={"event": "failopen.fallback_error"})
+            return None
 
     def _limiter(self) -> Any:
         if self.link is not None and self.link.usable():
