@@ -152,7 +152,7 @@ def _play_fallback(world: _World, want: bool) -> None:
         f"maxnumber={challenge['maxnumber']}, HMAC-signed, valid {config.fallback_ttl:g}s")
     started = time.process_time()
     solution = solve_challenge(challenge)  # what the browser's Web Worker does
-    row("solve it", f"{time.process_time() - started:.3f} CPU s",
+    row("solve it", f"{(time.process_time() - started) * 1000:.1f} ms CPU",
         "the work a browser, or a bot, does for each admission")
     d = ask("/signup", solution)
     row("sign-up, solved", _verdict(d), f"{d.outcome}: {d.reason}")
