@@ -94,8 +94,7 @@ class FailOpenMiddleware:
         # What each protected route does during an outage; with every route open and no
         # outage rate limit, a request needs no route at all (the common, cheapest case).
         self._policies = web.RoutePolicies.from_config(config)
-        self._plain = (self._policies.default == "open" and not self._policies.routes
-                       and runtime.guard.gate.rate is None)
+        self._plain = self._policies.all_open and runtime.guard.gate.rate is None
         if config.admin_token:  # otherwise the route does not exist: the app answers
             self._routes[prefix + "/override"] = self._override
         self._refusals = web.RefusalLog(logger, clock=runtime.clock)

@@ -46,6 +46,11 @@ class RoutePolicies:
     def __repr__(self) -> str:
         return f"RoutePolicies(default={self.default!r}, routes={self.routes!r})"
 
+    @property
+    def all_open(self) -> bool:
+        """True when every route is ``open`` (the default, and no route names another)."""
+        return self.default == "open" and not self.routes
+
     def policy_of(self, route: str) -> str:
         """A configured route's policy (the default when it names none)."""
         return self.routes.get(route, self.default)
