@@ -16,15 +16,16 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, overload
 
 from failopen.exceptions import ConfigError
+from failopen.fallback.settings import DEFAULT_OUTAGE_RATE, OUTAGE_POLICIES
 from failopen.secret import Secret, as_secret
 from failopen.stores import check_store_url, mask_url, split_password
 from failopen.stores.redis import REDIS_SCHEMES
 from failopen.vendor.urls import check_url
 
 __all__ = [
-    "DEFAULT_MAX_STALE_BYPASS", "ENV_PREFIX", "SecretSetting", "check_evidence", "check_field",
-    "coerce", "default_backoff_max", "env_name", "field_values", "store_password_apart",
-    "vendor_url",
+    "DEFAULT_MAX_STALE_BYPASS", "DEFAULT_RATE", "ENV_PREFIX", "SecretSetting", "check_evidence",
+    "check_field", "coerce", "default_backoff_max", "env_name", "field_values",
+    "store_password_apart", "vendor_url",
 ]
 
 ENV_PREFIX = "FAILOPEN_"
@@ -37,11 +38,11 @@ def env_name(field_name: str) -> str:
 
 _FLOATS = {"poll_interval", "poll_jitter", "status_timeout", "stale_after", "backoff_max",
            "max_stale_bypass", "verify_timeout", "confirm_ttl", "store_refresh", "fleet_lease",
-           "probe_interval"}
+           "probe_interval", "fallback_ttl"}
 # Numbers whose None means "derived from the poll interval".
 _DERIVED = {"stale_after", "backoff_max", "max_stale_bypass", "probe_interval"}
 _INTS = {"status_max_bytes", "open_after", "close_after", "retry_after", "max_body_bytes",
-         "audit_max_bytes", "audit_backups", "probe_open_after"}
+         "audit_max_bytes", "audit_backups", "probe_open_after", "fallback_cost"}
 _BOOLS = {"indicator_fallback", "require_verified", "override_endpoint"}
 _STR_SETS = {"bypass_on", "protected_methods", "evidence"}
 _STR_TUPLES = {"protected_paths", "protected_views"}
@@ -50,6 +51,17 @@ _FALSE = {"0", "false", "no", "off"}
 
 #: Default of FAILOPEN_MAX_STALE_BYPASS, seconds.
 DEFAULT_MAX_STALE_BYPASS = 900.0
+
+
+class _Default(str):
+    """A default's own string: Config tells it apart from the same text set explicitly."""
+
+    __slots__ = ()
+
+
+#: Default of FAILOPEN_OUTAGE_RATE. Without ``limits`` an explicit rate stops start-up, the
+#: default does not (Config.outage_rate_explicit), so the one test is identity with this object.
+DEFAULT_RATE: str = _Default(DEFAULT_OUTAGE_RATE)
 
 
 def default_backoff_max(poll_interval: float) -> float:
@@ -164,6 +176,9 @@ def check_field(name: str, value: Any) -> None:
         "evidence": lambda v: _evidence(name, v),
         # One failed probe is one slow answer, not a streak: the rule needs at least two.
         "probe_open_after": lambda v: _whole(name, v, 2, 1000),
+        "outage_policy": lambda v: _choice(name, v, OUTAGE_POLICIES),
+        # Below 1,000 a solve costs a bot nothing; above 10**9 a browser never finishes.
+        "fallback_cost": lambda v: _whole(name, v, 1000, 10**9),
     }
     if name in checks:
         checks[name](value)

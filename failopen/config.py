@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from failopen._config_fields import (
     DEFAULT_MAX_STALE_BYPASS,
+    DEFAULT_RATE,
     ENV_PREFIX,
     SecretSetting,
     check_evidence,
@@ -25,8 +26,10 @@ from failopen._config_fields import (
     store_password_apart,
     vendor_url,
 )
+from failopen._internal.networks import Network
 from failopen._internal.paths import ODD_CHARACTER, spellings
 from failopen.exceptions import ConfigError
+from failopen.fallback.settings import check_outage
 from failopen.observe.audit_file import (
     DEFAULT_AUDIT_BACKUPS,
     DEFAULT_AUDIT_MAX_BYTES,
@@ -45,7 +48,7 @@ __all__ = [
 KNOWN_IMPAIRED = frozenset({"degraded_performance", "partial_outage", "major_outage"})
 
 #: Fields held as :class:`failopen.secret.Secret`: shown as ``***`` on every path.
-_SECRETS = frozenset({"private_key", "admin_token", "store_password"})
+_SECRETS = frozenset({"private_key", "admin_token", "store_password", "fallback_secret"})
 # An admin token switches enforcement off: short enough to guess is a misconfiguration.
 _MIN_ADMIN_TOKEN = 24
 
@@ -116,6 +119,15 @@ class Config:
     evidence: frozenset[str] = frozenset({"status"})
     probe_interval: float | None = None  # None: the poll interval
     probe_open_after: int = 3
+    # While enforcement is off (issue 20): each protected route's policy, the fallback
+    # challenge, the outage rate limit and whose X-Forwarded-For counts.
+    outage_policy: Literal["open", "fallback", "closed"] = "open"
+    outage_policy_routes: tuple[tuple[str, str], ...] = ()  # (route, policy); a mapping given
+    fallback_secret: SecretSetting = SecretSetting()
+    fallback_cost: int = 100_000  # ALTCHA maxnumber; the solve-time benchmark will pick it
+    fallback_ttl: float = 300.0
+    outage_rate: str = DEFAULT_RATE  # "none": not counted
+    trusted_proxies: tuple[str, ...] = ()  # CIDRs, as ipaddress writes them
 
     def __post_init__(self) -> None:
         # Collections given in code may be any iterable; keep one canonical, hashable form.
@@ -207,6 +219,12 @@ class Config:
             )
 
         check_evidence(self.evidence, status_url=self.status_url, verify_url=self.verify_url)
+        for name, value in check_outage(
+                policy=self.outage_policy, routes=self.outage_policy_routes,
+                paths=self.protected_paths, views=self.protected_views,
+                secret=self.fallback_secret, rate=self.outage_rate,
+                rate_explicit=self.outage_rate_explicit, proxies=self.trusted_proxies).items():
+            object.__setattr__(self, name, value)
 
     def _take_store_password(self) -> None:
         """Move a password out of the store URL into ``store_password``, where every path that
@@ -215,6 +233,27 @@ class Config:
         if password is not None:
             object.__setattr__(self, "store", stripped)
             object.__setattr__(self, "store_password", password)
+
+    def outage_policy_for(self, route: str | None) -> str:
+        """What ``route`` (a protected path or view, as spelled in the settings) does while
+        enforcement is off: its own policy, else ``FAILOPEN_OUTAGE_POLICY``."""
+        return self.__dict__["_policies"].get(route, self.outage_policy)  # type: ignore[no-any-return]
+
+    @property
+    def uses_fallback(self) -> bool:
+        """True when any route, or the default, asks for the fallback challenge."""
+        return self.outage_policy == "fallback" or any(
+            policy == "fallback" for _route, policy in self.outage_policy_routes)
+
+    @property
+    def outage_rate_explicit(self) -> bool:
+        """True when ``FAILOPEN_OUTAGE_RATE`` was set, even to its default's value."""
+        return self.outage_rate is not DEFAULT_RATE
+
+    @property
+    def trusted_networks(self) -> tuple[Network, ...]:
+        """``FAILOPEN_TRUSTED_PROXIES`` as ``ipaddress`` networks (for ``client_address``)."""
+        return self.__dict__["_proxies"]  # type: ignore[no-any-return]
 
     @property
     def probe(self) -> bool:

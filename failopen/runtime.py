@@ -12,6 +12,7 @@ outage admits its first requests as the running ones do.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -26,9 +27,17 @@ from failopen.engine.fleet import Fleet
 from failopen.engine.fleet_identity import Watched
 from failopen.engine.guard import CONFIRM_WAIT, Decision, Guard, OutageConfirmer
 from failopen.engine.listeners import ChangeListeners
+from failopen.engine.outage import OutageGate
 from failopen.engine.probe import VerifyProbe
 from failopen.engine.watcher import PollResult, StatusWatcher
 from failopen.exceptions import ConfigError
+from failopen.fallback import (
+    FallbackChallenges,
+    MemoryUsedSolutions,
+    OutageRateLimit,
+    RedisUsedSolutions,
+)
+from failopen.fallback.settings import INSTALL
 from failopen.observe.audit import BypassAudit
 from failopen.observe.audit_file import AuditFile
 from failopen.observe.metrics import NO_METRICS, Metrics, metrics_for
@@ -147,10 +156,45 @@ class FailOpen:
         self.use_metrics(metrics if metrics is not None else metrics_for(config.metrics))
         self._changes = ChangeListeners(clock=clock)
         self.flag.add_listener(self._changes.publish)
+        #: Issues the fallback challenge (``GET <prefix>/challenge``) when a route's outage
+        #: policy is ``fallback``, else None.
+        self.challenges: FallbackChallenges | None = None
+        self.guard.gate = self._outage_gate(config, clock)
         #: The verify probe (``FAILOPEN_EVIDENCE=status,probe``), else None.
         self.probe: VerifyProbe | None = None
         if config.probe:
             self.probe = self._build_probe(probe_verifier, verify_transport)
+
+    def _outage_gate(self, config: Config, clock: Clock) -> OutageGate:
+        """What protected routes do while enforcement is off: their outage policies, the outage
+        rate limit and the fallback challenge, shared through the fleet's Redis in fleet mode."""
+        fleet = isinstance(self.store, RedisStore)
+        password = config.store_password.reveal() if config.store_password else None
+        rate = None
+        if config.outage_rate != "none":
+            if importlib.util.find_spec("limits") is None:  # the default only: Config checked
+                logger.warning(
+                    "failopen: the outage rate limit (%s) is off: it needs %s",
+                    config.outage_rate, INSTALL, extra={"event": "failopen.outage_rate_off"})
+            else:
+                rate = OutageRateLimit(config.outage_rate, redis_url=config.store if fleet
+                                       else None, password=password,
+                                       prefix=config.redis_prefix, clock=clock)
+        used = None
+        # A secret without a fallback route in the settings: Django's @protect(outage=
+        # "fallback") names its route where Config cannot see it.
+        if config.fallback_secret is not None and (
+                config.uses_fallback or importlib.util.find_spec("altcha") is not None):
+            self.challenges = FallbackChallenges(config.fallback_secret, cost=config.fallback_cost,
+                                                 ttl=config.fallback_ttl, clock=clock)
+            memory = MemoryUsedSolutions(clock=clock)
+            used = RedisUsedSolutions(config.store, password=password,
+                                      prefix=config.redis_prefix, fallback=memory,
+                                      clock=clock) if fleet else memory
+        # A challenge another process issued may predate this one's outage by a poll or so.
+        return OutageGate(rate=rate, challenges=self.challenges, used=used,
+                          retry_after=config.retry_after,
+                          issue_skew=config.poll_interval + config.status_timeout)
 
     def _first_reading(self, config: Config) -> FirstReading:
         """What this process's first refused requests wait for (failopen.engine.first_reading)."""
@@ -265,6 +309,10 @@ class FailOpen:
             self.fleet.stop()
         if isinstance(self.store, RedisStore):
             self.store.close()  # its sockets; a later start() connects again
+        for part in (self.guard.gate.rate, self.guard.gate.used):
+            close = getattr(part, "close", None)
+            if close is not None:
+                close()
         self.guard.audit.close()  # the summary, and the audit file written and closed
         try:
             self.metrics.flush()  # the last decisions, before the counters stop moving
@@ -289,28 +337,38 @@ class FailOpen:
         if self.status is not None:
             await self.status.aclose()
 
-    def bypass(self, *, path: str = "", client: str = "", user_agent: str = ""
+    def bypass(self, *, path: str = "", client: str = "", user_agent: str = "",
+               policy: str = "open", route: str = "", solution: str | None = None
                ) -> Decision | None:
-        """The bypass decision when no token is needed right now, else None (see Guard.bypass).
+        """The decision when no token is needed right now, else None (see Guard.bypass).
 
         Adapters call this before reading a body for the token::
 
             decision = fo.bypass(path=p, client=c) or fo.decide(read_token(), path=p, client=c)
+
+        ``policy`` is the route's outage policy (``open``, ``fallback``, ``closed``), ``route``
+        the protected route it counts under and ``solution`` a fallback solution the request
+        carries; they matter only while enforcement is off.
         """
         self.ensure_started()
-        return self.guard.bypass(path=path, client=client, user_agent=user_agent)
+        return self.guard.bypass(path=path, client=client, user_agent=user_agent,
+                                 policy=policy, route=route, solution=solution)
 
     def decide(self, token: str | None, *, path: str = "", client: str = "",
-               user_agent: str = "") -> Decision:
+               user_agent: str = "", policy: str = "open", route: str = "",
+               solution: str | None = None) -> Decision:
         """The guard's decision for one request to a protected route."""
         self.ensure_started()
-        return self.guard.decide(token, path=path, client=client, user_agent=user_agent)
+        return self.guard.decide(token, path=path, client=client, user_agent=user_agent,
+                                 policy=policy, route=route, solution=solution)
 
     async def adecide(self, token: str | None, *, path: str = "", client: str = "",
-                      user_agent: str = "") -> Decision:
+                      user_agent: str = "", policy: str = "open", route: str = "",
+                      solution: str | None = None) -> Decision:
         """Async twin of :meth:`decide`."""
         self.ensure_started()
-        return await self.guard.adecide(token, path=path, client=client, user_agent=user_agent)
+        return await self.guard.adecide(token, path=path, client=client, user_agent=user_agent,
+                                        policy=policy, route=route, solution=solution)
 
     def confirm(self) -> FlagState:
         """Check for an outage now (single-flight, cached) and return the fresh state."""

@@ -6,7 +6,8 @@
 
 Per ``http`` request, in this order::
 
-    <prefix>/flag, <prefix>/failopen.js, <prefix>/override ... answered here (override: only with
+    <prefix>/flag, <prefix>/failopen.js, <prefix>/failopen-solver.js,
+    <prefix>/override ........................................ answered here (override: only with
                                                                an admin token configured; wrong
                                                                tokens logged one line a minute)
     protected method + path (any case of the method; the path with or without root_path,
@@ -47,6 +48,9 @@ from failopen.runtime import FailOpen
 from . import _asgi_body as raw
 from ._shared import adapter_runtime, adapter_snippet, check_prefix, report_misconfiguration
 
+SOLUTION_HEADER = web.SOLUTION_HEADER.lower().encode("ascii")
+SOLUTION_FIELD = web.SOLUTION_FIELD
+
 __all__ = ["FailOpenMiddleware"]
 
 logger = logging.getLogger("failopen.asgi")
@@ -62,6 +66,17 @@ def _other_spelling(path: str, root_path: str) -> str:
     return path[len(root_path):] if path.startswith(root_path) else root_path + path
 
 
+
+
+def _static(scope: raw.Scope, etag: str, ok: raw.Response,
+            not_modified: raw.Response) -> raw.Response:
+    """A file of the snippet: 200, or 304 when the browser's copy is current."""
+    if scope["method"] not in ("GET", "HEAD"):
+        return raw.method_not_allowed("GET, HEAD")
+    match = raw.header(scope, b"if-none-match")
+    if etag and match is not None and raw.etag_listed(match, etag):
+        return not_modified
+    return ok
 
 
 class FailOpenMiddleware:
@@ -85,10 +100,17 @@ class FailOpenMiddleware:
         # a few comparisons.
         self._is_protected = config.is_protected  # any method case, HEAD with GET, path spellings
         self._token_header = config.token_header.strip().lower().encode("ascii")
+        self._trusted = config.trusted_networks  # FAILOPEN_TRUSTED_PROXIES
         self._internal_error = fail_closed("failopen internal error",
                                            retry_after=config.retry_after)
         self._routes: dict[str, _Route] = {prefix + "/flag": self._flag,
-                                           prefix + "/failopen.js": self._snippet}
+                                           prefix + "/challenge": self._challenge,
+                                           prefix + "/failopen.js": self._snippet,
+                                           prefix + "/failopen-solver.js": self._solver}
+        # What each protected route does during an outage; with every route open and no
+        # outage rate limit, a request needs no route at all (the common, cheapest case).
+        self._policies = web.RoutePolicies.from_config(config)
+        self._plain = self._policies.all_open and runtime.guard.gate.rate is None
         if config.admin_token:  # otherwise the route does not exist: the app answers
             self._routes[prefix + "/override"] = self._override
         # A flood of wrong admin tokens is one log line per interval, not one per request.
@@ -100,6 +122,10 @@ class FailOpenMiddleware:
         snippet = adapter_snippet(logger, snippet_path, prefix)
         self._etag = snippet.etag if snippet is not None else ""
         self._snippet_200, self._snippet_304 = raw.snippet_responses(snippet)
+        # The snippet's second file, always the package's: it answers the package's challenge.
+        solver = web.load_snippet(web.SOLVER_PATH)
+        self._solver_etag = solver.etag if solver is not None else ""
+        self._solver_200, self._solver_304 = raw.snippet_responses(solver)
 
     def __repr__(self) -> str:
         return f"FailOpenMiddleware(app={self.app!r}, prefix={self.prefix!r})"
@@ -154,13 +180,24 @@ class FailOpenMiddleware:
     ) -> tuple[Decision, raw.Receive] | raw.Response | None:
         client = scope.get("client")
         address = client[0] if client else ""
+        if self._trusted:  # behind our own proxies: the client they forwarded for
+            address = web.client_address(address, _forwarded_for(scope), self._trusted)
         # Scanned for only when the audit file keeps its hash.
         agent = _user_agent(scope) if self.runtime.wants_user_agent else ""
-        # Enforcement off: nobody looks at the token, so the body is neither capped nor parsed.
-        decision = self.runtime.bypass(path=path, client=address, user_agent=agent)
+        route, policy, solution = "", "open", None
+        if not self._plain:
+            found = self._policies.for_path(path,
+                                            _other_spelling(path, scope.get("root_path") or ""))
+            route, policy = found if found is not None else (path, self._policies.default)
+            solution = raw.header(scope, SOLUTION_HEADER)
+        # Enforcement off: nobody looks at the token, so the body is neither capped nor parsed
+        # (unless a fallback route's solution may be in it).
+        decision = self.runtime.bypass(path=path, client=address, user_agent=agent,
+                                       policy=policy, route=route, solution=solution)
         app_receive = receive
         if decision is None:
-            judged = await self._judge(scope, receive, path, address, agent)
+            judged = await self._judge(scope, receive, path, address, agent, policy, route,
+                                       solution)
             if judged is None or isinstance(judged, raw.Response):  # 413, or the client left
                 return judged
             decision, app_receive = judged
@@ -171,7 +208,8 @@ class FailOpenMiddleware:
         return decision, app_receive
 
     async def _judge(
-        self, scope: raw.Scope, receive: raw.Receive, path: str, address: str, agent: str = ""
+        self, scope: raw.Scope, receive: raw.Receive, path: str, address: str, agent: str = "",
+        policy: str = "open", route: str = "", solution: str | None = None,
     ) -> tuple[Decision, raw.Receive] | raw.Response | None:
         token = content_type = length = None
         # The first of repeated headers, as Starlette and Django read them.
@@ -184,7 +222,8 @@ class FailOpenMiddleware:
             elif name == b"content-length":
                 length = length if length is not None else value
         app_receive = receive
-        if not token and raw.body_may_carry_token(content_type):
+        wants_solution = policy == "fallback" and solution is None
+        if (not token or wants_solution) and raw.body_may_carry_token(content_type):
             read = await raw.read_body(receive, self.config.max_body_bytes,
                                        declared=raw.declared_length(length))
             if read == raw.TOO_LARGE:
@@ -193,10 +232,13 @@ class FailOpenMiddleware:
                 return None
             body, messages = read
             # On the loop: its cost is bounded per byte (failopen.web; bench_asgi_body.py).
-            token = web.token_from_body(content_type, body, self.config.token_field)
+            token = token or web.token_from_body(content_type, body, self.config.token_field)
+            if wants_solution:
+                solution = web.token_from_body(content_type, body, SOLUTION_FIELD)
             app_receive = raw.Replay(messages, receive)
-        return await self.runtime.adecide(token, path=path, client=address,
-                                          user_agent=agent), app_receive
+        return await self.runtime.adecide(token, path=path, client=address, user_agent=agent,
+                                          policy=policy, route=route,
+                                          solution=solution), app_receive
 
     # --- failopen's own routes --------------------------------------------------------------
 
@@ -220,16 +262,25 @@ class FailOpenMiddleware:
         confirm = next((value for name, value in query if name == "confirm"), None)
         # aconfirm never turns enforcement off by itself: only a confirmed outage does.
         state = await self.runtime.aconfirm() if web.wants_confirm(confirm) else self.runtime.state
-        payload = web.flag_payload(state, mode=self.config.mode, probe=self.runtime.probe)
+        asked = next((value for name, value in query if name == "path"), None)
+        found = self._policies.for_path(asked) if asked else None
+        payload = web.flag_payload(state, mode=self.config.mode, probe=self.runtime.probe,
+                                   outage_policy=found[1] if found is not None else None)
         return raw.raw_response(200, web.FLAG_HEADERS, json.dumps(payload).encode())
 
-    async def _snippet(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response:
+    async def _challenge(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response:
         if scope["method"] not in ("GET", "HEAD"):
             return raw.method_not_allowed("GET, HEAD")
-        match = raw.header(scope, b"if-none-match")
-        if self._etag and match is not None and raw.etag_listed(match, self._etag):
-            return self._snippet_304
-        return self._snippet_200
+        self.runtime.ensure_started()
+        status, payload = web.challenge_answer(self.runtime.state, self.runtime.challenges,
+                                               mode=self.config.mode)
+        return raw.raw_response(status, web.FLAG_HEADERS, json.dumps(payload).encode())
+
+    async def _snippet(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response:
+        return _static(scope, self._etag, self._snippet_200, self._snippet_304)
+
+    async def _solver(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response:
+        return _static(scope, self._solver_etag, self._solver_200, self._solver_304)
 
     async def _override(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response | None:
         if scope["method"] != "POST":
@@ -284,6 +335,14 @@ class FailOpenMiddleware:
         # An app without lifespan support raises here as it would unwrapped: the server then
         # runs without lifespan, and the watcher starts on the first guarded request.
         await self.app(scope, lifespan_receive, lifespan_send)
+
+
+def _forwarded_for(scope: raw.Scope) -> str | None:
+    """Every X-Forwarded-For header, joined in order (as Django and WSGI servers join them): a
+    proxy appends to the last one, so the right-most entries are its own."""
+    values = [bytes(value).decode("latin-1") for name, value in scope.get("headers", ())
+              if name == b"x-forwarded-for"]
+    return ",".join(values) if values else None
 
 
 def _user_agent(scope: raw.Scope) -> str:

@@ -6,7 +6,8 @@
 
 Per request, in this order::
 
-    <prefix>/flag, <prefix>/failopen.js, <prefix>/override ... answered here (override: only with
+    <prefix>/flag, <prefix>/failopen.js, <prefix>/failopen-solver.js,
+    <prefix>/override ........................................ answered here (override: only with
                                                                an admin token configured; wrong
                                                                tokens logged one line a minute)
     protected method + path (any case of the method; the path with or without SCRIPT_NAME, and
@@ -49,6 +50,19 @@ logger = logging.getLogger("failopen.wsgi")
 _Route = Callable[["raw.Environ"], "raw.Response"]
 
 
+def _static(environ: raw.Environ, etag: str, ok: raw.Response,
+            not_modified: raw.Response) -> raw.Response:
+    """A file of the snippet: 200, or 304 when the browser's copy is current."""
+    if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+        return raw.method_not_allowed("GET, HEAD")
+    match = environ.get("HTTP_IF_NONE_MATCH")
+    if etag and match is not None and raw.etag_listed(str(match), etag):
+        return not_modified
+    return ok
+
+
+# Where a WSGI server puts the fallback solution's header: HTTP_ + upper case, "-" as "_".
+SOLUTION_KEY = "HTTP_" + web.SOLUTION_HEADER.upper().replace("-", "_")
 
 class FailOpenMiddleware:
     """failopen around any WSGI app (Flask, Bottle, Pyramid); Django has its own middleware."""
@@ -70,10 +84,17 @@ class FailOpenMiddleware:
         self._is_protected = config.is_protected  # any method case, HEAD with GET, path spellings
         # Where a WSGI server puts the header: HTTP_ + upper case, "-" as "_".
         self._token_key = "HTTP_" + config.token_header.strip().upper().replace("-", "_")
+        self._trusted = config.trusted_networks  # FAILOPEN_TRUSTED_PROXIES
         self._internal_error = fail_closed("failopen internal error",
                                            retry_after=config.retry_after)
         self._routes: dict[str, _Route] = {prefix + "/flag": self._flag,
-                                           prefix + "/failopen.js": self._snippet}
+                                           prefix + "/challenge": self._challenge,
+                                           prefix + "/failopen.js": self._snippet,
+                                           prefix + "/failopen-solver.js": self._solver}
+        # What each protected route does during an outage; with every route open and no
+        # outage rate limit, a request needs no route at all (the common, cheapest case).
+        self._policies = web.RoutePolicies.from_config(config)
+        self._plain = self._policies.all_open and runtime.guard.gate.rate is None
         if config.admin_token:  # otherwise the route does not exist: the app answers
             self._routes[prefix + "/override"] = self._override
         self._refusals = web.RefusalLog(logger, clock=runtime.clock)
@@ -84,6 +105,10 @@ class FailOpenMiddleware:
         snippet = adapter_snippet(logger, snippet_path, prefix)
         self._etag = snippet.etag if snippet is not None else ""
         self._snippet_200, self._snippet_304 = raw.snippet_responses(snippet)
+        # The snippet's second file, always the package's: it answers the package's challenge.
+        solver = web.load_snippet(web.SOLVER_PATH)
+        self._solver_etag = solver.etag if solver is not None else ""
+        self._solver_200, self._solver_304 = raw.snippet_responses(solver)
 
     def __repr__(self) -> str:
         return f"FailOpenMiddleware(app={self.app!r}, prefix={self.prefix!r})"
@@ -129,22 +154,36 @@ class FailOpenMiddleware:
 
     def _decide(self, environ: raw.Environ, path: str) -> Decision | raw.Response:
         address = str(environ.get("REMOTE_ADDR") or "")
+        if self._trusted:  # behind our own proxies: the client they forwarded for
+            address = web.client_address(address, environ.get("HTTP_X_FORWARDED_FOR"),
+                                         self._trusted)
         # Enforcement off: nobody looks at the token, so the body is neither capped nor parsed.
         agent = str(environ.get("HTTP_USER_AGENT") or "")
-        decision = self.runtime.bypass(path=path, client=address, user_agent=agent)
+        route, policy, solution = "", "open", None
+        if not self._plain:
+            found = self._policies.for_path(path, raw.request_path(environ, "PATH_INFO"))
+            route, policy = found if found is not None else (path, self._policies.default)
+            solution = environ.get(SOLUTION_KEY) or None
+        decision = self.runtime.bypass(path=path, client=address, user_agent=agent,
+                                       policy=policy, route=route, solution=solution)
         if decision is None:
             token = environ.get(self._token_key) or None
             content_type = environ.get("CONTENT_TYPE")
-            if not token and raw.body_may_carry_token(content_type):
+            wants_solution = policy == "fallback" and solution is None
+            if (not token or wants_solution) and raw.body_may_carry_token(content_type):
                 body = raw.read_body(environ, self.config.max_body_bytes)
                 if body == raw.TOO_LARGE:
                     return raw.BODY_TOO_LARGE
                 if body == raw.DISCONNECTED:
                     return raw.BODY_ENDED_EARLY
                 if isinstance(body, bytes):
-                    token = web.token_from_body(content_type, body, self.config.token_field)
+                    token = token or web.token_from_body(content_type, body,
+                                                         self.config.token_field)
+                    if wants_solution:
+                        solution = web.token_from_body(content_type, body, web.SOLUTION_FIELD)
                     raw.replay(environ, body)
-            decision = self.runtime.decide(token, path=path, client=address, user_agent=agent)
+            decision = self.runtime.decide(token, path=path, client=address, user_agent=agent,
+                                           policy=policy, route=route, solution=solution)
         environ["failopen.decision"] = decision
         return decision
 
@@ -169,16 +208,25 @@ class FailOpenMiddleware:
         confirm = next((value for name, value in query if name == "confirm"), None)
         # confirm never turns enforcement off by itself: only a confirmed outage does.
         state = self.runtime.confirm() if web.wants_confirm(confirm) else self.runtime.state
-        payload = web.flag_payload(state, mode=self.config.mode, probe=self.runtime.probe)
+        asked = next((value for name, value in query if name == "path"), None)
+        found = self._policies.for_path(asked) if asked else None
+        payload = web.flag_payload(state, mode=self.config.mode, probe=self.runtime.probe,
+                                   outage_policy=found[1] if found is not None else None)
         return raw.raw_response(200, web.FLAG_HEADERS, json.dumps(payload).encode())
 
-    def _snippet(self, environ: raw.Environ) -> raw.Response:
+    def _challenge(self, environ: raw.Environ) -> raw.Response:
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
             return raw.method_not_allowed("GET, HEAD")
-        match = environ.get("HTTP_IF_NONE_MATCH")
-        if self._etag and match is not None and raw.etag_listed(str(match), self._etag):
-            return self._snippet_304
-        return self._snippet_200
+        self.runtime.ensure_started()
+        status, payload = web.challenge_answer(self.runtime.state, self.runtime.challenges,
+                                               mode=self.config.mode)
+        return raw.raw_response(status, web.FLAG_HEADERS, json.dumps(payload).encode())
+
+    def _snippet(self, environ: raw.Environ) -> raw.Response:
+        return _static(environ, self._etag, self._snippet_200, self._snippet_304)
+
+    def _solver(self, environ: raw.Environ) -> raw.Response:
+        return _static(environ, self._solver_etag, self._solver_200, self._solver_304)
 
     def _override(self, environ: raw.Environ) -> raw.Response:
         if environ.get("REQUEST_METHOD") != "POST":

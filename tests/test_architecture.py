@@ -18,7 +18,8 @@ import pytest
 
 ROOT = Path(__file__).parent.parent
 CORE = ROOT / "failopen"
-WINGS = {"_internal", "vendor", "engine", "observe", "stores", "web", "cli", "rai", "testing"}
+WINGS = {"_internal", "vendor", "engine", "observe", "stores", "fallback", "web", "cli", "rai",
+         "testing"}
 
 
 def cycles(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:

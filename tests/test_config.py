@@ -71,6 +71,14 @@ ENV_TABLE: dict[str, tuple[str, object]] = {
     "evidence": ("status, Probe", frozenset({"status", "probe"})),
     "probe_interval": ("12", 12.0),
     "probe_open_after": ("4", 4),
+    "outage_policy": ("closed", "closed"),
+    "outage_policy_routes": ("/accounts/signup/=fallback, accounts:login=Open",
+                             (("/accounts/signup/", "fallback"), ("accounts:login", "open"))),
+    "fallback_secret": ("f" * 40, Secret("f" * 40)),
+    "fallback_cost": ("5000", 5000),
+    "fallback_ttl": ("60", 60.0),
+    "outage_rate": ("5/minute", "5/minute"),
+    "trusted_proxies": ("10.0.0.0/8, 192.168.1.7", ("10.0.0.0/8", "192.168.1.7/32")),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import logging
 import os
@@ -19,6 +20,7 @@ SCENES = (
     "healthy: every component operational",
     "regional impairment: eu-west-1 down, failover complete",
     "global outage: the platform is down, verify calls fail",
+    "sign-up during the outage with `fallback`; password reset `closed`",
     "status page erroring (HTTP 500): the last good reading stands",
     "recovery: everything operational again",
     "verify API down, status page operational: cannot verify now, never a bypass",
@@ -72,7 +74,7 @@ def test_demo_plays_every_scene_in_order(played: tuple[int, str]) -> None:
 def test_demo_bypasses_only_during_the_outage(played: tuple[int, str]) -> None:
     _, output = played
     by_title = scenes(output)
-    healthy, regional, outage, errors, recovery = (by_title[t] for t in SCENES[:5])
+    healthy, regional, outage, _fallback, errors, recovery = (by_title[t] for t in SCENES[:6])
     for section in (healthy, regional, recovery):
         assert bypasses(section) == 0, section
         assert "audit: bypass" not in section
@@ -101,7 +103,7 @@ def test_demo_status_page_errors_keep_the_last_good_reading(played: tuple[int, s
     # A reader must not come away thinking errors cause a bypass: the outage read before the
     # errors is what keeps enforcement off, and the scene says so.
     _, output = played
-    errors = scenes(output)[SCENES[3]]
+    errors = scenes(output)[SCENES[4]]
     assert "an error is no evidence either way: the last good reading (global=major_outage) " \
            "stands" in errors
     assert "had it been operational, enforcement would go on" in errors
@@ -110,7 +112,7 @@ def test_demo_status_page_errors_keep_the_last_good_reading(played: tuple[int, s
 
 def test_demo_verify_api_down_is_503_never_a_bypass(played: tuple[int, str]) -> None:
     _, output = played
-    section = scenes(output)[SCENES[5]]
+    section = scenes(output)[SCENES[6]]
     assert bypasses(section) == 0, section
     assert "audit: bypass" not in section
     assert "[confirmed] global component operational" in section  # the guard asked the page
@@ -125,7 +127,7 @@ def test_demo_override_off_shows_its_expiry_and_lapses_to_enforcement(
     played: tuple[int, str]
 ) -> None:
     _, output = played
-    section = scenes(output)[SCENES[6]]
+    section = scenes(output)[SCENES[7]]
     placed, after = section.split("override lapsed", 1)
     expiry = re.search(r"override off placed: enforce=False source=override "
                        r"expires (\d{4}-\d\d-\d\dT[\d:.]+Z) \(in [\d.]+s\)", placed)
@@ -139,6 +141,68 @@ def test_demo_override_off_shows_its_expiry_and_lapses_to_enforcement(
     assert bypasses(after) == 0, after
     assert "log-in with valid token  -> admitted " in after
     assert "log-in with bad token    -> refused 403" in after
+
+
+def row(section: str, label: str) -> str:
+    """The line of ``section`` for one request of the fallback scene, by its label."""
+    found = [line for line in section.splitlines() if line.startswith(f"      {label:<24} -> ")]
+    assert len(found) == 1, (label, section)
+    return found[0]
+
+
+def test_demo_fallback_admits_a_solved_challenge_once(played: tuple[int, str]) -> None:
+    _, output = played
+    section = scenes(output)[SCENES[3]]
+    assert "/signup's policy is fallback" in section
+    assert "cost 5,000 here so the demo stays quick" in section  # said, not hidden
+    assert "-> refused 403          fallback_required: " in row(section, "sign-up, no solution")
+    challenge = row(section, "GET /failopen/challenge")
+    assert "-> 200 " in challenge and "maxnumber=5000" in challenge, challenge
+    assert " ms CPU " in row(section, "solve it")
+    solved = row(section, "sign-up, solved")
+    assert "-> admitted (bypassed)  bypassed_fallback: " in solved, solved
+    assert "fallback challenge solved" in solved
+    replayed = row(section, "sign-up, same solution")
+    assert "-> refused 403          fallback_invalid: " in replayed, replayed
+    assert "already used" in replayed
+    assert bypasses(section) == 1, section  # the solved sign-up, and nothing else
+    # The admission is audited like any bypass, with what let it through.
+    audit = [line for line in section.splitlines() if "audit: bypass" in line]
+    assert len(audit) == 1 and "path='/signup'" in audit[0], audit
+    lines = section.splitlines()
+    assert lines.index(row(section, "sign-up, no solution")) \
+        < lines.index(row(section, "GET /failopen/challenge")) \
+        < lines.index(row(section, "sign-up, solved")) \
+        < lines.index(row(section, "sign-up, same solution"))
+
+
+def test_demo_password_reset_is_closed_during_the_outage(played: tuple[int, str]) -> None:
+    _, output = played
+    section = scenes(output)[SCENES[3]]
+    assert "/password-reset's policy is closed" in section
+    reset = row(section, "password reset")
+    assert "-> refused 503          outage_closed (Retry-After: 5 s): " in reset, reset
+    assert "closed during an outage" in reset
+    assert "outage rate limit (20/minute per client and route)" in section
+
+
+def test_demo_without_the_fallback_extra_skips_that_scene_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The README's first line installs the extra; an older .venv made with `-e .` has not got it.
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None
+                        if name in ("altcha", "limits") else find_spec(name, *a))
+    out = io.StringIO()
+    assert run_demo(step=0.1, out=out) == 0, out.getvalue()
+    output = out.getvalue()
+    section = scenes(output)[SCENES[3]]
+    shown = [line.strip() for line in section.splitlines()
+             if line.strip() and not line.lstrip().startswith(("poll:", ">> flag:"))]
+    assert shown == ['skipped: the fallback scene needs altcha and limits, which are not '
+                     'installed: pip install "failopen[fallback]"'], section
+    assert "demo finished: every scene behaved as expected" in output
+    assert list(scenes(output)) == list(SCENES)
 
 
 def test_demo_prints_the_transitions(played: tuple[int, str]) -> None:

@@ -36,11 +36,13 @@ def test_wheel_has_no_top_level_integrations(tmp_path_factory: pytest.TempPathFa
     assert "failopen/integrations/__init__.py" in names
     assert "failopen/py.typed" in names
     assert "failopen/testing/pytest_plugin.py" in names
-    # The snippet: for the adapters (core) and for Django's AppDirectoriesFinder (the app).
-    snippet = (ROOT / "failopen" / "static" / "failopen" / "failopen.js").read_bytes()
-    with zipfile.ZipFile(wheel) as archive:  # the one source, as a file at both places
-        assert archive.read("failopen/static/failopen/failopen.js") == snippet
-        assert archive.read("failopen/integrations/django/static/failopen/failopen.js") == snippet
+    # The snippet and its solver: for the adapters (core) and for Django's AppDirectoriesFinder
+    # (the app).
+    for name in ("failopen.js", "failopen-solver.js"):
+        snippet = (ROOT / "failopen" / "static" / "failopen" / name).read_bytes()
+        with zipfile.ZipFile(wheel) as archive:  # the one source, as a file at both places
+            assert archive.read(f"failopen/static/failopen/{name}") == snippet
+            assert archive.read(f"failopen/integrations/django/static/failopen/{name}") == snippet
     sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "failopen").rglob("*.py")}
     packaged = {n for n in names if n.endswith(".py")}
     missing = {s for s in sources if s not in packaged and "__pycache__" not in s}

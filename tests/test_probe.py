@@ -50,6 +50,9 @@ class Site:
             "verify_url": "https://verify.test" + self.api.path,
             "private_key": self.api.private_key, "protected_paths": ("/login",),
             "poll_interval": POLL, "poll_jitter": 0.0,
+            # Simulated hours of traffic from one client; the outage rate limit counts wall
+            # time, and has tests of its own (tests/fallback/).
+            "outage_rate": "none",
         }
         settings.update(changes)
         config = Config.from_mapping({"EVIDENCE": evidence}, **settings)

@@ -3,6 +3,8 @@
 Nothing is mocked but the vendor: the real watcher thread polls a real HTTP status page, and the
 real guard calls a real verify endpoint, while the script changes what the fakes report. Each
 scene prints what the status page says, what the flag does, and how three log-in attempts fare.
+One scene shows the outage policies (issue 20): sign-up on a ``fallback`` route, password reset on
+a ``closed`` one; it needs the ``fallback`` extra and says so when it is missing.
 """
 
 from __future__ import annotations
@@ -17,11 +19,16 @@ from typing import TextIO
 
 from failopen._internal.terminal import printable
 from failopen.config import Config
+from failopen.engine.decision import Decision
 from failopen.engine.flag import FlagState, rfc3339
 from failopen.engine.watcher import PollResult
+from failopen.exceptions import ConfigError
+from failopen.fallback.settings import require_extra
 from failopen.runtime import FailOpen
+from failopen.testing.fallback import solve_challenge
 from failopen.testing.status_page import FakeStatusPage
 from failopen.testing.verify_api import FakeVerifyAPI
+from failopen.web import RoutePolicies, challenge_answer
 
 __all__ = ["run_demo"]
 
@@ -35,6 +42,8 @@ class _World:
     runtime: FailOpen
     printer: _Printer
     step: float
+    #: Why the fallback scene cannot play (the extra is missing), else None.
+    fallback_missing: str | None = None
 
 
 @dataclass(frozen=True)
@@ -97,10 +106,73 @@ def _play_override_off(world: _World, want: bool) -> None:
     _attempts(runtime, world.verify, printer)
 
 
+# The demo's fallback challenge: a twentieth of the default cost (100,000, about 0.66 s in a
+# browser), so that Python solves it in milliseconds and the demo stays quick.
+DEMO_FALLBACK_COST = 5_000
+_DEMO_FALLBACK_SECRET = "demo-fallback-secret-" + "x" * 16  # 32+ characters, as required
+_CLIENT = "203.0.113.7"
+
+
+def _verdict(d: Decision) -> str:
+    if d.allow:
+        return "admitted (bypassed)" if d.bypassed else "admitted"
+    return f"refused {d.status_code}"
+
+
+def _play_fallback(world: _World, want: bool) -> None:
+    """Sign-up during the outage on a ``fallback`` route; password reset on a ``closed`` one."""
+    runtime, printer = world.runtime, world.printer
+    _settle(runtime, want, grace=2 * world.step)
+    if world.fallback_missing is not None:
+        printer.line(f"    skipped: {world.fallback_missing}")
+        return
+    config = runtime.config
+    policies = RoutePolicies.from_config(config)
+
+    def row(label: str, verdict: str, why: str) -> None:
+        printer.line(f"      {label:<24} -> {verdict:<20} {why}")
+
+    def ask(path: str, solution: str | None = None) -> Decision:
+        # What the adapters do: the route the path counts under, and that route's policy.
+        route, policy = policies.for_path(path) or (path, config.outage_policy)
+        return runtime.decide(None, path=path, client=_CLIENT, policy=policy, route=route,
+                              solution=solution)
+
+    printer.line(f"    /signup's policy is {policies.policy_of('/signup')}: no vendor check, "
+                 "but a solved proof-of-work challenge, used once;\n"
+                 f"    cost {config.fallback_cost:,} here so the demo stays quick (the default "
+                 "100,000 takes a browser ~0.66 s)")
+    d = ask("/signup")
+    row("sign-up, no solution", _verdict(d), f"{d.outcome}: {d.reason}")
+    status, challenge = challenge_answer(runtime.state, runtime.challenges, mode=config.mode)
+    if status != 200:  # enforcement came back meanwhile: the scene's check says so
+        row("GET /failopen/challenge", str(status), str(challenge))
+        return
+    row("GET /failopen/challenge", str(status),
+        f"maxnumber={challenge['maxnumber']}, HMAC-signed, valid {config.fallback_ttl:g}s")
+    started = time.process_time()
+    solution = solve_challenge(challenge)  # what the browser's Web Worker does
+    row("solve it", f"{(time.process_time() - started) * 1000:.1f} ms CPU",
+        "the work a browser, or a bot, does for each admission")
+    d = ask("/signup", solution)
+    row("sign-up, solved", _verdict(d), f"{d.outcome}: {d.reason}")
+    d = ask("/signup", solution)
+    row("sign-up, same solution", _verdict(d), f"{d.outcome}: {d.reason}")
+    printer.line(f"    each admission counts toward the outage rate limit ({config.outage_rate} "
+                 "per client and route)")
+    printer.line(f"    /password-reset's policy is {policies.policy_of('/password-reset')}: "
+                 "where a bot's success is worst, nobody gets in")
+    d = ask("/password-reset")
+    row("password reset", _verdict(d),
+        f"{d.outcome} (Retry-After: {d.retry_after} s): {d.reason}")
+
+
 _SCENES = (
     _Scene("healthy: every component operational", _healthy, True),
     _Scene("regional impairment: eu-west-1 down, failover complete", _regional, True),
     _Scene("global outage: the platform is down, verify calls fail", _global_outage, False),
+    _Scene("sign-up during the outage with `fallback`; password reset `closed`", _global_outage,
+           False, play=_play_fallback),
     _Scene(
         "status page erroring (HTTP 500): the last good reading stands", _status_errors, False,
         note="an error is no evidence either way: the last good reading (global=major_outage) "
@@ -163,13 +235,8 @@ def _attempts(runtime: FailOpen, verify: FakeVerifyAPI, printer: _Printer) -> No
         ("bad token", verify.issue_token(solved=False, verified=False)),
         ("no token", None),
     ):
-        d = runtime.decide(token, path="/login", client="203.0.113.7")
-        verdict = (
-            ("admitted (bypassed)" if d.bypassed else "admitted")
-            if d.allow
-            else (f"refused {d.status_code}")
-        )
-        printer.line(f"      log-in with {label:<12} -> {verdict:<20} {d.reason}")
+        d = runtime.decide(token, path="/login", client=_CLIENT)
+        printer.line(f"      log-in with {label:<12} -> {_verdict(d):<20} {d.reason}")
 
 
 def _settle(runtime: FailOpen, want: bool, *, grace: float) -> None:
@@ -179,9 +246,20 @@ def _settle(runtime: FailOpen, want: bool, *, grace: float) -> None:
         time.sleep(0.01)
 
 
+def _fallback_missing() -> str | None:
+    """Why the fallback scene cannot play (its extra is not installed), else None."""
+    try:
+        require_extra("the fallback scene")
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
 def run_demo(*, step: float = 0.6, out: TextIO | None = None) -> int:
     """Play the outage; returns the exit code (0 when every scene behaved as it should)."""
     printer = _Printer(out if out is not None else sys.stdout)
+    fallback_missing = _fallback_missing()
+    fallback = fallback_missing is None
     page = FakeStatusPage(regions=("us-east-1", "eu-west-1"))
     verify = FakeVerifyAPI(private_key="demo-private-key")
     interval = step / 4
@@ -190,7 +268,11 @@ def run_demo(*, step: float = 0.6, out: TextIO | None = None) -> int:
             status_url=status_server.url,
             verify_url=verify_server.url + verify.path,
             private_key="demo-private-key",
-            protected_paths=("/login",),
+            protected_paths=("/login", "/signup", "/password-reset") if fallback else ("/login",),
+            outage_policy_routes=(("/signup", "fallback"), ("/password-reset", "closed"))
+            if fallback else (),
+            fallback_secret=_DEMO_FALLBACK_SECRET if fallback else None,
+            fallback_cost=DEMO_FALLBACK_COST,
             poll_interval=interval,
             poll_jitter=0.0,
             # Loopback answers come in milliseconds; a time-out of one short interval would turn
@@ -241,7 +323,7 @@ def run_demo(*, step: float = 0.6, out: TextIO | None = None) -> int:
         printer.line(
             f"polling every {interval:g}s; bypass on {', '.join(sorted(config.bypass_on))}"
         )
-        world = _World(page, verify, runtime, printer, step)
+        world = _World(page, verify, runtime, printer, step, fallback_missing)
         ok = True
         runtime.start()
         try:

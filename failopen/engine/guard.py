@@ -23,13 +23,14 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 from failopen._internal.forksafe import renew_locks_after_fork
 from failopen.engine.confirm import CONFIRM_WAIT, OutageConfirmer
+from failopen.engine.decision import Decision, Outcome, fail_closed
 from failopen.engine.first_reading import FirstReading
-from failopen.engine.flag import EnforcementFlag
+from failopen.engine.flag import EnforcementFlag, FlagState
+from failopen.engine.outage import OutageGate, Refusal
 from failopen.observe.audit import BypassAudit
 from failopen.observe.metrics import NO_METRICS, Metrics
 from failopen.vendor.verify import Verifier, VerifyOutcome, VerifyResult
@@ -42,47 +43,13 @@ __all__ = ["CONFIRM_WAIT", "Decision", "Guard", "OutageConfirmer", "Outcome", "f
 logger = logging.getLogger("failopen.guard")
 audit = logging.getLogger("failopen.audit")
 
-Outcome = Literal[
-    "valid", "bypassed_flag_off", "bypassed_confirmed_outage", "missing_token", "invalid_token",
-    "rate_limited", "cannot_verify", "internal_error",
-]
-
 _MAX_TOKEN = 4096
-
-@dataclass(frozen=True)
-class Decision:
-    """What to do with one request, and why."""
-
-    allow: bool
-    bypassed: bool
-    outcome: Outcome
-    reason: str
-    status_code: int = 200
-    retry_after: int | None = None
-    shadow: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form, for ``request.failopen`` and rejection bodies."""
-        return {
-            "allow": self.allow,
-            "bypassed": self.bypassed,
-            "outcome": self.outcome,
-            "reason": self.reason,
-            "shadow": self.shadow,
-        }
 
 
 def _unusable(token: str | None) -> bool:
     """True for a token no verify call is made for: none, not text, too long, unprintable."""
     return not token or not isinstance(token, str) or len(token) > _MAX_TOKEN \
         or not token.isprintable()
-
-
-def fail_closed(reason: str, *, retry_after: int) -> Decision:
-    """The refusal when failopen itself cannot decide (a bug, unusable settings): 503, never a
-    bypass. The guard and both adapters answer it alike."""
-    return Decision(allow=False, bypassed=False, outcome="internal_error", reason=reason,
-                    status_code=503, retry_after=retry_after)
 
 
 class Guard:
@@ -117,9 +84,14 @@ class Guard:
         self._missing = self._reject(403, "missing_token", "no enforcement token")
         self._malformed = self._reject(403, "invalid_token", "malformed enforcement token")
         self._bypass_for: tuple[object, Decision] | None = None
+        self._fallback_for: tuple[object, Decision] | None = None
         #: With the verify probe (FAILOPEN_EVIDENCE=status,probe): where requests' verify
         #: outcomes are counted, one of the probe's two conditions.
         self.outcome_window: OutcomeWindow | None = None
+        #: Set by the runtime: what a route does while enforcement is off (its outage policy,
+        #: the outage rate limit, the fallback challenge). The default gate has no rate limit
+        #: and no fallback: ``open`` routes open, ``closed`` and ``fallback`` ones refuse.
+        self.gate = OutageGate(retry_after=retry_after)
         #: Set by the runtime: the watcher's first turn, which a request that would be refused
         #: before it waits for (a fresh worker during an outage admits as the others do).
         self.first_reading: FirstReading | None = None
@@ -128,13 +100,19 @@ class Guard:
         return f"Guard(mode={self.mode!r}, flag={self.flag!r})"
 
     def decide(self, token: str | None, *, path: str = "", client: str = "",
-               user_agent: str = "") -> Decision:
-        """Decide for one request to a protected route (``user_agent`` goes to the audit file)."""
+               user_agent: str = "", policy: str = "open", route: str = "",
+               solution: str | None = None) -> Decision:
+        """Decide for one request to a protected route (``user_agent`` goes to the audit file).
+
+        ``policy`` is the route's outage policy, ``route`` the protected route it counts under
+        (the outage rate limit's key; the path when empty) and ``solution`` the fallback
+        challenge solution the request carries: they matter only while enforcement is off.
+        """
         try:
             first = self._awaited_first_reading()
             if first is not None and _unusable(token):
                 first.await_sync()
-            early = self._before_verify(token, path, client, user_agent)
+            early = self._before_verify(token, path, client, user_agent, policy, route, solution)
             if early is not None:
                 return early
             started = time.perf_counter()
@@ -149,21 +127,26 @@ class Guard:
             if first is not None:
                 first.await_sync()
                 if self.mode == "enforce" and not self.flag.state.enforce:
-                    return self._bypass_flag_off(path, client, user_agent)
+                    return self._bypass_flag_off(path, client, user_agent, policy, route,
+                                                 solution)
             confirmed = confirmer.confirm() if confirmer is not None else False
+            if confirmed and result.outcome is VerifyOutcome.UNAVAILABLE:
+                return self._bypass_confirmed(result, path, client, user_agent, policy, route,
+                                              solution)
             return self._finish(self._from_verify(result, confirmed), path, client,
                                 user_agent=user_agent)
         except Exception:
             return self._internal_error()
 
     async def adecide(self, token: str | None, *, path: str = "", client: str = "",
-                      user_agent: str = "") -> Decision:
+                      user_agent: str = "", policy: str = "open", route: str = "",
+                      solution: str | None = None) -> Decision:
         """Async twin of :meth:`decide`."""
         try:
             first = self._awaited_first_reading()
             if first is not None and _unusable(token):
                 await first.await_async()
-            early = self._before_verify(token, path, client, user_agent)
+            early = self._before_verify(token, path, client, user_agent, policy, route, solution)
             if early is not None:
                 return early
             started = time.perf_counter()
@@ -178,24 +161,31 @@ class Guard:
             if first is not None:
                 await first.await_async()
                 if self.mode == "enforce" and not self.flag.state.enforce:
-                    return self._bypass_flag_off(path, client, user_agent)
+                    return self._bypass_flag_off(path, client, user_agent, policy, route,
+                                                 solution)
             confirmed = await confirmer.aconfirm() if confirmer is not None else False
+            if confirmed and result.outcome is VerifyOutcome.UNAVAILABLE:
+                return self._bypass_confirmed(result, path, client, user_agent, policy, route,
+                                              solution)
             return self._finish(self._from_verify(result, confirmed), path, client,
                                 user_agent=user_agent)
         except Exception:
             return self._internal_error()
 
-    def bypass(self, *, path: str = "", client: str = "", user_agent: str = ""
+    def bypass(self, *, path: str = "", client: str = "", user_agent: str = "",
+               policy: str = "open", route: str = "", solution: str | None = None
                ) -> Decision | None:
-        """The bypass decision if one needs no token right now (flag off, enforce mode), else None.
+        """The decision if it needs no token right now (flag off, enforce mode), else None.
 
         Lets an adapter skip reading a request body for a token nobody would look at. None means
         "call :meth:`decide` with the token": that call checks the flag again, so a flag that
-        turns back on in between is enforced. Never raises.
+        turns back on in between is enforced. A ``fallback`` route without a ``solution`` (none
+        in a header) is None too: its solution may be in the body. Never raises.
         """
         try:
-            if self.mode == "enforce" and not self.flag.state.enforce:
-                return self._bypass_flag_off(path, client, user_agent)
+            if self.mode == "enforce" and not self.flag.state.enforce \
+                    and (solution is not None or policy != "fallback"):
+                return self._bypass_flag_off(path, client, user_agent, policy, route, solution)
         except Exception:
             logger.exception("failopen bypass check failed; deciding with the token instead",
                              extra={"event": "failopen.guard_error"})
@@ -223,8 +213,17 @@ class Guard:
         with self._counts_lock:
             self._counts[outcome] = self._counts.get(outcome, 0) + 1
 
-    def _bypass_flag_off(self, path: str, client: str, user_agent: str) -> Decision:
+    def _bypass_flag_off(self, path: str, client: str, user_agent: str, policy: str = "open",
+                         route: str = "", solution: str | None = None) -> Decision:
         state = self.flag.state
+        gate = self.gate
+        if policy != "open" or gate.rate is not None:
+            refused = gate.refuse(policy, route=route or path, client=client, solution=solution,
+                                  off_since=state.since)
+            if refused is not None:
+                return self._finish(self._refused(refused), path, client)
+            if policy == "fallback":
+                return self._bypass_fallback(state, path, client, user_agent)
         cached = self._bypass_for
         first = cached is None or cached[0] is not state
         if cached is not None and not first:
@@ -237,11 +236,26 @@ class Guard:
             self._bypass_for = (state, decision)
         return self._finish(decision, path, client, first=first, user_agent=user_agent)
 
-    def _before_verify(self, token: str | None, path: str, client: str,
-                       user_agent: str) -> Decision | None:
+    def _bypass_fallback(self, state: FlagState, path: str, client: str,
+                         user_agent: str) -> Decision:
+        cached = self._fallback_for
+        first = cached is None or cached[0] is not state
+        if cached is not None and not first:
+            decision = cached[1]
+        else:
+            decision = Decision(
+                allow=True, bypassed=True, outcome="bypassed_fallback",
+                reason=f"enforcement off ({state.source}): {state.reason}; fallback challenge "
+                       "solved",
+            )
+            self._fallback_for = (state, decision)
+        return self._finish(decision, path, client, first=first, user_agent=user_agent)
+
+    def _before_verify(self, token: str | None, path: str, client: str, user_agent: str,
+                       policy: str, route: str, solution: str | None) -> Decision | None:
         """The decision when no verify call is needed: flag off, or no usable token."""
         if self.mode == "enforce" and not self.flag.state.enforce:
-            return self._bypass_flag_off(path, client, user_agent)
+            return self._bypass_flag_off(path, client, user_agent, policy, route, solution)
         if not token:
             return self._finish(self._missing, path, client)
         if _unusable(token):
@@ -255,6 +269,26 @@ class Guard:
         if first is None or not first.pending or not first.worth_waiting:
             return None
         return first if self.flag.state.source == "default" and first.under_way() else None
+
+    def _bypass_confirmed(self, result: VerifyResult, path: str, client: str, user_agent: str,
+                          policy: str, route: str, solution: str | None) -> Decision:
+        """The verify call is unavailable and the status page confirms an outage: the route's
+        outage policy decides, as it does while the flag is off."""
+        state = self.flag.state
+        refused = self.gate.refuse(policy, route=route or path, client=client,
+                                   solution=solution, off_since=state.since)
+        if refused is not None:
+            return self._finish(self._refused(refused), path, client)
+        outcome: Outcome = "bypassed_fallback" if policy == "fallback" \
+            else "bypassed_confirmed_outage"
+        return self._finish(Decision(
+            allow=True, bypassed=True, outcome=outcome,
+            reason=f"verify unavailable ({result.reason}); outage confirmed: {state.reason}",
+        ), path, client, user_agent=user_agent)
+
+    def _refused(self, refusal: Refusal) -> Decision:
+        return self._reject(refusal.status_code, refusal.outcome, refusal.reason,
+                            refusal.retry_after)
 
     def _from_verify(self, result: VerifyResult, confirmed: bool) -> Decision:
         outcome = result.outcome

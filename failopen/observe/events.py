@@ -159,6 +159,20 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
         "leader"),
     "failopen.fleet_error": (
         "failopen.fleet", "ERROR", "a bug in a fleet sync (the watcher goes on)", "-"),
+    "failopen.outage_rate_off": (
+        "failopen", "WARNING", "the default outage rate limit cannot count: the limits package "
+        "is missing (pip install \"failopen[fallback]\"); logged when a runtime is built", ""),
+    "failopen.fallback_redis_failed": (
+        "failopen.fallback", "WARNING", "the outage fallback's Redis (used solutions, rate limit) "
+        "failed or was slow; this process uses its own memory meanwhile (one line per minute)",
+        "store, purpose, suppressed"),
+    "failopen.fallback_memory_full": (
+        "failopen.fallback", "WARNING", "this process remembers as many unexpired used "
+        "solutions as it may: new ones are refused (one line per minute)",
+        "max_entries, suppressed"),
+    "failopen.fallback_error": (
+        "failopen.fallback", "ERROR", "a bug in the outage fallback's record or rate limit "
+        "(the solution is refused, or the request not counted)", "-"),
     "failopen.thread_ended": (
         "failopen.watcher / failopen.listeners", "ERROR",
         "a background thread ended unexpectedly (it restarts on next use)", "thread_role"),

@@ -6,6 +6,7 @@
 * :class:`FakeVendorScript` — the vendor's client script (``api.js``) for browser tests.
 * :class:`RaiEmulator` — the session-intelligence API (interface A).
 * :class:`FakeClock` — time that moves only when told to.
+* :func:`solve_challenge` — the solution of a fallback challenge, as the browser sends it.
 * :class:`LoopbackServer`, :class:`Reply`, :func:`as_transport` — serve any fake on 127.0.0.1,
   or hand it to httpx in-process; :func:`free_port` for a real server your test starts.
 * :mod:`failopen.testing.control` — ``GET``/``POST /_control``: change a fake served with
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from failopen.testing._server import FakeRequest, LoopbackServer, Reply, as_transport, free_port
 from failopen.testing.clock import FakeClock
+from failopen.testing.fallback import solve_challenge
 from failopen.testing.rai_emulator import RaiEmulator
 from failopen.testing.status_page import FakeStatusPage
 from failopen.testing.vendor_script import FakeVendorScript
@@ -36,4 +38,5 @@ __all__ = [
     "Reply",
     "as_transport",
     "free_port",
+    "solve_challenge",
 ]

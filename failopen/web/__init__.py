@@ -12,7 +12,13 @@ urlencoded, multipart or JSON body). ``failopen.web`` is what adapters and sites
 from __future__ import annotations
 
 from failopen.web.body_tokens import token_from_body
-from failopen.web.flag_endpoint import FLAG_HEADERS, flag_payload, wants_confirm
+from failopen.web.client_address import client_address
+from failopen.web.flag_endpoint import (
+    FLAG_HEADERS,
+    challenge_answer,
+    flag_payload,
+    wants_confirm,
+)
 from failopen.web.override_endpoint import (
     MAX_OVERRIDE_BODY,
     STORE_NOT_SHARED,
@@ -30,21 +36,29 @@ from failopen.web.rejections import (
     rejection_json,
     rejection_payload,
 )
+from failopen.web.route_policies import SOLUTION_FIELD, SOLUTION_HEADER, RoutePolicies
 from failopen.web.snippet import (
     SNIPPET_OPTIONS,
     SNIPPET_PATH,
+    SOLVER_PATH,
     Snippet,
     load_snippet,
     snippet_attributes,
 )
 
 __all__ = [
+    "SOLUTION_FIELD",
+    "SOLUTION_HEADER",
+    "RoutePolicies",
+    "challenge_answer",
+    "client_address",
     "FLAG_HEADERS",
     "MAX_OVERRIDE_BODY",
     "REFUSAL_LOG_INTERVAL",
     "RefusalLog",
     "SNIPPET_OPTIONS",
     "SNIPPET_PATH",
+    "SOLVER_PATH",
     "STORE_NOT_SHARED",
     "Snippet",
     "admin_token_matches",

@@ -6,11 +6,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from failopen.engine.flag import FlagState
+from failopen.engine.outage import ChallengeSource
 
 if TYPE_CHECKING:
     from failopen.engine.probe import VerifyProbe
 
-__all__ = ["ACTOR_START", "FLAG_HEADERS", "flag_payload", "wants_confirm"]
+__all__ = [
+    "ACTOR_START", "CHALLENGE_ENFORCING", "FLAG_HEADERS", "challenge_answer", "flag_payload",
+    "wants_confirm",
+]
 
 # What handle_override appends to an override's reason: " (by <actor>)".
 ACTOR_START = " (by "
@@ -28,12 +32,15 @@ def wants_confirm(value: str | None) -> bool:
 
 
 def flag_payload(
-    state: FlagState, *, mode: str = "enforce", probe: VerifyProbe | None = None
+    state: FlagState, *, mode: str = "enforce", probe: VerifyProbe | None = None,
+    outage_policy: str | None = None,
 ) -> dict[str, Any]:
     """The flag endpoint's JSON (an override's reason without who placed it).
 
     ``probe`` (the runtime's, with ``FAILOPEN_EVIDENCE=status,probe``) adds its public block
-    under ``probe``; without it ``probe`` is null.
+    under ``probe``; without it ``probe`` is null. ``outage_policy`` is what the route the
+    browser asked about (``?path=``) does while enforcement is off: ``open``, ``fallback`` or
+    ``closed``; null when it is not a protected route (or none was asked about).
 
     In shadow mode the server enforces whatever the flag says, so the browser is told to enforce
     too (a browser skipping the challenge would only collect 403s); ``shadow.enforce`` (and
@@ -48,6 +55,7 @@ def flag_payload(
         payload["reason"] = probe.public_reason(state.reason)
     payload["mode"] = mode
     payload["probe"] = probe.public() if probe is not None else None
+    payload["outage_policy"] = outage_policy
     if mode == "shadow":
         payload["would_bypass"] = not state.enforce
         payload["shadow"] = {"enforce": state.enforce}
@@ -60,3 +68,24 @@ def _without_actor(reason: str) -> str:
     parentheses (and " (by " itself); cutting an operator's own words short is the safe way."""
     start = reason.find(ACTOR_START)
     return reason[:start] if start != -1 and reason.endswith(")") else reason
+
+
+#: The challenge endpoint's answer while enforcing: a challenge is for an outage only.
+CHALLENGE_ENFORCING: dict[str, Any] = {"error": {
+    "code": "enforcing",
+    "message": "Enforcement is on: send the enforcement token; no challenge is needed.",
+}}
+
+
+def challenge_answer(state: FlagState, challenges: ChallengeSource | None, *,
+                     mode: str = "enforce") -> tuple[int, dict[str, Any]]:
+    """``GET <prefix>/challenge``: 200 and a fresh ALTCHA challenge while enforcement is off,
+    409 ``enforcing`` while it is on (and always in shadow mode, which enforces), 404 when no
+    route's outage policy is ``fallback``. No I/O; answered with :data:`FLAG_HEADERS` (never
+    cached)."""
+    if challenges is None:
+        return 404, {"error": {"code": "not_found",
+                               "message": "No route's outage policy is fallback."}}
+    if state.enforce or mode == "shadow":
+        return 409, CHALLENGE_ENFORCING
+    return 200, challenges.issue()

@@ -1,4 +1,4 @@
-"""Refusals (403, or 503 with ``Retry-After``), as JSON or a small HTML page for a browser.
+"""Refusals (403, or 429 and 503 with ``Retry-After``), as JSON or a small HTML page for a browser.
 
 Messages are fixed per outcome: the detailed reason (which verify failure, whether an outage was
 confirmed) goes to the log, never to a client probing for a way in."""
@@ -22,7 +22,12 @@ _PUBLIC_MESSAGES = {
     "rate_limited": "The request cannot be verified right now; retry shortly.",
     "cannot_verify": "The request cannot be verified right now; retry shortly.",
     "internal_error": "The request cannot be verified right now; retry shortly.",
+    "outage_closed": "This action is briefly unavailable. Please try again in a few minutes.",
+    "outage_rate_limited": "Too many attempts; please wait a minute and try again.",
+    "fallback_required": "This request needs a solved challenge.",
+    "fallback_invalid": "The challenge solution was not accepted; please try again.",
 }
+_TITLES = {403: "Request refused", 429: "Too many attempts", 503: "Please retry shortly"}
 
 
 def rejection_payload(decision: Decision) -> dict[str, Any]:
@@ -39,7 +44,8 @@ def rejection_json(decision: Decision) -> bytes:
 def rejection_html(decision: Decision) -> bytes:
     """A small HTML page for browsers that did not ask for JSON."""
     message = escape(rejection_payload(decision)["error"]["message"])
-    title = "Request refused" if decision.status_code == 403 else "Please retry shortly"
+    title = "Briefly unavailable" if decision.outcome == "outage_closed" \
+        else _TITLES.get(decision.status_code, "Please retry shortly")
     return (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
         f"</head><body><h1>{title}</h1><p>{message}</p></body></html>"
@@ -47,7 +53,7 @@ def rejection_html(decision: Decision) -> bytes:
 
 
 def rejection_headers(decision: Decision, *, json_body: bool) -> list[tuple[str, str]]:
-    """Content type, ``Cache-Control: no-store``, and ``Retry-After`` on a 503."""
+    """Content type, ``Cache-Control: no-store``, and ``Retry-After`` on a 429 or 503."""
     headers = [
         ("Content-Type", "application/json" if json_body else "text/html; charset=utf-8"),
         ("Cache-Control", "no-store"),

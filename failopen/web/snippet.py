@@ -1,5 +1,7 @@
 """The browser snippet: the one ``failopen.js`` the package ships (served by every adapter, with an
-ETag), and the attributes of its script tag built from the configuration."""
+ETag) and its fallback solver ``failopen-solver.js`` (a Web Worker the snippet starts only when a
+route's outage policy is ``fallback``), and the attributes of its script tag built from the
+configuration."""
 
 from __future__ import annotations
 
@@ -10,10 +12,14 @@ from pathlib import Path
 
 from failopen.config import Config
 
-__all__ = ["SNIPPET_OPTIONS", "SNIPPET_PATH", "Snippet", "load_snippet", "snippet_attributes"]
+__all__ = ["SNIPPET_OPTIONS", "SNIPPET_PATH", "SOLVER_PATH", "Snippet", "load_snippet",
+           "snippet_attributes"]
 
 #: Where the browser snippet ships inside the package.
 SNIPPET_PATH = Path(__file__).parent.parent / "static" / "failopen" / "failopen.js"
+#: The snippet's second file, beside it: the worker that solves the fallback challenge. The snippet
+#: finds it by its own URL with the file name replaced.
+SOLVER_PATH = SNIPPET_PATH.with_name("failopen-solver.js")
 
 
 @dataclass(frozen=True)
@@ -24,9 +30,10 @@ class Snippet:
     etag: str
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=4)  # the snippet and its solver, and a site's own snippet_path
 def load_snippet(path: Path = SNIPPET_PATH) -> Snippet | None:
-    """The browser snippet shipped with the package, or None while it is not there."""
+    """A file of the browser snippet (``SNIPPET_PATH``, ``SOLVER_PATH``), or None while it is not
+    there."""
     try:
         body = path.read_bytes()
     except OSError:

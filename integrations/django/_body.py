@@ -72,8 +72,11 @@ def declared_length(request: HttpRequest) -> int:
         return 0
 
 
-def token_from_request_body(request: HttpRequest, config: Config) -> str | None | TooLarge:
-    """The token from the body's field, TOO_LARGE, or None. Never raises."""
+def token_from_request_body(request: HttpRequest, config: Config, *,
+                            field: str | None = None) -> str | None | TooLarge:
+    """The token from the body's field (``field``, default the token field), TOO_LARGE, or
+    None. Never raises."""
+    field = field if field is not None else config.token_field
     try:
         if not may_carry_token(request):
             return None  # refused without a token; the body is the view's business
@@ -84,13 +87,13 @@ def token_from_request_body(request: HttpRequest, config: Config) -> str | None 
             # every POST, before ours. A form's field is there already (any file part is on
             # disk by now). But Django parses only a POSTed form: for JSON, or any PUT, it
             # leaves an empty QueryDict and the body unread, so the body is searched next.
-            value = request.POST.get(config.token_field)
+            value = request.POST.get(field)
             if isinstance(value, str):
                 return value
         body = _bounded_body(request, config.max_body_bytes)
         if isinstance(body, TooLarge):
             return body
-        return token_from_body(request.META.get("CONTENT_TYPE"), body, config.token_field)
+        return token_from_body(request.META.get("CONTENT_TYPE"), body, field)
     except Exception:
         # Client gone, malformed, unreadable: the body carries no token.
         return None

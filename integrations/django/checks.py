@@ -7,6 +7,8 @@
 ``failopen.E004``  protected paths or views without the verify settings (VERIFY_URL,
                    PRIVATE_KEY)
 ``failopen.E005``  REJECT_VIEW cannot be imported or is not callable
+``failopen.E006``  a view marked ``@protect(outage="fallback")`` without FALLBACK_SECRET: no
+                   challenge can be issued, so it refuses every request during an outage
 ``failopen.W001``  a protected path that no URL pattern matches (a typo protects nothing)
 ``failopen.W002``  override endpoint enabled with the memory: store (only one worker sees it)
 ``failopen.W003``  FailOpenMiddleware is not in MIDDLEWARE (nothing is protected)
@@ -40,7 +42,7 @@ from failopen.config import Config
 from failopen.exceptions import ConfigError
 
 from . import conf, routes
-from .protection import ProtectedViews, is_marked, unmatched_message, walk
+from .protection import ProtectedViews, is_marked, outage_of, unmatched_message, walk
 from .startup import exposed_store_passwords
 
 __all__ = ["check_settings", "register"]
@@ -120,6 +122,12 @@ def _check_config(config: Config) -> list[checks.CheckMessage]:
         found += _check_override(config)
     found += _check_own_urls(config)
     found += _check_aliases(config)
+    if config.fallback_secret is None and _marked_fallback_views():
+        found.append(checks.Error(
+            'a view is marked @protect(outage="fallback") but FALLBACK_SECRET is not set: '
+            "no challenge can be issued, so the view refuses every request during an outage.",
+            hint=_WHERE.format(key="FALLBACK_SECRET") + " (at least 32 characters; "
+                 'pip install "failopen[fallback]")', id="failopen.E006"))
     if _MIDDLEWARE not in getattr(settings, "MIDDLEWARE", ()):
         found.append(checks.Warning(
             "FailOpenMiddleware is not in MIDDLEWARE: no request is checked.",
@@ -193,6 +201,14 @@ def _marked_views() -> bool:
     """True when some route of the URLconf leads to a view marked with ``protect``."""
     try:
         return any(is_marked(view) for view, _ in walk(get_resolver()))
+    except Exception:  # a broken URLconf has checks of its own
+        return False
+
+
+def _marked_fallback_views() -> bool:
+    """True when some route of the URLconf leads to a view marked ``protect(outage="fallback")``."""
+    try:
+        return any(outage_of(view) == "fallback" for view, _ in walk(get_resolver()))
     except Exception:  # a broken URLconf has checks of its own
         return False
 

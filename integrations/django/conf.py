@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -27,6 +27,7 @@ from failopen.config import Config
 from failopen.engine.guard import Decision, fail_closed
 from failopen.exceptions import ConfigError
 from failopen.runtime import FailOpen
+from failopen.web import RoutePolicies
 
 from .protection import ProtectedViews
 from .startup_line import announce_runtime
@@ -67,6 +68,8 @@ class Loaded:
     token_meta_key: str = ""
     reject_view: RejectView | None = None
     error: str | None = None
+    #: What each protected path or view does while enforcement is off.
+    policies: RoutePolicies = field(default_factory=lambda: RoutePolicies(()))
 
 
 def method_test(methods: frozenset[str]) -> Callable[[str], bool]:
@@ -130,7 +133,8 @@ def _load() -> Loaded:
         return Loaded(config=cfg, is_protected=cfg.is_protected,
                       protects_method=method_test(cfg.protected_methods),
                       views=ProtectedViews(cfg.protected_views),
-                      token_meta_key=f"HTTP_{header}", reject_view=reject_view_from(raw))
+                      token_meta_key=f"HTTP_{header}", reject_view=reject_view_from(raw),
+                      policies=RoutePolicies.from_config(cfg))
     except Exception as exc:  # a broken setting must not break the site: see _fallback
         logger.error("failopen settings unusable; protected routes answer 503: %s", exc)
         return _fallback(str(exc))

@@ -37,15 +37,20 @@ from django.utils.translation import get_language_from_path
 
 from failopen.config import Config
 from failopen.engine.guard import Decision
+from failopen.fallback.settings import OUTAGE_POLICIES
+from failopen.web import SOLUTION_FIELD, SOLUTION_HEADER, client_address
 
 from . import conf
 from ._answers import body_too_large, finish_custom, rejection
 from ._body import TooLarge, declared_length, may_carry_token, token_from_request_body
-from .protection import is_marked
+from .protection import is_marked, outage_of
 
 __all__ = ["FailOpenMiddleware", "RequestDecision"]
 
 logger = logging.getLogger("failopen.django")
+
+#: Where Django puts the fallback solution's header.
+SOLUTION_META_KEY = "HTTP_" + SOLUTION_HEADER.upper().replace("-", "_")
 
 
 class RequestDecision:
@@ -126,7 +131,7 @@ class FailOpenMiddleware:
         if not settings.views.reported:
             settings.views.report_unmatched()  # once: checks never run under gunicorn/uvicorn
         if _is_protected(settings, request) or _big_form_to_protected_view(settings, request):
-            refused = self._judge(request, settings)
+            refused = self._judge(request, settings, None)
             if refused is not None:
                 return refused
         return self.get_response(request)
@@ -138,7 +143,7 @@ class FailOpenMiddleware:
         if not settings.views.reported:
             settings.views.report_unmatched()
         if _is_protected(settings, request) or _big_form_to_protected_view(settings, request):
-            refused = await self._ajudge(request, settings)
+            refused = await self._ajudge(request, settings, None)
             if refused is not None:
                 return refused
         return await self.get_response(request)
@@ -150,7 +155,7 @@ class FailOpenMiddleware:
         settings = conf.loaded()
         if not _protects_view(settings, request, view):
             return None
-        return self._judge(request, settings)
+        return self._judge(request, settings, view)
 
     async def _aprocess_view(self, request: HttpRequest, view: Any, args: Any,
                              kwargs: Any) -> Any:
@@ -160,19 +165,22 @@ class FailOpenMiddleware:
         settings = conf.loaded()
         if not _protects_view(settings, request, view):
             return None
-        return await self._ajudge(request, settings)
+        return await self._ajudge(request, settings, view)
 
-    def _judge(self, request: HttpRequest, settings: conf.Loaded) -> HttpResponseBase | None:
+    def _judge(self, request: HttpRequest, settings: conf.Loaded,
+               view: Any) -> HttpResponseBase | None:
         """Ask the guard; None to go on to the view, else the answer that refuses."""
         if settings.config is None:
             decision = conf.unavailable()
         else:
             try:
                 runtime, path = conf.runtime(), request.path_info
-                client = request.META.get("REMOTE_ADDR", "")
+                client = _client(request, settings.config)
                 agent = request.META.get("HTTP_USER_AGENT", "")
+                route, policy, solution = _outage(request, settings, view)
                 # With enforcement off the token is never looked at: skip reading the body.
-                bypass = runtime.bypass(path=path, client=client, user_agent=agent)
+                bypass = runtime.bypass(path=path, client=client, user_agent=agent,
+                                        policy=policy, route=route, solution=solution)
                 if bypass is not None:
                     decision = bypass
                 else:
@@ -180,7 +188,10 @@ class FailOpenMiddleware:
                         request, settings.config)
                     if isinstance(token, TooLarge):
                         return body_too_large()
-                    decision = runtime.decide(token, path=path, client=client, user_agent=agent)
+                    if policy == "fallback" and solution is None:
+                        solution = _solution_from_body(request, settings.config)
+                    decision = runtime.decide(token, path=path, client=client, user_agent=agent,
+                                              policy=policy, route=route, solution=solution)
             except Exception:
                 decision = _failed(settings)
         request.failopen = RequestDecision(decision)
@@ -195,17 +206,19 @@ class FailOpenMiddleware:
                 logger.exception("failopen REJECT_VIEW failed; answering with the default page")
         return rejection(request, decision)
 
-    async def _ajudge(self, request: HttpRequest,
-                      settings: conf.Loaded) -> HttpResponseBase | None:
+    async def _ajudge(self, request: HttpRequest, settings: conf.Loaded,
+                      view: Any) -> HttpResponseBase | None:
         """The async twin of ``_judge``: the verify call is awaited, blocking I/O is threaded."""
         if settings.config is None:
             decision = conf.unavailable()
         else:
             try:
                 runtime, path = conf.runtime(), request.path_info
-                client = request.META.get("REMOTE_ADDR", "")
+                client = _client(request, settings.config)
                 agent = request.META.get("HTTP_USER_AGENT", "")
-                bypass = runtime.bypass(path=path, client=client, user_agent=agent)
+                route, policy, solution = _outage(request, settings, view)
+                bypass = runtime.bypass(path=path, client=client, user_agent=agent,
+                                        policy=policy, route=route, solution=solution)
                 if bypass is not None:
                     decision = bypass
                 else:
@@ -214,8 +227,13 @@ class FailOpenMiddleware:
                         request, settings.config)
                     if isinstance(token, TooLarge):
                         return body_too_large()
+                    if policy == "fallback" and solution is None:
+                        solution = await sync_to_async(_solution_from_body,
+                                                       thread_sensitive=False)(
+                            request, settings.config)
                     decision = await runtime.adecide(token, path=path, client=client,
-                                                      user_agent=agent)
+                                                      user_agent=agent, policy=policy,
+                                                      route=route, solution=solution)
             except Exception:
                 decision = _failed(settings)
         request.failopen = RequestDecision(decision)
@@ -231,6 +249,46 @@ class FailOpenMiddleware:
             except Exception:
                 logger.exception("failopen REJECT_VIEW failed; answering with the default page")
         return rejection(request, decision)
+
+
+def _outage(request: HttpRequest, settings: conf.Loaded,
+            view: Any) -> tuple[str, str, str | None]:
+    """``(route, policy, solution from the header)``: which protected route the request counts
+    under (a path as PROTECTED_PATHS spells it, else the view's name) and what it does while
+    enforcement is off. A path and a view that both claim a request give the stricter policy."""
+    policies = settings.policies
+    path = request.path_info
+    found = policies.for_path(path)
+    end = path.find("/", 1)
+    if found is None and end != -1:  # a listed path under a language prefix (i18n_patterns)
+        found = policies.for_path(path[end:])
+    candidates: list[tuple[str, str]] = [found] if found is not None else []
+    if view is not None:
+        names = settings.views.names_of(view, getattr(request, "urlconf", None))
+        policy = policies.for_views(names, marked=outage_of(view))
+        route = min(names) if names else getattr(view, "__qualname__", "") or path
+        candidates.append((route, policy))
+    if not candidates:
+        candidates.append((path, policies.default))
+    route, policy = max(candidates, key=lambda c: OUTAGE_POLICIES.index(c[1])
+                        if c[1] in OUTAGE_POLICIES else len(OUTAGE_POLICIES))
+    return route, policy, request.META.get(SOLUTION_META_KEY) or None
+
+
+def _client(request: HttpRequest, config: Config) -> str:
+    """The peer address, or behind FAILOPEN_TRUSTED_PROXIES the client they forwarded for."""
+    peer = request.META.get("REMOTE_ADDR", "")
+    trusted = config.trusted_networks
+    if not trusted:
+        return str(peer)
+    return client_address(peer, request.META.get("HTTP_X_FORWARDED_FOR"), trusted)
+
+
+def _solution_from_body(request: HttpRequest, config: Config) -> str | None:
+    """A fallback solution in the body's ``altcha`` field (form or JSON), bounded as the
+    token's search is; None when there is none."""
+    found = token_from_request_body(request, config, field=SOLUTION_FIELD)
+    return found if isinstance(found, str) else None
 
 
 def _protects_view(settings: conf.Loaded, request: HttpRequest, view: Any) -> bool:

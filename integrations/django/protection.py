@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import inspect
 import logging
 import threading
@@ -26,13 +27,21 @@ from typing import Any, TypeVar
 
 from django.urls import URLResolver, get_resolver
 
-__all__ = ["MARK", "ProtectedViews", "is_marked", "protect", "unmatched_message", "view_key"]
+from failopen.engine.outage import strictest
+from failopen.fallback.settings import OUTAGE_POLICIES
+
+__all__ = [
+    "MARK", "OUTAGE_MARK", "ProtectedViews", "is_marked", "outage_of", "protect",
+    "unmatched_message", "view_key",
+]
 
 logger = logging.getLogger("failopen.django")
 
 #: The attribute ``protect`` sets. Decorators built with ``functools.wraps`` copy it outward,
 #: and ``as_view()`` copies it from ``dispatch`` (``method_decorator(protect, name="dispatch")``).
 MARK = "failopen_protected"
+#: The attribute ``protect(outage=...)`` sets: the view's outage policy.
+OUTAGE_MARK = "failopen_outage"
 
 View = TypeVar("View")
 
@@ -42,26 +51,59 @@ View = TypeVar("View")
 # functions: a method (``View.dispatch``, which ``method_decorator`` wraps in a partial) would
 # protect every class-based view.
 _inner_protected: weakref.WeakSet[Any] = weakref.WeakSet()
+_inner_outage: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
-def protect(view: View) -> View:
+def protect(view: Any = None, *, outage: str | None = None) -> Any:
     """Require an enforcement token for this view, on every route to it.
 
     Works on a function view (sync or async), a class-based view class, the result of
     ``as_view()`` (which protects its class), and as ``method_decorator(protect,
     name="dispatch")`` (or on one handler: ``@protect def post``, ``method_decorator(protect,
     name="post")``, which protects the whole view). The protected methods still apply.
+
+    ``@protect(outage="closed")`` (or ``"fallback"``, ``"open"``) also sets what the view does
+    while enforcement is off, over ``FAILOPEN["OUTAGE_POLICY"]``; where the view's URL name has a
+    policy in ``OUTAGE_POLICY_ROUTES`` too, the stricter one applies.
     """
+    if outage is not None and outage not in OUTAGE_POLICIES:
+        raise ValueError(f"protect(outage={outage!r}): choose one of "
+                         f"{', '.join(OUTAGE_POLICIES)}")
+    if view is None:
+        return functools.partial(protect, outage=outage)
     if not callable(view):
         raise TypeError(f"protect() takes a view, not {type(view).__name__}: {view!r}")
     setattr(view, MARK, True)
+    if outage is not None:
+        setattr(view, OUTAGE_MARK, outage)
     inner = _unwrapped(view)
     if inner is not view and inspect.isfunction(inner) and "." not in inner.__qualname__:
         _inner_protected.add(inner)
+        if outage is not None:
+            _inner_outage[inner] = outage
     view_class = getattr(view, "view_class", None)
     if view_class is not None:
         setattr(view_class, MARK, True)
+        if outage is not None:
+            setattr(view_class, OUTAGE_MARK, outage)
     return view
+
+
+def outage_of(view: Any) -> str | None:
+    """The outage policy ``protect(outage=...)`` gave the view (its class, a handler, the
+    function inside its decorators), the strictest where several did; None when none did."""
+    inner = _unwrapped(view)
+    found = {getattr(view, OUTAGE_MARK, None), getattr(inner, OUTAGE_MARK, None)}
+    if inspect.isfunction(inner):
+        found.add(_inner_outage.get(inner))
+    view_class = view if isinstance(view, type) else getattr(view, "view_class", None)
+    if view_class is not None:
+        found.add(getattr(view_class, OUTAGE_MARK, None))
+        handlers = ("dispatch", *getattr(view_class, "http_method_names", ()))
+        found.update(getattr(klass.__dict__.get(name), OUTAGE_MARK, None)
+                     for klass in getattr(view_class, "__mro__", ()) for name in handlers)
+    policies = {policy for policy in found if isinstance(policy, str)}
+    return strictest(policies) if policies else None
 
 
 def view_key(view: Any) -> Any:
@@ -123,6 +165,7 @@ class ProtectedViews:
         # Keyed by the resolver object: Django makes a new one when the URLconf changes
         # (override_settings(ROOT_URLCONF=...) clears its cache), so this never goes stale.
         self._keys: dict[Any, frozenset[Any]] = {}
+        self._names: dict[Any, dict[Any, frozenset[str]]] = {}
         #: False until :meth:`report_unmatched` ran: one attribute read per request after that.
         self.reported = not self.names
 
@@ -144,6 +187,24 @@ class ProtectedViews:
                     self._keys.clear()
                 self._keys[resolver] = found
         return found
+
+    def names_of(self, view: Any, urlconf: Any = None) -> frozenset[str]:
+        """The PROTECTED_VIEWS names that lead to ``view`` (its outage policy's keys)."""
+        if not self.names:
+            return frozenset()
+        resolver = get_resolver(urlconf)
+        by_view = self._names.get(resolver)
+        if by_view is None:
+            collected: dict[Any, set[str]] = {}
+            for found, names in walk(resolver):
+                if names & self.names:
+                    collected.setdefault(_identity(found), set()).update(names & self.names)
+            by_view = {key: frozenset(names) for key, names in collected.items()}
+            with self._lock:
+                if len(self._names) > 16:
+                    self._names.clear()
+                self._names[resolver] = by_view
+        return by_view.get(_identity(view), frozenset())
 
     def guards(self, key: Any, urlconf: Any = None) -> bool:
         """True when the view with this :func:`view_key` is marked or named."""

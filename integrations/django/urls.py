@@ -1,4 +1,5 @@
-"""``path("failopen/", include("failopen.integrations.django.urls"))``: flag and override."""
+"""``path("failopen/", include("failopen.integrations.django.urls"))``: flag, challenge and
+override."""
 
 # Django ships no type information: its names are Any here.
 # mypy: disable-error-code="import-untyped"
@@ -15,5 +16,6 @@ app_name = "failopen"
 
 urlpatterns = [
     path("flag", views.flag, name="flag"),
+    path("challenge", views.challenge, name="challenge"),
     path("override", views.override, name="override"),
 ]

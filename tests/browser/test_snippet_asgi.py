@@ -75,7 +75,7 @@ def test_flag_on_no_outage_nothing_passes_without_a_valid_token(
     else:
         page.wait_for_state(*FINAL)
         assert page.state == "failed"
-        assert page.flag_requests[-1].endswith("/failopen/flag?confirm=1")
+        assert page.flag_requests[-1].endswith("/failopen/flag?path=%2Flogin&confirm=1")
         message = page.page.text_content("[data-failopen-message]")
         assert message == "The security check could not load. Please try again in a minute."
         page.page.evaluate("document.querySelector('[data-failopen-message]').remove()")
@@ -123,7 +123,7 @@ def test_outage_seen_only_by_the_confirm_check(
         assert page.state == "ready" and page.posts == []  # a failed challenge is no outage
         return
     status, body = page.wait_for_answer()
-    assert page.flag_requests[0].endswith("/failopen/flag")
+    assert page.flag_requests[0].endswith("/failopen/flag?path=%2Flogin")
     if mode in WORKS:
         # The challenge worked: the token goes along. The server skips checking it once its
         # watcher has seen the outage (0.1 s polls), or checks it and finds it valid.
@@ -132,7 +132,7 @@ def test_outage_seen_only_by_the_confirm_check(
         assert body["bypassed"] is True or body["decision"]["outcome"] == "valid"
     else:
         assert page.state == "bypassed" and token_sent(page) == ""
-        assert page.flag_requests[-1].endswith("/failopen/flag?confirm=1")
+        assert page.flag_requests[-1].endswith("/failopen/flag?path=%2Flogin&confirm=1")
         assert status == 200 and body["bypassed"] is True
 
 

@@ -57,6 +57,6 @@ def test_outage_confirmed_when_the_vendor_script_cannot_load(
     page.submit()
     status, body = page.wait_for_answer()
     assert page.state == "bypassed" and fakes.script.script_requests == 2
-    assert page.flag_requests[-1].endswith("/failopen/flag?confirm=1")
+    assert page.flag_requests[-1].endswith("/failopen/flag?path=%2Flogin%2F&confirm=1")
     assert page.posts[0].get(FIELD, [""])[0] == ""
     assert status == 200 and body["bypassed"] is True

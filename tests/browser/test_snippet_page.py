@@ -38,9 +38,9 @@ class PageServer:
     tag: str = ""
     page_js: bool = True
     script: str = PAGE_JS
-    #: Answers to ``?confirm=1``, in turn (then ``flag``).
+    #: Answers to ``?path=...&confirm=1``, in turn (then ``flag``).
     confirms: list[Reply] = field(default_factory=list)
-    #: Answers to ``?confirm=1&question=N`` (N: the order the page asked in; see
+    #: Answers to ``?path=...&confirm=1&question=N`` (N: the order the page asked in; see
     #: ``number_the_questions``), when the order they reach the server must not matter.
     by_question: dict[str, Reply] = field(default_factory=dict)
     vendor_js: str = ""
@@ -227,14 +227,14 @@ TWO_ERRORS = """(() => {
 
 
 def number_the_questions(page: Any) -> None:
-    """Add ``question=N`` to each ``?confirm=1`` the page asks, in the order it asks them."""
+    """Add ``question=N`` to each ``&confirm=1`` the page asks, in the order it asks them."""
     asked: list[str] = []
 
     def number(route: Any) -> None:
         asked.append(route.request.url)
         route.continue_(url=f"{route.request.url}&question={len(asked)}")
 
-    page.route("**/flag?confirm=1*", number)
+    page.route("**/flag?*confirm=1*", number)
 
 
 def test_an_older_slower_flag_answer_does_not_overrule_the_latest(

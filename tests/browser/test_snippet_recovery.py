@@ -58,7 +58,8 @@ def fail_once(page: Visit, fakes: Vendor, mode: str) -> None:
     page.wait_for(lambda v: v.states.count("failed") > failures, "the snippet to fail")
     assert page.page.text_content(MESSAGE) == FIRST
     assert page.page.get_attribute(MESSAGE, "role") == "alert"
-    assert page.flag_requests[-1].endswith("/failopen/flag?confirm=1")  # the server was asked
+    # The server was asked.
+    assert page.flag_requests[-1].endswith("/failopen/flag?path=%2Flogin&confirm=1")
     assert page.posts == [] and page.page.evaluate("FailOpen.state") == "failed"
 
 
@@ -101,7 +102,7 @@ def test_after_the_cool_down_a_submit_starts_over_and_goes_through_once_the_vend
     page.page.dblclick("form button")
     status, body = page.wait_for_answer()
     assert page.states[failed:] == ["checking", "loading", "ready", "completed"]
-    assert page.flag_requests[asked:] == [asgi + "/failopen/flag"]
+    assert page.flag_requests[asked:] == [asgi + "/failopen/flag?path=%2Flogin"]
     assert fakes.script.script_requests == loads + 1
     page.page.wait_for_timeout(300)
     assert len(page.posts) == 1, page.posts

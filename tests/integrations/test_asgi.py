@@ -34,6 +34,7 @@ from failopen.runtime import FailOpen
 from failopen.stores.file import FileStore
 from failopen.testing import FakeVerifyAPI
 from failopen.vendor.verify import VerifyResult
+from failopen.web import SOLVER_PATH
 
 pytestmark = pytest.mark.anyio
 
@@ -387,6 +388,24 @@ async def test_snippet_head_and_405(make_asgi: Make, snippet: Path) -> None:
     assert head.status_code == 200 and head.content == b""
     assert head.headers["content-length"] == str(len(snippet.read_bytes()))
     assert (await stack.client.post("/failopen/failopen.js")).status_code == 405
+
+
+async def test_the_fallback_solver_is_served_beside_the_snippet(
+    make_asgi: Make, snippet: Path
+) -> None:
+    # The package's own, also when the site serves its own snippet: it answers our challenge.
+    stack = make_asgi(snippet_path=snippet)
+    response = await stack.client.get("/failopen/failopen-solver.js")
+    assert response.status_code == 200 and response.content == SOLVER_PATH.read_bytes()
+    assert response.headers["content-type"] == "text/javascript; charset=utf-8"
+    assert response.headers["cache-control"] == "public, max-age=86400"
+    etag = response.headers["etag"]
+    assert etag != (await stack.client.get("/failopen/failopen.js")).headers["etag"]
+    again = await stack.client.get("/failopen/failopen-solver.js",
+                                   headers={"If-None-Match": etag})
+    assert (again.status_code, again.content) == (304, b"")
+    assert (await stack.client.head("/failopen/failopen-solver.js")).content == b""
+    assert (await stack.client.post("/failopen/failopen-solver.js")).status_code == 405
 
 
 async def test_missing_snippet_is_404_and_logged_once_at_construction(

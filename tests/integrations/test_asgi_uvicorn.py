@@ -54,6 +54,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             "FAILOPEN_PRIVATE_KEY": verify.private_key, "FAILOPEN_PUBLIC_KEY": "test-public-key",
             "FAILOPEN_POLL_INTERVAL": str(POLL), "FAILOPEN_POLL_JITTER": "0",
             "FAILOPEN_MAX_BODY_BYTES": "65536",
+            # Load from one client: the outage rate limit would cut it (tests/fallback/).
+            "FAILOPEN_OUTAGE_RATE": "none",
         })
         port = free_port()
         process = subprocess.Popen(

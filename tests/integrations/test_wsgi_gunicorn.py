@@ -33,8 +33,9 @@ def site(
 ) -> Iterator[str]:
     """The example under gunicorn; killed (its whole process group) whatever the test does."""
     port = free_port()
+    # Load from one client: the outage rate limit would cut it (it has tests of its own).
     env = fakes_env(fake_status_page, fake_verify_api, POLL_INTERVAL=str(POLL), POLL_JITTER="0",
-                    MAX_BODY_BYTES="65536")
+                    MAX_BODY_BYTES="65536", OUTAGE_RATE="none")
     argv = [sys.executable, "-m", "gunicorn", "--preload", "-w", str(WORKERS), "-k", "sync",
             "-b", f"127.0.0.1:{port}", "--graceful-timeout", "2",
             "--pythonpath", f"{ROOT / 'examples'},{Path(__file__).parent}", "_gunicorn_flask:app"]

@@ -11,6 +11,7 @@ import pytest
 from _wsgi_kit import ADMIN_TOKEN, WsgiStack, call, environ
 
 from failopen.stores.file import FileStore
+from failopen.web import SOLVER_PATH
 
 Make = Callable[..., WsgiStack]
 
@@ -80,6 +81,21 @@ def test_snippet_etag_and_revalidation(make_wsgi: Make, snippet: Path) -> None:
     stale = stack.client.get("/failopen/failopen.js", headers={"If-None-Match": '"old"'})
     assert stale.status_code == 200
     assert stack.client.post("/failopen/failopen.js").status_code == 405
+
+
+def test_the_fallback_solver_is_served_beside_the_snippet(make_wsgi: Make, snippet: Path) -> None:
+    # The package's own, also when the site serves its own snippet: it answers our challenge.
+    stack = make_wsgi(snippet_path=snippet)
+    response = stack.client.get("/failopen/failopen-solver.js")
+    assert response.status_code == 200 and response.data == SOLVER_PATH.read_bytes()
+    assert response.headers["Content-Type"] == "text/javascript; charset=utf-8"
+    assert response.headers["Cache-Control"] == "public, max-age=86400"
+    etag = response.headers["ETag"]
+    assert etag != stack.client.get("/failopen/failopen.js").headers["ETag"]
+    again = stack.client.get("/failopen/failopen-solver.js", headers={"If-None-Match": etag})
+    assert (again.status_code, again.data) == (304, b"")
+    assert stack.client.head("/failopen/failopen-solver.js").data == b""
+    assert stack.client.post("/failopen/failopen-solver.js").status_code == 405
 
 
 def test_missing_snippet_is_404_and_logged_once(

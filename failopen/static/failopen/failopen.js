@@ -1,12 +1,16 @@
 (() => {
   const me = document.currentScript, noop = () => {}, doc = document;
   const D = {flagUrl: '/failopen/flag', publicKey: '', tokenField: 'enforcement-token',
-    vendorUrl: '', form: '', readyTimeoutMs: 1e4, retries: 3, retryDelayMs: 500,
+    vendorUrl: '', form: '', challengeUrl: '', solverUrl: '', readyTimeoutMs: 1e4, retries: 3,
+    retryDelayMs: 500,
     onToken: noop, onBypass: noop, onFailure: noop};
   const log = (...a) => console.debug('[failopen]', ...a);
   const add = (f, name) => f.appendChild(doc.createElement(name));
+  const put = (f, name, value) => (f.elements[name] ||
+    Object.assign(add(f, 'input'), {type: 'hidden', name})).value = value;
   const cb = 'failopenVendor' + Math.random().toString(36).slice(2);
-  let o, forms, vendor, tag, timer, held, started, since, loads, errors, asked = 0;
+  let o, forms, vendor, tag, timer, held, started, since, loads, errors, policy, where, pass,
+    asked = 0;
   const F = window.FailOpen = {state: 'checking', init};
 
   function set(state) {
@@ -36,28 +40,62 @@
     check();
   }
 
-  // Only JSON {"enforce": false}, unredirected, to the latest ask is off; else enforce.
+  const url = (u, base) => new URL(u, base || doc.baseURI);
+  const at = f => f && url(f.getAttribute('action') || '').pathname;
+
+  // Only JSON {"enforce": false}, unredirected, to the latest ask is off; else enforce. Off: the
+  // form's route's policy (none or unknown: open; the server decides).
   function check(confirm) {
     const n = ++asked;
     set('checking');
-    fetch(o.flagUrl + (confirm ? (/\?/.test(o.flagUrl) ? '&' : '?') + 'confirm=1' : ''),
-      {cache: 'no-store'})
+    where = at((held || forms)[0]);
+    fetch(o.flagUrl + (/\?/.test(o.flagUrl) ? '&' : '?') + 'path=' +
+      encodeURIComponent(where || '') + (confirm ? '&confirm=1' : ''), {cache: 'no-store'})
       .then(r => r.ok && !r.redirected && r.json())
-      .then(j => !!j && j.enforce === false, noop)
+      .then(j => !!j && j.enforce === false && (j.outage_policy || 'open'), noop)
       .then(off => {
         if (n != asked) return;
         log('enforce', !off);
-        if (off) {
+        policy = off;
+        if (off == 'closed') {
+          set('closed');
+          held = 0;
+          tell('This action is briefly unavailable. Please try again in a few minutes.');
+        } else if (off) {
           set('bypassed');
-          release();
+          off == 'fallback' ? held && solve() : release();
           o.onBypass();
         } else if (confirm) fail();
-        else {
-          loads = errors = 0;
-          load();
-        }
+        else enforce();
       })
       .catch(console.error); // a page callback threw: no unhandled rejection
+  }
+
+  function enforce() {
+    loads = errors = 0;
+    load();
+  }
+
+  // A worker fetches the challenge and solves it off the main thread; 0: a 409, enforcing.
+  function solve() {
+    set('solving');
+    try {
+      const w = new Worker(o.solverUrl || url('failopen-solver.js', me.src)), f = held[0];
+      w.onmessage = w.onerror = e => {
+        const x = e.data;
+        w.terminate();
+        if (x === 0) return enforce();
+        if (!x) return fail();
+        put(f, 'altcha', x);
+        set('bypassed');
+        release();
+      };
+      w.postMessage([url(o.challengeUrl || o.flagUrl.replace(/\/flag(?=$|\?)/, '/challenge'))
+        .href, o.retries, o.retryDelayMs]);
+    } catch (e) { // a solver URL of another origin
+      log(e);
+      fail();
+    }
   }
 
   function load() {
@@ -109,10 +147,7 @@
   function onCompleted(r) {
     const token = r && r.token;
     if (!token) return;
-    for (const f of forms) {
-      (f.elements[o.tokenField] || Object.assign(add(f, 'input'), {type: 'hidden',
-        name: o.tokenField})).value = token;
-    }
+    for (const f of forms) put(f, o.tokenField, token);
     set('completed');
     release(); // before a callback that may throw
     o.onToken(token);
@@ -125,8 +160,11 @@
       held = 0;
     }
     const s = Math.ceil((since + 6e4 - Date.now()) / 1e3);
-    const message = 'The security check could not load. Please try again in ' +
-      (s > 59 ? 'a minute.' : s > 1 ? s + ' seconds.' : '1 second.');
+    tell('The security check could not load. Please try again in ' +
+      (s > 59 ? 'a minute.' : s > 1 ? s + ' seconds.' : '1 second.'));
+  }
+
+  function tell(message) {
     say(message);
     o.onFailure(message);
   }
@@ -143,22 +181,27 @@
   function release() {
     const [f, s] = held || [];
     held = 0;
+    pass = 1; // this submit, not later ones: a solution is good once
     if (f) f.requestSubmit ? f.requestSubmit(s) : f.submit();
+    pass = 0;
   }
 
   function onSubmit(e) {
-    const state = F.state, age = Date.now() - since;
-    if (state == 'completed' || state == 'bypassed' && age < 3e4) return;
+    const state = F.state, f = e.currentTarget, age = Date.now() - since,
+      fresh = age < 3e4 && where == at(f);
+    if (pass || state == 'completed' || state == 'bypassed' && fresh && policy == 'open') return;
     e.preventDefault();
-    if (state == 'failed') {
-      if (age < 6e4) return fail(1);
+    if (state == 'failed' || state == 'closed') {
+      if (state == 'failed' && age < 6e4) return fail(1);
       say(''); // starting over: flag, script, challenge
     }
     const busy = held;
-    held = [e.currentTarget, e.submitter];
+    held = [f, e.submitter];
     if (busy) return;
     if (state == 'ready') run();
-    if (state == 'bypassed' || state == 'failed') check(); // bypassed over 30 s ago: ask again
+    // Bypassed over 30 s ago or for another route: ask again.
+    if (state == 'bypassed' && fresh) solve();
+    else if (/bypassed|failed|closed/.test(state)) check();
   }
 
   // After deferred scripts, which may call FailOpen.init().

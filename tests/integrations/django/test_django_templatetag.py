@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.template import Context, Template
 from django.test import RequestFactory, override_settings
 
-from failopen.web import SNIPPET_PATH
+from failopen.web import SNIPPET_PATH, SOLVER_PATH
 
 TEMPLATE = Template("{% load failopen %}{% failopen_script %}")
 EXPECTED = (
@@ -112,12 +112,14 @@ def test_the_django_apps_copy_of_the_snippet_is_the_snippet() -> None:
 def test_djangos_default_finders_find_the_snippet_without_extra_settings(tmp_path: Path) -> None:
     finders.get_finder.cache_clear()
     try:
-        found = finders.find("failopen/failopen.js")
-        assert found and Path(found).read_bytes() == SNIPPET_PATH.read_bytes()
         with override_settings(STATIC_ROOT=str(tmp_path)):
             out = io.StringIO()
             call_command("collectstatic", interactive=False, stdout=out)
-        assert (tmp_path / "failopen" / "failopen.js").read_bytes() == SNIPPET_PATH.read_bytes()
+        # The snippet and its fallback solver, which it finds beside itself.
+        for path in (SNIPPET_PATH, SOLVER_PATH):
+            found = finders.find(f"failopen/{path.name}")
+            assert found and Path(found).read_bytes() == path.read_bytes()
+            assert (tmp_path / "failopen" / path.name).read_bytes() == path.read_bytes()
     finally:
         finders.get_finder.cache_clear()
 
@@ -134,5 +136,6 @@ def test_a_site_that_kept_the_snippet_finder_collects_the_file_once(tmp_path: Pa
             call_command("collectstatic", interactive=False, stdout=out)
         assert "Found another file" not in out.getvalue()
         assert (tmp_path / "failopen" / "failopen.js").read_bytes() == SNIPPET_PATH.read_bytes()
+        assert (tmp_path / "failopen" / SOLVER_PATH.name).read_bytes() == SOLVER_PATH.read_bytes()
     finally:
         finders.get_finder.cache_clear()

@@ -1,0 +1,172 @@
+"""What a protected route does while enforcement is off: its outage policy.
+
+A confirmed outage (or the probe, or an operator's ``override off``) turns the vendor check off;
+it does not have to open the route. Each route follows one of three policies
+(``FAILOPEN_OUTAGE_POLICY``, ``FAILOPEN_OUTAGE_POLICY_ROUTES``):
+
+- ``open``: admitted unchecked, as before (``bypassed``), within the outage rate limit;
+- ``fallback``: admitted only with a solved, unused, unexpired self-hosted proof-of-work challenge
+  issued during this outage (``bypassed_fallback``), within the outage rate limit; otherwise
+  ``fallback_required`` or ``fallback_invalid`` (403);
+- ``closed``: refused with 503 and ``Retry-After`` (``outage_closed``).
+
+Over the rate limit: 429 ``outage_rate_limited`` with ``Retry-After``. The limit counts the
+requests admitted without a vendor check, per client address and route: a cheap check comes
+first, so a flood over the limit costs no challenge verification, and the admission is counted
+in one step with a last check, so concurrent requests cannot slip over it together.
+
+The gate knows the fallback's pieces (``failopen.fallback``) only by what it asks of them, and
+never raises: a piece that fails refuses the request (a bug must not open a route).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from failopen.fallback.settings import OUTAGE_POLICIES
+
+__all__ = [
+    "ChallengeSource", "OutageGate", "OutagePolicy", "RateLimit", "Refusal",
+    "SolutionCheck", "SolutionChecker", "UsedSolutions", "strictest",
+]
+
+OutagePolicy = Literal["open", "fallback", "closed"]
+# From the most to the least permissive, as OUTAGE_POLICIES lists them.
+_STRICTNESS: dict[str, int] = {policy: rank for rank, policy in enumerate(OUTAGE_POLICIES)}
+
+
+def strictest(policies: tuple[str, ...] | list[str] | set[str]) -> OutagePolicy:
+    """The strictest of ``policies`` (``closed`` over ``fallback`` over ``open``): where two
+    routes could claim one request, it gets the stricter; ``open`` when there is none."""
+    best = "open"
+    for policy in policies:
+        if policy in _STRICTNESS and _STRICTNESS[policy] > _STRICTNESS[best]:
+            best = policy
+    return best  # type: ignore[return-value]  # one of OUTAGE_POLICIES
+
+
+class SolutionCheck(Protocol):
+    """One checked solution: ``failopen.fallback.SolutionCheck``."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def expires_at(self) -> float: ...
+
+
+class ChallengeSource(Protocol):
+    """Issues fallback challenges (``GET <prefix>/challenge``): ``FallbackChallenges``."""
+
+    def issue(self) -> dict[str, Any]: ...
+
+
+class SolutionChecker(Protocol):
+    """Checks a fallback solution's signature, answer and age: ``FallbackChallenges``."""
+
+    def check(self, payload: str, *, issued_after: float) -> SolutionCheck: ...
+
+
+class UsedSolutions(Protocol):
+    """Remembers used solutions until they expire (this process, or the fleet's Redis)."""
+
+    def claim(self, key: str, expires_at: float) -> bool: ...
+
+
+class RateLimit(Protocol):
+    """The outage rate limit (``FAILOPEN_OUTAGE_RATE``), per client address and route."""
+
+    def test(self, client: str, route: str) -> int | None: ...
+
+    def hit(self, client: str, route: str) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A refusal the gate decided: the Guard turns it into a Decision."""
+
+    status_code: int
+    outcome: Literal["outage_closed", "outage_rate_limited", "fallback_required",
+                     "fallback_invalid"]
+    reason: str
+    retry_after: int | None = None
+
+
+class OutageGate:
+    """Applies a route's outage policy to one request made while enforcement is off."""
+
+    def __init__(
+        self,
+        *,
+        rate: RateLimit | None = None,
+        challenges: SolutionChecker | None = None,
+        used: UsedSolutions | None = None,
+        retry_after: int = 5,
+        issue_skew: float = 0.0,
+    ) -> None:
+        self.rate = rate
+        #: Seconds a challenge may predate this process's outage: another process of the fleet
+        #: may have seen the outage (and issued challenges) up to a poll interval earlier.
+        self.issue_skew = issue_skew
+        self.challenges = challenges
+        self.used = used
+        self.retry_after = retry_after
+        # Refusals that do not depend on the request are built once.
+        self._closed = Refusal(503, "outage_closed", "enforcement off; this route is closed "
+                               "during an outage", retry_after)
+        self._required = Refusal(403, "fallback_required", "enforcement off; this route needs "
+                                 "a solved fallback challenge and none was sent")
+
+    def __repr__(self) -> str:
+        return (f"OutageGate(rate={self.rate!r}, fallback="
+                f"{'on' if self.challenges is not None else 'off'})")
+
+    def refuse(self, policy: str, *, route: str, client: str, solution: str | None,
+               off_since: float) -> Refusal | None:
+        """None when the request may pass unchecked (``open``, or ``fallback`` with a good
+        solution, within the rate limit; the admission is counted), else the refusal.
+
+        ``off_since``: when enforcement last turned off; a challenge issued before it (less
+        :attr:`issue_skew`) was issued while enforcing and is refused.
+        """
+        if policy == "fallback":
+            if not solution:
+                return self._required
+        elif policy != "open":
+            return self._closed  # closed, and an unknown policy: never opens a route
+        rate = self.rate
+        if rate is not None:
+            wait = rate.test(client, route)
+            if wait is not None:
+                return Refusal(429, "outage_rate_limited",
+                               f"over the outage rate limit ({route})", wait)
+        if solution and policy == "fallback":
+            refused = self._check(solution, off_since - self.issue_skew)
+            if refused is not None:
+                return refused
+        if rate is not None:
+            # Counted and checked in one step: a burst of concurrent requests that all passed
+            # the test above still cannot go over the limit together.
+            wait = rate.hit(client, route)
+            if wait is not None:
+                return Refusal(429, "outage_rate_limited",
+                               f"over the outage rate limit ({route})", wait)
+        return None
+
+    def _check(self, solution: str, issued_after: float) -> Refusal | None:
+        challenges, used = self.challenges, self.used
+        if challenges is None or used is None:  # the settings checks make this unreachable
+            return Refusal(403, "fallback_invalid", "no fallback challenge is configured")
+        checked = challenges.check(solution, issued_after=issued_after)
+        if not checked.ok:
+            return Refusal(403, "fallback_invalid", f"fallback solution refused: {checked.reason}")
+        if not used.claim(checked.key, checked.expires_at):
+            return Refusal(403, "fallback_invalid", "fallback solution refused: already used")
+        return None

@@ -1,0 +1,140 @@
+"""The outage rate limit: requests admitted without a vendor check, per client address and route.
+
+Counted by the ``limits`` package with its moving window (no burst of twice the rate at a window's
+edge), in the process's memory, or in the fleet's Redis so the limit holds fleet-wide. When Redis
+fails or is slow, a call counts in memory instead (bounded by the timeout; see
+:mod:`failopen.fallback._redis`): each process then admits up to the rate on its own.
+
+An IPv6 client counts by its /64: one host is given that many addresses, and counted per address
+it could send every request from a new one.
+
+``limits`` and redis-py are imported when an :class:`OutageRateLimit` is built.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import logging
+import math
+import time
+from typing import Any
+
+from failopen.clock import SYSTEM_CLOCK, Clock
+from failopen.exceptions import ConfigError
+from failopen.fallback._redis import RedisLink
+from failopen.fallback.settings import check_outage_rate
+
+__all__ = ["OutageRateLimit"]
+
+logger = logging.getLogger("failopen.fallback")
+
+
+class OutageRateLimit:
+    """``rate`` (``20/minute``) per (client address, route), in memory or in Redis."""
+
+    def __init__(self, rate: str, *, redis_url: str | None = None, password: str | None = None,
+                 prefix: str = "failopen:", timeout: float = 0.1,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        if check_outage_rate(rate, explicit=True) == "none":
+            raise ConfigError("FAILOPEN_OUTAGE_RATE: none counts nothing; build no "
+                              "OutageRateLimit for it")
+        import limits
+        from limits.storage import MemoryStorage, RedisStorage
+        from limits.strategies import MovingWindowRateLimiter
+
+        self.rate = rate
+        self.item = limits.parse(rate)
+        self._memory = MovingWindowRateLimiter(MemoryStorage())
+        self.link: RedisLink | None = None
+        self._shared: Any = None
+        if redis_url is not None:
+            self.link = RedisLink(redis_url, password=password, prefix=prefix, timeout=timeout,
+                                  purpose="outage rate limit", clock=clock)
+            # Our client's pool: its timeouts and no retries, and a unix:// URL as redis-py
+            # reads it (limits itself would want redis+unix://).
+            storage = RedisStorage("redis://", connection_pool=self.link.client.connection_pool,
+                                   key_prefix=f"{prefix}fallback:rate")
+            self._shared = MovingWindowRateLimiter(storage)
+
+    def __repr__(self) -> str:
+        where = "memory" if self.link is None else self.link.shown
+        return f"OutageRateLimit({self.rate!r}, {where})"
+
+    def test(self, client: str, route: str) -> int | None:
+        """None while ``client`` is under the limit on ``route``; else the seconds to wait
+        before the next request may pass (at least 1), for ``Retry-After``. Never raises."""
+        try:
+            client = _bucket(client)
+            limiter = self._limiter()
+            if limiter is not self._memory:
+                try:
+                    return self._test(limiter, client, route)
+                except self._link_errors() as exc:
+                    self._failed(exc, "EVALSHA")
+            return self._test(self._memory, client, route)
+        except Exception:
+            logger.exception("failopen: the outage rate limit failed (the request is counted "
+                             "as under it)", extra={"event": "failopen.fallback_error"})
+            return None
+
+    def hit(self, client: str, route: str) -> int | None:
+        """Count one admitted request of ``client`` on ``route``, in one step with the check
+        (concurrent requests cannot all slip under the limit between :meth:`test` and this):
+        None when it fits, else the seconds to wait, as :meth:`test` gives. Never raises."""
+        try:
+            client = _bucket(client)
+            limiter = self._limiter()
+            if limiter is not self._memory:
+                try:
+                    if limiter.hit(self.item, client, route):
+                        return None
+                    return self._test(limiter, client, route) or 1
+                except self._link_errors() as exc:
+                    self._failed(exc, "EVALSHA")
+            if self._memory.hit(self.item, client, route):
+                return None
+            return self._test(self._memory, client, route) or 1
+        except Exception:
+            logger.exception("failopen: the outage rate limit failed (the request is not "
+                             "counted)", extra={"event": "failopen.fallback_error"})
+            return None
+
+    def _limiter(self) -> Any:
+        if self.link is not None and self.link.usable():
+            return self._shared
+        return self._memory
+
+    def _link_errors(self) -> tuple[type[BaseException], ...]:
+        return self.link.errors if self.link is not None else ()
+
+    def _failed(self, exc: BaseException, what: str) -> None:
+        if self.link is not None:
+            self.link.failed(exc, what)
+
+    def _test(self, limiter: Any, client: str, route: str) -> int | None:
+        if limiter.test(self.item, client, route):
+            return None
+        reset, _remaining = limiter.get_window_stats(self.item, client, route)
+        # limits keeps its windows on the wall clock (time.time): so does the wait.
+        return max(1, math.ceil(float(reset) - time.time()))
+
+    def close(self) -> None:
+        """Release the Redis connections (memory has none)."""
+        if self.link is not None:
+            self.link.close()
+
+
+@functools.lru_cache(maxsize=1024)
+def _bucket(client: str) -> str:
+    """Whom ``client`` counts as: its /64 for IPv6 (an IPv4-mapped one as the IPv4 address it
+    is), anything else as given."""
+    if ":" not in client:
+        return client
+    try:
+        address = ipaddress.IPv6Address(client)
+    except ValueError:
+        return client
+    if address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(ipaddress.IPv6Network((address, 64), strict=False))

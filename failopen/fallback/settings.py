@@ -1,0 +1,165 @@
+"""The outage settings' own rules: the policy names, ``ROUTE=POLICY`` lists, the outage rate and
+the extra the fallback needs. ``Config`` (:mod:`failopen.config`) calls these as it is built, so
+a route that is not protected, an unknown policy or a missing extra stops start-up.
+
+``limits`` is imported only to read a rate, and only when it is installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from failopen._internal.networks import parse_networks
+from failopen.exceptions import ConfigError
+from failopen.secret import Secret
+
+__all__ = [
+    "DEFAULT_OUTAGE_RATE", "INSTALL", "MIN_SECRET", "OUTAGE_POLICIES", "check_outage",
+    "check_outage_rate", "check_policy_routes", "policy_routes", "require_extra",
+]
+
+#: What a protected route may do while enforcement is off.
+OUTAGE_POLICIES = ("open", "fallback", "closed")
+#: Requests admitted without a vendor check, per client address and route.
+DEFAULT_OUTAGE_RATE = "20/minute"
+INSTALL = 'pip install "failopen[fallback]"'
+#: Characters of FAILOPEN_FALLBACK_SECRET at least: whoever guesses it mints solutions for free.
+MIN_SECRET = 32
+# What the extra brings, by import name.
+_EXTRA = ("altcha", "limits")
+
+
+def require_extra(feature: str) -> None:
+    """ConfigError naming the extra when ``altcha`` or ``limits`` is missing (nothing imported:
+    ``find_spec`` only looks)."""
+    missing = [name for name in _EXTRA if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigError(f"{feature} needs {' and '.join(missing)}, which "
+                          f"{'is' if len(missing) == 1 else 'are'} not installed: {INSTALL}")
+
+
+def _policy(route: str, policy: Any) -> str:
+    text = policy.strip().lower() if isinstance(policy, str) else policy
+    if text not in OUTAGE_POLICIES:
+        raise ConfigError(
+            f"FAILOPEN_OUTAGE_POLICY_ROUTES: {route!r} has the policy {policy!r}; "
+            f"use one of {', '.join(OUTAGE_POLICIES)}")
+    return str(text)
+
+
+def policy_routes(value: Any) -> tuple[tuple[str, str], ...]:
+    """``ROUTE=POLICY`` pairs from a comma-separated string, a mapping or pairs, in the order
+    given; ConfigError for an item without ``=``, an unknown policy or a route given twice."""
+    pairs: Iterable[Any]
+    if isinstance(value, str):
+        pairs = []
+        for item in value.split(","):
+            if not item.strip():
+                continue
+            route, equals, policy = item.rpartition("=")  # a policy never holds "="
+            if not equals or not route.strip():
+                raise ConfigError(
+                    f"FAILOPEN_OUTAGE_POLICY_ROUTES: {item.strip()!r} is not ROUTE=POLICY; "
+                    "write e.g. /login=open,/signup=fallback,/password-reset=closed")
+            pairs.append((route.strip(), policy))
+    elif isinstance(value, Mapping):
+        pairs = value.items()
+    elif isinstance(value, Iterable):
+        pairs = value
+    else:
+        raise ConfigError("FAILOPEN_OUTAGE_POLICY_ROUTES: expected ROUTE=POLICY,... or a mapping "
+                          f"of routes to policies, got {type(value).__name__}")
+    found: dict[str, str] = {}
+    for pair in pairs:
+        if (not isinstance(pair, (tuple, list)) or len(pair) != 2
+                or not isinstance(pair[0], str) or not pair[0].strip()):
+            raise ConfigError(f"FAILOPEN_OUTAGE_POLICY_ROUTES: {pair!r} is not a (route, policy) "
+                              "pair")
+        route, policy = pair[0].strip(), _policy(pair[0], pair[1])
+        if found.setdefault(route, policy) != policy:
+            raise ConfigError(f"FAILOPEN_OUTAGE_POLICY_ROUTES: {route!r} is given two policies, "
+                              f"{found[route]} and {policy}; give it one")
+    return tuple(found.items())
+
+
+def check_policy_routes(routes: tuple[tuple[str, str], ...], *, paths: tuple[str, ...],
+                        views: tuple[str, ...]) -> None:
+    """ConfigError when a route is neither a protected path nor a protected view, as spelled
+    there (a policy for a route nothing protects would never apply: a typo, said at start-up)."""
+    protected = set(paths) | set(views)
+    for route, _policy_name in routes:
+        if route not in protected:
+            shown = ", ".join(sorted(protected)) or "nothing (FAILOPEN_PROTECTED_PATHS and "\
+                "FAILOPEN_PROTECTED_VIEWS are empty)"
+            raise ConfigError(
+                f"FAILOPEN_OUTAGE_POLICY_ROUTES: {route!r} is not a protected route; spell each "
+                f"route as in FAILOPEN_PROTECTED_PATHS or FAILOPEN_PROTECTED_VIEWS, which "
+                f"protect {shown}")
+
+
+def check_outage_rate(rate: Any, *, explicit: bool) -> str:
+    """The rate as kept (``none`` in lower case); ConfigError for one ``limits`` cannot read,
+    or for one set explicitly while ``limits`` is missing. The default without ``limits`` is no
+    error here: the runtime warns that it cannot count."""
+    if not isinstance(rate, str) or not rate.strip():
+        raise ConfigError(f"FAILOPEN_OUTAGE_RATE: expected a rate such as {DEFAULT_OUTAGE_RATE} "
+                          f"or none, got {rate!r}")
+    if rate.strip().lower() == "none":
+        return "none"
+    if not explicit and rate == DEFAULT_OUTAGE_RATE:
+        return rate  # known good: Config() imports nothing for it
+    if importlib.util.find_spec("limits") is None:
+        if explicit:
+            raise ConfigError(f"FAILOPEN_OUTAGE_RATE: {rate!r} needs the limits package, which "
+                              f"is not installed: {INSTALL} (or set it to none)")
+        return rate
+    import limits
+
+    try:
+        items = list(limits.parse_many(rate))
+    except ValueError:
+        items = []
+    if len(items) != 1:  # parse() would keep the first of "20/minute;5/second" without a word
+        raise ConfigError(
+            f"FAILOPEN_OUTAGE_RATE: {rate!r} is not one rate; write N/second, N/minute, N/hour "
+            f"or N/day (such as {DEFAULT_OUTAGE_RATE}), or none")
+    if items[0].amount < 1:
+        raise ConfigError(f"FAILOPEN_OUTAGE_RATE: {rate!r} admits nobody; to refuse every "
+                          "request during an outage use the closed policy, to not count use none")
+    return rate
+
+
+def check_outage(*, policy: str, routes: Any, paths: tuple[str, ...], views: tuple[str, ...],
+                 secret: Secret | None, rate: Any, rate_explicit: bool,
+                 proxies: Any) -> dict[str, Any]:
+    """The outage settings checked together, as Config keeps them: ``outage_policy_routes``,
+    ``outage_rate``, ``trusted_proxies``, and the lookups ``_policies`` and ``_proxies``."""
+    pairs = policy_routes(routes)
+    check_policy_routes(pairs, paths=paths, views=views)
+    if policy == "fallback" or any(p == "fallback" for _route, p in pairs):
+        require_extra("the fallback outage policy (FAILOPEN_OUTAGE_POLICY, "
+                      "FAILOPEN_OUTAGE_POLICY_ROUTES)")
+        if secret is None:
+            raise ConfigError(
+                "FAILOPEN_FALLBACK_SECRET: required when a route's outage policy is fallback "
+                "(it signs the challenges; give every process of the fleet the same one). "
+                "Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'")
+    if secret is not None and len(secret.reveal().strip()) < MIN_SECRET:
+        # Never echo the value: it is a credential.
+        raise ConfigError(
+            f"FAILOPEN_FALLBACK_SECRET: must be at least {MIN_SECRET} characters; generate one "
+            "with: python -c 'import secrets; print(secrets.token_urlsafe(32))'")
+    try:
+        networks = parse_networks(proxies if isinstance(proxies, str) else tuple(proxies))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"FAILOPEN_TRUSTED_PROXIES: {exc}; list your proxies' addresses "
+                          "or networks, such as 10.0.0.0/8,192.168.1.7") from None
+    return {
+        "outage_policy_routes": pairs,
+        "outage_rate": check_outage_rate(rate, explicit=rate_explicit),
+        "trusted_proxies": tuple(str(n) for n in networks),
+        "_policies": dict(pairs),
+        "_proxies": networks,
+    }

@@ -1,0 +1,83 @@
+"""Outage policies through the WSGI middleware under Flask, as raw HTTP (werkzeug's Client)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from _wsgi_kit import WsgiStack
+
+from failopen.testing import solve_challenge
+
+Make = Callable[..., WsgiStack]
+POLICIES = {"outage_policy_routes": "/login=fallback,/raw=closed", "fallback_secret": "s" * 40,
+            "fallback_cost": 2000}
+
+
+def outage(stack: WsgiStack) -> None:
+    stack.page.set_global("major_outage")
+    for _ in range(stack.runtime.config.open_after):
+        stack.runtime.poll_now()
+    assert not stack.runtime.state.enforce
+
+
+def solution(stack: WsgiStack) -> str:
+    answer = stack.client.get("/failopen/challenge")
+    assert answer.status_code == 200 and answer.headers["Cache-Control"] == "no-store"
+    return solve_challenge(answer.get_json())
+
+
+def test_a_fallback_route_admits_a_solved_challenge_once(make_wsgi: Make) -> None:
+    stack = make_wsgi(**POLICIES)
+    outage(stack)
+    solved = solution(stack)
+    admitted = stack.post(data={"altcha": solved, "user": "ada"})
+    assert admitted.status_code == 200
+    assert admitted.get_json()["decision"]["outcome"] == "bypassed_fallback"
+    assert admitted.get_json()["form"] == {"altcha": solved, "user": "ada"}  # the body replayed
+    replayed = stack.post(data={"altcha": solved})
+    assert (replayed.status_code, replayed.get_json()["error"]["code"]) == (403,
+                                                                           "fallback_invalid")
+    in_header = stack.post(headers={"X-Altcha": solution(stack)})
+    assert in_header.get_json()["decision"]["outcome"] == "bypassed_fallback"
+
+
+def test_a_fallback_route_without_a_solution_is_403(make_wsgi: Make) -> None:
+    stack = make_wsgi(**POLICIES)
+    outage(stack)
+    refused = stack.post(data={"user": "ada"})
+    assert (refused.status_code, refused.get_json()["error"]["code"]) == (403,
+                                                                          "fallback_required")
+
+
+def test_a_closed_route_is_503_and_browsers_get_a_briefly_unavailable_page(
+        make_wsgi: Make) -> None:
+    stack = make_wsgi(**POLICIES)
+    outage(stack)
+    as_json = stack.post("/raw")
+    assert (as_json.status_code, as_json.get_json()["error"]["code"]) == (503, "outage_closed")
+    assert as_json.headers["Retry-After"] == "7"
+    page = stack.post("/raw", headers={"Accept": "text/html"})
+    assert page.status_code == 503 and "Briefly unavailable" in page.get_data(as_text=True)
+    assert stack.recorder.calls == []
+
+
+def test_the_challenge_endpoint_is_409_while_enforcing_and_404_without_a_fallback(
+        make_wsgi: Make) -> None:
+    assert make_wsgi(**POLICIES).client.get("/failopen/challenge").status_code == 409
+    assert make_wsgi().client.get("/failopen/challenge").status_code == 404
+
+
+def test_the_flag_endpoint_names_the_policy_of_the_asked_path(make_wsgi: Make) -> None:
+    stack = make_wsgi(**POLICIES)
+    answer = stack.client.get("/failopen/flag?path=/raw/deep")
+    assert answer.get_json()["outage_policy"] == "closed"
+
+
+def test_the_outage_rate_limit_answers_429(make_wsgi: Make) -> None:
+    stack = make_wsgi(outage_rate="1/minute")
+    outage(stack)
+    assert stack.post().status_code == 200
+    limited = stack.post()
+    assert (limited.status_code, limited.get_json()["error"]["code"]) == (429,
+                                                                         "outage_rate_limited")
+    assert int(limited.headers["Retry-After"]) >= 1

@@ -1,0 +1,182 @@
+"""The outage settings (issue 20): a policy per route, the fallback challenge's secret, cost and
+lifetime, the outage rate and the trusted proxies, each refused at start-up with a message."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import ipaddress
+import json
+from typing import Any
+
+import pytest
+
+from failopen.config import Config
+from failopen.exceptions import ConfigError
+from failopen.secret import Secret
+
+SECRET = "fallback-" + "s" * 32
+PATHS = ("/login", "/signup/", "/password-reset")
+
+
+def config(**changes: Any) -> Config:
+    return Config(protected_paths=PATHS, **changes)
+
+
+@pytest.fixture
+def without(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``without("limits")``: that package looks uninstalled to ``find_spec``."""
+    find_spec = importlib.util.find_spec
+
+    def hide(*names: str) -> None:
+        monkeypatch.setattr(importlib.util, "find_spec",
+                            lambda name, *a: None if name in names else find_spec(name, *a))
+
+    return hide
+
+
+def test_the_defaults_keep_todays_behaviour() -> None:
+    made = Config()
+    assert made.outage_policy == "open" and made.outage_policy_routes == ()
+    assert made.outage_policy_for("/login") == "open" and made.outage_policy_for(None) == "open"
+    assert not made.uses_fallback and made.fallback_secret is None
+    assert made.fallback_cost == 100_000 and made.fallback_ttl == 300.0
+    assert made.outage_rate == "20/minute" and not made.outage_rate_explicit
+    assert made.trusted_proxies == () and made.trusted_networks == ()
+
+
+def test_each_route_follows_its_policy_and_the_rest_the_default() -> None:
+    made = config(outage_policy="closed", fallback_secret=SECRET,
+                  outage_policy_routes="/login=open, /signup/=FALLBACK")
+    assert made.outage_policy_routes == (("/login", "open"), ("/signup/", "fallback"))
+    assert made.outage_policy_for("/login") == "open"
+    assert made.outage_policy_for("/signup/") == "fallback"
+    assert made.outage_policy_for("/password-reset") == "closed"
+    assert made.outage_policy_for(None) == "closed"
+    assert made.uses_fallback
+
+
+@pytest.mark.parametrize("routes", [
+    {"/login": "open", "/signup/": "fallback"},
+    [("/login", "open"), ("/signup/", "fallback")],
+    "/login=open,/signup/=fallback,",
+])
+def test_routes_come_as_text_a_mapping_or_pairs(routes: Any) -> None:
+    made = config(fallback_secret=SECRET, outage_policy_routes=routes)
+    assert made.outage_policy_routes == (("/login", "open"), ("/signup/", "fallback"))
+    assert made == made.replace(), "validated again, unchanged"
+
+
+def test_from_the_environment_and_from_django_settings() -> None:
+    env = {"FAILOPEN_PROTECTED_PATHS": "/login", "FAILOPEN_OUTAGE_POLICY": "fallback",
+           "FAILOPEN_FALLBACK_SECRET": SECRET, "FAILOPEN_OUTAGE_POLICY_ROUTES": "/login=closed",
+           "FAILOPEN_TRUSTED_PROXIES": "10.0.0.0/8"}
+    made = Config.from_env(env)
+    assert made.outage_policy_for("/login") == "closed" and made.uses_fallback
+    django = Config.from_mapping({
+        "PROTECTED_VIEWS": ["accounts:login", "accounts:signup"],
+        "OUTAGE_POLICY_ROUTES": {"accounts:signup": "fallback", "accounts:login": "open"},
+        "FALLBACK_SECRET": SECRET, "OUTAGE_RATE": "5/minute",
+    }, environ={})
+    assert django.outage_policy_for("accounts:signup") == "fallback"
+    assert django.outage_rate == "5/minute" and django.outage_rate_explicit
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"outage_policy": "fail"}, "FAILOPEN_OUTAGE_POLICY: expected one of open, fallback, closed"),
+    ({"outage_policy_routes": "/login=lax"}, "use one of open, fallback, closed"),
+    ({"outage_policy_routes": "/signup=closed"},
+     r"'/signup' is not a protected route.*protect /login, /password-reset, /signup/"),
+    ({"outage_policy_routes": "/login"}, "'/login' is not ROUTE=POLICY"),
+    ({"outage_policy_routes": "=open"}, "'=open' is not ROUTE=POLICY"),
+    ({"outage_policy_routes": "/login=open,/login=closed"}, "'/login' is given two policies"),
+    ({"outage_policy_routes": [("/login",)]}, "is not a \\(route, policy\\) pair"),
+    ({"outage_policy_routes": 5}, "expected ROUTE=POLICY"),
+    ({"outage_policy": "fallback"}, "FAILOPEN_FALLBACK_SECRET: required"),
+    ({"outage_policy_routes": "/login=fallback"}, "FAILOPEN_FALLBACK_SECRET: required"),
+    ({"fallback_secret": "short"}, "FAILOPEN_FALLBACK_SECRET: must be at least 32"),
+    ({"fallback_cost": 999}, "FAILOPEN_FALLBACK_COST"),
+    ({"fallback_cost": 10**10}, "FAILOPEN_FALLBACK_COST"),
+    ({"fallback_ttl": 0}, "FAILOPEN_FALLBACK_TTL"),
+    ({"outage_rate": "often"}, "FAILOPEN_OUTAGE_RATE: 'often' is not one rate"),
+    ({"outage_rate": "20/minute;5/second"}, "FAILOPEN_OUTAGE_RATE"),
+    ({"outage_rate": "0/minute"}, "admits nobody"),
+    ({"outage_rate": ""}, "FAILOPEN_OUTAGE_RATE"),
+    ({"trusted_proxies": "10.0.0.0/8, proxy.internal"},
+     "FAILOPEN_TRUSTED_PROXIES: 'proxy.internal' is not an address"),
+    ({"trusted_proxies": "10.0.0.1/8"}, "FAILOPEN_TRUSTED_PROXIES"),
+])
+def test_bad_outage_settings_stop_start_up(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config(**changes)
+
+
+def test_a_route_may_be_a_protected_view() -> None:
+    made = Config(protected_views=("accounts:signup",),
+                  outage_policy_routes="accounts:signup=closed")
+    assert made.outage_policy_for("accounts:signup") == "closed"
+    with pytest.raises(ConfigError, match="'accounts:login' is not a protected route"):
+        made.replace(outage_policy_routes="accounts:login=closed")
+    with pytest.raises(ConfigError, match="protect nothing"):
+        Config(outage_policy_routes="/login=closed")
+
+
+def test_the_fallback_secret_is_a_secret_everywhere() -> None:
+    made = config(outage_policy="fallback", fallback_secret=SECRET)
+    assert isinstance(made.fallback_secret, Secret) and made.fallback_secret.reveal() == SECRET
+    assert made.describe()["fallback_secret"] == "***"
+    json.dumps(made.describe())
+    for shown in (repr(made), str(made.describe()), str(dataclasses.asdict(made))):
+        assert SECRET not in shown
+    with pytest.raises(ConfigError) as refused:
+        config(fallback_secret=SECRET[:20])
+    assert SECRET[:20] not in str(refused.value)
+    assert config(fallback_secret="  ").fallback_secret is None, "blank is unset"
+
+
+def test_an_explicit_rate_is_told_from_the_default() -> None:
+    assert not Config().outage_rate_explicit
+    assert not Config().replace(poll_interval=10).outage_rate_explicit
+    assert Config(outage_rate="20/minute").outage_rate_explicit
+    assert Config.from_env({"FAILOPEN_OUTAGE_RATE": "20/minute"}).outage_rate_explicit
+    assert Config.from_env({"FAILOPEN_OUTAGE_RATE": "None"}).outage_rate == "none"
+
+
+def test_trusted_proxies_are_kept_as_written_by_ipaddress() -> None:
+    made = Config(trusted_proxies="10.0.0.0/8, 2001:DB8::/32, 192.168.1.7, 10.0.0.0/8")
+    assert made.trusted_proxies == ("10.0.0.0/8", "2001:db8::/32", "192.168.1.7/32")
+    assert made.trusted_networks == tuple(ipaddress.ip_network(n) for n in made.trusted_proxies)
+    assert Config(trusted_proxies=["10.0.0.0/8"]).trusted_proxies == ("10.0.0.0/8",)
+    assert made.describe()["trusted_proxies"] == list(made.trusted_proxies)
+
+
+def test_without_the_extra_a_fallback_policy_names_it(without: Any) -> None:
+    without("altcha")
+    with pytest.raises(ConfigError, match=r'needs altcha.*pip install "failopen\[fallback\]"'):
+        config(outage_policy="fallback", fallback_secret=SECRET)
+    with pytest.raises(ConfigError, match=r'pip install "failopen\[fallback\]"'):
+        config(outage_policy_routes="/signup/=fallback", fallback_secret=SECRET)
+    assert config(outage_policy="closed").outage_policy == "closed", "closed needs nothing"
+
+
+def test_without_limits_only_an_explicit_rate_stops_start_up(without: Any) -> None:
+    without("limits")
+    assert Config().outage_rate == "20/minute", "the default: the runtime warns instead"
+    assert Config(outage_rate="none").outage_rate == "none"
+    with pytest.raises(ConfigError, match=r'FAILOPEN_OUTAGE_RATE.*pip install "failopen\[fallback'):
+        Config(outage_rate="5/minute")
+    with pytest.raises(ConfigError, match="FAILOPEN_OUTAGE_RATE"):
+        Config.from_env({"FAILOPEN_OUTAGE_RATE": "20/minute"})
+
+
+def test_import_failopen_imports_neither_altcha_nor_limits_nor_redis() -> None:
+    import subprocess
+    import sys
+
+    loaded = "print(sorted(m for m in ('altcha', 'limits', 'redis') if m in sys.modules))"
+    code = ("import sys, failopen, failopen.fallback, failopen.web.client_address; "
+            f"failopen.Config(); {loaded}; failopen.Config(outage_rate='5/minute'); {loaded}")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    # Only an explicit rate is read with limits, to check it.
+    assert done.stdout.split() == ["[]", "['limits']"]
