@@ -297,13 +297,15 @@ class FailOpen:
 
             decision = fo.bypass(path=p, client=c) or fo.decide(read_token(), path=p, client=c)
         """
-        self.ensure_started()
+        if not self._stopped:  # ensure_started, without a call of its own per request
+            self.watcher.ensure_running()
         return self.guard.bypass(path=path, client=client, user_agent=user_agent)
 
     def decide(self, token: str | None, *, path: str = "", client: str = "",
                user_agent: str = "") -> Decision:
         """The guard's decision for one request to a protected route."""
-        self.ensure_started()
+        if not self._stopped:
+            self.watcher.ensure_running()
         return self.guard.decide(token, path=path, client=client, user_agent=user_agent)
 
     async def adecide(self, token: str | None, *, path: str = "", client: str = "",
