@@ -149,12 +149,6 @@ class Guard:
             # state that is off never comes from "default", so nothing would be waited for).
             state = self.flag.state
             if not state.enforce and self.mode == "enforce":
-                cached = self._bypass_for
-                if cached is not None and cached[0] is state:
-                    next(self._bypassed_tally)
-                    self.audit.record(path, client, cached[1].reason, False, user_agent,
-                                      "bypassed_flag_off")
-                    return cached[1]
                 return self._bypass_flag_off(state, path, client, user_agent)
             first = self._awaited_first_reading(state)
             if first is not None and _unusable(token):
