@@ -350,7 +350,8 @@ class FailOpen:
         the protected route it counts under and ``solution`` a fallback solution the request
         carries; they matter only while enforcement is off.
         """
-        self.ensure_started()
+        if not self._stopped:  # ensure_started, without a call of its own per request
+            self.watcher.ensure_running()
         return self.guard.bypass(path=path, client=client, user_agent=user_agent,
                                  policy=policy, route=route, solution=solution)
 
@@ -358,7 +359,8 @@ class FailOpen:
                user_agent: str = "", policy: str = "open", route: str = "",
                solution: str | None = None) -> Decision:
         """The guard's decision for one request to a protected route."""
-        self.ensure_started()
+        if not self._stopped:
+            self.watcher.ensure_running()
         return self.guard.decide(token, path=path, client=client, user_agent=user_agent,
                                  policy=policy, route=route, solution=solution)
 

@@ -77,6 +77,8 @@ def request_path(environ: Environ, key: str) -> str:
     """``SCRIPT_NAME`` or ``PATH_INFO`` as the app routes on it: the server's latin-1 text read
     back as UTF-8 (werkzeug's and Django's reading), undecodable bytes replaced."""
     value = environ.get(key) or ""
+    if type(value) is str and value.isascii():  # the usual path: the same text either way
+        return value
     try:
         return str(value).encode("latin-1").decode("utf-8", "replace")
     except UnicodeEncodeError:  # a server that already decoded it: take it as it is

@@ -117,8 +117,11 @@ class FailOpenMiddleware:
         """Handle one WSGI request."""
         try:
             other = raw.request_path(environ, "PATH_INFO")  # what the app routes on
-            path = raw.request_path(environ, "SCRIPT_NAME") + other
-            route = self._routes.get(path) or self._routes.get(other)
+            # Mounted at the root (no SCRIPT_NAME) both spellings are one: looked up once.
+            path = raw.request_path(environ, "SCRIPT_NAME") + other \
+                if environ.get("SCRIPT_NAME") else other
+            route = self._routes.get(path) if path is other \
+                else self._routes.get(path) or self._routes.get(other)
             method = str(environ.get("REQUEST_METHOD") or "GET")
             guarded = route is None and (self._is_protected(method, path) or (
                 other != path and self._is_protected(method, other)))
@@ -136,21 +139,25 @@ class FailOpenMiddleware:
     def _guarded(
         self, environ: raw.Environ, start_response: raw.StartResponse, path: str
     ) -> Iterable[bytes]:
-        as_json = True
         try:
-            as_json = web.prefers_json(environ.get("HTTP_ACCEPT"), environ.get("CONTENT_TYPE"))
             outcome = self._decide(environ, path)
         except Exception:
             # A bug in failopen must neither reach the server nor open the gate.
             logger.exception("failopen failed on a protected route; refusing the request")
             outcome = self._internal_error
+        if type(outcome) is Decision and outcome.allow:
+            # Outside the try: the app's own exceptions reach the server unchanged.
+            return self.app(environ, start_response)
+        # Refused: how to say so is worked out only now (an admitted request never needs it).
         head = str(environ.get("REQUEST_METHOD", "")).upper() == "HEAD"
         if isinstance(outcome, raw.Response):
             return outcome.send(start_response, head=head)
-        if not outcome.allow:
-            return raw.rejection(outcome, as_json=as_json).send(start_response, head=head)
-        # Outside the try: the app's own exceptions reach the server unchanged.
-        return self.app(environ, start_response)
+        try:
+            as_json = web.prefers_json(environ.get("HTTP_ACCEPT"), environ.get("CONTENT_TYPE"))
+        except Exception:
+            logger.exception("failopen failed on a protected route; refusing the request")
+            as_json, outcome = True, self._internal_error
+        return raw.rejection(outcome, as_json=as_json).send(start_response, head=head)
 
     def _decide(self, environ: raw.Environ, path: str) -> Decision | raw.Response:
         address = str(environ.get("REMOTE_ADDR") or "")

@@ -19,23 +19,25 @@ In ``shadow`` mode the guard decides as above and logs what it would have done, 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import threading
 import time
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Literal, cast, get_args
 
 from failopen._internal.forksafe import renew_locks_after_fork
 from failopen.engine.confirm import CONFIRM_WAIT, OutageConfirmer
 from failopen.engine.decision import Decision, Outcome, fail_closed
 from failopen.engine.first_reading import FirstReading
-from failopen.engine.flag import EnforcementFlag, FlagState
+from failopen.engine.flag import EnforcementFlag
 from failopen.engine.outage import OutageGate, Refusal
 from failopen.observe.audit import BypassAudit
 from failopen.observe.metrics import NO_METRICS, Metrics
 from failopen.vendor.verify import Verifier, VerifyOutcome, VerifyResult
 
 if TYPE_CHECKING:
+    from failopen.engine.flag_state import FlagState
     from failopen.engine.outcome_window import OutcomeWindow
 
 __all__ = ["CONFIRM_WAIT", "Decision", "Guard", "OutageConfirmer", "Outcome", "fail_closed"]
@@ -44,6 +46,12 @@ logger = logging.getLogger("failopen.guard")
 audit = logging.getLogger("failopen.audit")
 
 _MAX_TOKEN = 4096
+
+
+def _tally_value(tally: itertools.count[int]) -> int:
+    """How many times ``next()`` has been called on a counter started at 0 (its repr, "count(N)",
+    is the only way to read one without moving it)."""
+    return int(repr(tally)[6:-1])
 
 
 def _unusable(token: str | None) -> bool:
@@ -76,22 +84,28 @@ class Guard:
         self.confirmer = confirmer
         self.mode = mode
         self.retry_after = retry_after
+        # One counter per outcome, bumped without a lock: ``next()`` on an itertools.count is a
+        # single C call under the GIL, so no increment is lost, and a decision costs no lock (a
+        # lock per decision was a tenth of a bypass). The lock only adds an outcome not named in
+        # Outcome.
         self._counts_lock = threading.Lock()
         renew_locks_after_fork(self, "_counts_lock")
-        self._counts: dict[str, int] = {}
+        self._tallies: dict[str, itertools.count[int]] = {
+            outcome: itertools.count() for outcome in get_args(Outcome)}
+        self._bypassed_tally = self._tallies["bypassed_flag_off"]
         # Decisions that do not depend on the request are built once: the hot paths (flag off,
         # no token) then cost a comparison instead of a dataclass construction per request.
         self._missing = self._reject(403, "missing_token", "no enforcement token")
         self._malformed = self._reject(403, "invalid_token", "malformed enforcement token")
         self._bypass_for: tuple[object, Decision] | None = None
         self._fallback_for: tuple[object, Decision] | None = None
-        #: With the verify probe (FAILOPEN_EVIDENCE=status,probe): where requests' verify
-        #: outcomes are counted, one of the probe's two conditions.
-        self.outcome_window: OutcomeWindow | None = None
         #: Set by the runtime: what a route does while enforcement is off (its outage policy,
         #: the outage rate limit, the fallback challenge). The default gate has no rate limit
         #: and no fallback: ``open`` routes open, ``closed`` and ``fallback`` ones refuse.
         self.gate = OutageGate(retry_after=retry_after)
+        #: With the verify probe (FAILOPEN_EVIDENCE=status,probe): where requests' verify
+        #: outcomes are counted, one of the probe's two conditions.
+        self.outcome_window: OutcomeWindow | None = None
         #: Set by the runtime: the watcher's first turn, which a request that would be refused
         #: before it waits for (a fresh worker during an outage admits as the others do).
         self.first_reading: FirstReading | None = None
@@ -109,7 +123,13 @@ class Guard:
         challenge solution the request carries: they matter only while enforcement is off.
         """
         try:
-            first = self._awaited_first_reading()
+            # Enforcement off: the decision needs neither the token nor the first reading (a
+            # state that is off never comes from "default", so nothing would be waited for).
+            state = self.flag.state
+            if not state.enforce and self.mode == "enforce":
+                return self._bypass_flag_off(state, path, client, user_agent, policy, route,
+                                             solution)
+            first = self._awaited_first_reading(state)
             if first is not None and _unusable(token):
                 first.await_sync()
             early = self._before_verify(token, path, client, user_agent, policy, route, solution)
@@ -122,13 +142,14 @@ class Guard:
             confirmer = self.confirmer if result.outcome is VerifyOutcome.UNAVAILABLE else None
             # Refused now, but perhaps not once the first reading is in (the confirmer waits
             # for it itself, as for any check under way).
-            first = self._awaited_first_reading() if confirmer is None \
+            first = self._awaited_first_reading(self.flag.state) if confirmer is None \
                 and result.outcome is not VerifyOutcome.VALID else None
             if first is not None:
                 first.await_sync()
-                if self.mode == "enforce" and not self.flag.state.enforce:
-                    return self._bypass_flag_off(path, client, user_agent, policy, route,
-                                                 solution)
+                state = self.flag.state
+                if self.mode == "enforce" and not state.enforce:
+                    return self._bypass_flag_off(state, path, client, user_agent, policy, route,
+                                             solution)
             confirmed = confirmer.confirm() if confirmer is not None else False
             if confirmed and result.outcome is VerifyOutcome.UNAVAILABLE:
                 return self._bypass_confirmed(result, path, client, user_agent, policy, route,
@@ -143,7 +164,11 @@ class Guard:
                       solution: str | None = None) -> Decision:
         """Async twin of :meth:`decide`."""
         try:
-            first = self._awaited_first_reading()
+            state = self.flag.state
+            if not state.enforce and self.mode == "enforce":
+                return self._bypass_flag_off(state, path, client, user_agent, policy, route,
+                                             solution)
+            first = self._awaited_first_reading(state)
             if first is not None and _unusable(token):
                 await first.await_async()
             early = self._before_verify(token, path, client, user_agent, policy, route, solution)
@@ -156,13 +181,14 @@ class Guard:
             confirmer = self.confirmer if result.outcome is VerifyOutcome.UNAVAILABLE else None
             # Refused now, but perhaps not once the first reading is in (the confirmer waits
             # for it itself, as for any check under way).
-            first = self._awaited_first_reading() if confirmer is None \
+            first = self._awaited_first_reading(self.flag.state) if confirmer is None \
                 and result.outcome is not VerifyOutcome.VALID else None
             if first is not None:
                 await first.await_async()
-                if self.mode == "enforce" and not self.flag.state.enforce:
-                    return self._bypass_flag_off(path, client, user_agent, policy, route,
-                                                 solution)
+                state = self.flag.state
+                if self.mode == "enforce" and not state.enforce:
+                    return self._bypass_flag_off(state, path, client, user_agent, policy, route,
+                                             solution)
             confirmed = await confirmer.aconfirm() if confirmer is not None else False
             if confirmed and result.outcome is VerifyOutcome.UNAVAILABLE:
                 return self._bypass_confirmed(result, path, client, user_agent, policy, route,
@@ -183,9 +209,11 @@ class Guard:
         in a header) is None too: its solution may be in the body. Never raises.
         """
         try:
-            if self.mode == "enforce" and not self.flag.state.enforce \
+            state = self.flag.state
+            if not state.enforce and self.mode == "enforce" \
                     and (solution is not None or policy != "fallback"):
-                return self._bypass_flag_off(path, client, user_agent, policy, route, solution)
+                return self._bypass_flag_off(state, path, client, user_agent, policy, route,
+                                             solution)
         except Exception:
             logger.exception("failopen bypass check failed; deciding with the token instead",
                              extra={"event": "failopen.guard_error"})
@@ -193,8 +221,8 @@ class Guard:
 
     def counts(self) -> dict[str, int]:
         """How many decisions of each outcome this process has made."""
-        with self._counts_lock:
-            return dict(self._counts)
+        counts = {outcome: _tally_value(tally) for outcome, tally in list(self._tallies.items())}
+        return {outcome: n for outcome, n in counts.items() if n}
 
     # --- internals --------------------------------------------------------------------------
 
@@ -210,12 +238,19 @@ class Guard:
             window.record(result)
 
     def _count(self, outcome: str) -> None:
-        with self._counts_lock:
-            self._counts[outcome] = self._counts.get(outcome, 0) + 1
+        tally = self._tallies.get(outcome)
+        if tally is None:
+            with self._counts_lock:
+                tally = self._tallies.setdefault(outcome, itertools.count())
+        next(tally)
 
-    def _bypass_flag_off(self, path: str, client: str, user_agent: str, policy: str = "open",
-                         route: str = "", solution: str | None = None) -> Decision:
-        state = self.flag.state
+    def _bypass_flag_off(self, state: FlagState, path: str, client: str, user_agent: str,
+                         policy: str = "open", route: str = "",
+                         solution: str | None = None) -> Decision:
+        """The decision for ``state``, which is off, in enforce mode: the route's outage policy
+        (``open``, within the outage rate limit, is allowed, bypassed, counted and audited).
+        For an open route without a rate limit, what ``_finish`` does without the branches that
+        cannot apply: this is the whole cost of such a request during an outage."""
         gate = self.gate
         if policy != "open" or gate.rate is not None:
             refused = gate.refuse(policy, route=route or path, client=client, solution=solution,
@@ -225,16 +260,17 @@ class Guard:
             if policy == "fallback":
                 return self._bypass_fallback(state, path, client, user_agent)
         cached = self._bypass_for
-        first = cached is None or cached[0] is not state
-        if cached is not None and not first:
-            decision = cached[1]
+        if cached is not None and cached[0] is state:
+            decision, first = cached[1], False
         else:
             decision = Decision(
                 allow=True, bypassed=True, outcome="bypassed_flag_off",
                 reason=f"enforcement off ({state.source}): {state.reason}",
             )
-            self._bypass_for = (state, decision)
-        return self._finish(decision, path, client, first=first, user_agent=user_agent)
+            self._bypass_for, first = (state, decision), True
+        next(self._bypassed_tally)
+        self.audit.record(path, client, decision.reason, first, user_agent, "bypassed_flag_off")
+        return decision
 
     def _bypass_fallback(self, state: FlagState, path: str, client: str,
                          user_agent: str) -> Decision:
@@ -250,25 +286,6 @@ class Guard:
             )
             self._fallback_for = (state, decision)
         return self._finish(decision, path, client, first=first, user_agent=user_agent)
-
-    def _before_verify(self, token: str | None, path: str, client: str, user_agent: str,
-                       policy: str, route: str, solution: str | None) -> Decision | None:
-        """The decision when no verify call is needed: flag off, or no usable token."""
-        if self.mode == "enforce" and not self.flag.state.enforce:
-            return self._bypass_flag_off(path, client, user_agent, policy, route, solution)
-        if not token:
-            return self._finish(self._missing, path, client)
-        if _unusable(token):
-            return self._finish(self._malformed, path, client)
-        return None
-
-    def _awaited_first_reading(self) -> FirstReading | None:
-        """The first reading to wait for, if a request refused now might be admitted once it
-        has come: no reading (nor override) in the flag yet, and one could lift enforcement."""
-        first = self.first_reading
-        if first is None or not first.pending or not first.worth_waiting:
-            return None
-        return first if self.flag.state.source == "default" and first.under_way() else None
 
     def _bypass_confirmed(self, result: VerifyResult, path: str, client: str, user_agent: str,
                           policy: str, route: str, solution: str | None) -> Decision:
@@ -289,6 +306,27 @@ class Guard:
     def _refused(self, refusal: Refusal) -> Decision:
         return self._reject(refusal.status_code, refusal.outcome, refusal.reason,
                             refusal.retry_after)
+
+    def _before_verify(self, token: str | None, path: str, client: str, user_agent: str,
+                       policy: str, route: str, solution: str | None) -> Decision | None:
+        """The decision when no verify call is needed: flag off, or no usable token."""
+        state = self.flag.state
+        if self.mode == "enforce" and not state.enforce:
+            return self._bypass_flag_off(state, path, client, user_agent, policy, route,
+                                             solution)
+        if not token:
+            return self._finish(self._missing, path, client)
+        if _unusable(token):
+            return self._finish(self._malformed, path, client)
+        return None
+
+    def _awaited_first_reading(self, state: FlagState) -> FirstReading | None:
+        """The first reading to wait for, if a request refused now might be admitted once it
+        has come: no reading (nor override) in ``state`` yet, and one could lift enforcement."""
+        first = self.first_reading
+        if first is None or not first.pending or not first.worth_waiting:
+            return None
+        return first if state.source == "default" and first.under_way() else None
 
     def _from_verify(self, result: VerifyResult, confirmed: bool) -> Decision:
         outcome = result.outcome

@@ -19,7 +19,9 @@ always written in full.
 from __future__ import annotations
 
 import logging
+import math
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Literal, Protocol
 
@@ -39,6 +41,9 @@ _OTHER = "<other>"
 _TOP = 5
 # ... nor may a long one: a path or client is counted by its first characters only.
 _MAX_KEY = 256
+# How many bypasses wait to be folded into the counts, and so how many paths and clients are held
+# whole meanwhile.
+_BATCH = 64
 
 
 class _Window(Protocol):
@@ -70,37 +75,42 @@ class BypassAudit:
         self._window: tuple[object, str] | None = None
         self.interval = interval
         self._clock = clock
+        self._monotonic = clock.monotonic
         self._lock = threading.Lock()
         renew_locks_after_fork(self, "_lock")
         self._paths: dict[str, int] = {}
         self._clients: dict[str, int] = {}
+        #: Bypasses tallied but not yet folded into the counts: at most about _BATCH.
+        self._pending: list[tuple[str, str]] = []
         self._total = 0
         self._since: float | None = None
+        #: When the open window's summary is due; while none is open, at once (the next
+        #: bypass opens one).
+        self._due = -math.inf
 
     def __repr__(self) -> str:
         return f"BypassAudit(mode={self.mode!r}, interval={self.interval:g})"
 
-    def record(self, path: str, client: str, reason: str, *, first: bool = False,
+    def record(self, path: str, client: str, reason: str, first: bool = False,
                user_agent: str = "", outcome: str = "bypassed") -> None:
         """One bypassed request. ``first``: the first since the flag changed (written in full)."""
-        if self.file is not None:
-            self.file.record(path, client, user_agent, outcome, reason, self._window_id())
-        if self.mode == "each" or first:
-            audit.warning("bypass path=%r client=%r reason=%s", path, client, reason, extra={
-                "event": "failopen.bypass", "path": path, "client": client, "reason": reason})
-            if self.mode == "each":
-                return
-        now = self._clock.monotonic()
-        with self._lock:
-            self._total += 1
-            _bump(self._paths, path)
-            _bump(self._clients, client)
-            if self._since is None:
-                self._since = now
-            due = now - self._since >= self.interval
-            summary = self._take(now) if due else None
-        if summary is not None:
-            audit.warning(*summary[0], extra=summary[1])
+        if first or self.file is not None or self.mode == "each":
+            if self.file is not None:
+                self.file.record(path, client, user_agent, outcome, reason, self._window_id())
+            if self.mode == "each" or first:
+                audit.warning("bypass path=%r client=%r reason=%s", path, client, reason, extra={
+                    "event": "failopen.bypass", "path": path, "client": client,
+                    "reason": reason})
+                if self.mode == "each":
+                    return
+        # Every bypass of an outage comes through here, so it is tallied with one append (a
+        # single C call under the GIL: no lock, none lost), and the tallies are folded into the
+        # counts under the lock once per batch, when a window opens and when it is due.
+        pending = self._pending
+        pending.append((path, client))
+        monotonic = self._monotonic  # an attribute read, then a call: both specialised
+        if len(pending) >= _BATCH or monotonic() >= self._due:
+            self._settle()
 
     def close(self) -> None:
         """Flush the summary, and write and close the audit file (shutting down)."""
@@ -128,9 +138,44 @@ class BypassAudit:
     def flush(self) -> None:
         """Write what is counted but not yet written (the flag changed, or shutting down)."""
         with self._lock:
+            self._fold()
             summary = self._take(self._clock.monotonic()) if self._total else None
         if summary is not None:
             audit.warning(*summary[0], extra=summary[1])
+
+    def _settle(self) -> None:
+        """Fold the pending bypasses into the counts; open the window, or write its summary
+        when it is due."""
+        with self._lock:
+            self._fold()
+            now = self._clock.monotonic()
+            summary = None
+            if self._total:
+                since = self._since
+                if since is None:
+                    self._since = since = now
+                    self._due = now + self.interval
+                if now - since >= self.interval:
+                    summary = self._take(now)
+        if summary is not None:
+            audit.warning(*summary[0], extra=summary[1])
+
+    def _fold(self) -> None:
+        """Move the pending bypasses into the counts (lock held). Exact without a lock on the
+        appending side: what is appended while this runs stays pending, for the next fold."""
+        pending = self._pending
+        taken = len(pending)
+        if not taken:
+            return
+        batch = pending[:taken]
+        del pending[:taken]
+        self._total += taken
+        batch_paths, batch_clients = zip(*batch, strict=True)
+        paths, clients = self._paths, self._clients
+        for path, n in Counter(batch_paths).items():
+            _bump(paths, path, n)
+        for client, n in Counter(batch_clients).items():
+            _bump(clients, client, n)
 
     def _take(self, now: float) -> tuple[tuple[object, ...], dict[str, object]]:
         """The summary line's format and arguments, and its ``extra``; resets the counters
@@ -138,6 +183,7 @@ class BypassAudit:
         span = now - (self._since if self._since is not None else now)
         paths, clients, total = self._paths, self._clients, self._total
         self._paths, self._clients, self._total, self._since = {}, {}, 0, None
+        self._due = -math.inf
         distinct = len(clients) - (_OTHER in clients)
         extra: dict[str, object] = {
             "event": "failopen.bypass_summary", "requests": total, "seconds": round(span, 3),
@@ -150,12 +196,12 @@ class BypassAudit:
         ), extra
 
 
-def _bump(counts: dict[str, int], key: str) -> None:
+def _bump(counts: dict[str, int], key: str, n: int) -> None:
     if len(key) > _MAX_KEY:
         key = key[:_MAX_KEY] + "..."
     if key not in counts and len(counts) >= _MAX_KEYS:
         key = _OTHER
-    counts[key] = counts.get(key, 0) + 1
+    counts[key] = counts.get(key, 0) + n
 
 
 def _busiest(counts: dict[str, int]) -> dict[str, int]:
