@@ -208,6 +208,8 @@ def test_fallback_solves_in_a_worker_and_sends_an_answer_that_verifies(
     # Nothing is solved until the person submits: a visitor who never does costs nothing.
     page.page.wait_for_timeout(200)
     assert site.challenge_requests == 0 and site.posts == []
+    # Before the submit navigates away (the page's context is gone after it).
+    assert page.page.evaluate("window.inline") is None  # the CSP held
     page.submit()
     post = wait_for_post(site, page)
     assert post["path"] == "/signup" and post["verified"] == [True]
@@ -220,7 +222,6 @@ def test_fallback_solves_in_a_worker_and_sends_an_answer_that_verifies(
     assert attribute_values(page) == ["checking", "bypassed", "solving", "bypassed"]
     # The flag was asked about the form's route, once.
     assert site.flag_queries == ["path=/signup"]
-    assert page.page.evaluate("window.inline") is None  # the CSP held
     assert trouble(page) == []
 
 
