@@ -154,7 +154,7 @@ class Guard:
             if confirmed and result.outcome is VerifyOutcome.UNAVAILABLE:
                 return self._bypass_confirmed(result, path, client, user_agent, policy, route,
                                               solution)
-            return self._finish(self._from_verify(result, confirmed), path, client,
+            return self._finish(self._from_verify(result), path, client,
                                 user_agent=user_agent)
         except Exception:
             return self._internal_error()
@@ -193,7 +193,7 @@ class Guard:
             if confirmed and result.outcome is VerifyOutcome.UNAVAILABLE:
                 return self._bypass_confirmed(result, path, client, user_agent, policy, route,
                                               solution)
-            return self._finish(self._from_verify(result, confirmed), path, client,
+            return self._finish(self._from_verify(result), path, client,
                                 user_agent=user_agent)
         except Exception:
             return self._internal_error()
@@ -328,7 +328,9 @@ class Guard:
             return None
         return first if state.source == "default" and first.under_way() else None
 
-    def _from_verify(self, result: VerifyResult, confirmed: bool) -> Decision:
+    def _from_verify(self, result: VerifyResult) -> Decision:
+        """A verify answer as a decision; a confirmed outage is _bypass_confirmed's (the route's
+        outage policy applies there), never this one's."""
         outcome = result.outcome
         if outcome is VerifyOutcome.VALID:
             return Decision(allow=True, bypassed=False, outcome="valid", reason="token verified")
@@ -337,12 +339,6 @@ class Guard:
         if outcome is VerifyOutcome.RATE_LIMITED:
             return self._reject(503, "rate_limited", "verify call rate-limited",
                                 self._retry_after(result.retry_after))
-        if outcome is VerifyOutcome.UNAVAILABLE and confirmed:
-            state = self.flag.state
-            return Decision(
-                allow=True, bypassed=True, outcome="bypassed_confirmed_outage",
-                reason=f"verify unavailable ({result.reason}); outage confirmed: {state.reason}",
-            )
         # Unavailable without a confirmed outage, or any outcome this guard does not know (such as
         # our own overload): refuse for now. Only a confirmed outage ever opens the gate.
         return self._reject(
