@@ -17,6 +17,12 @@ POLICIES = {"PROTECTED_PATHS": ["/login/"], "PROTECTED_VIEWS": ["signup"],
             "OUTAGE_POLICY_ROUTES": {"signup": "fallback"},
             "FALLBACK_SECRET": "s" * 40, "FALLBACK_COST": 2000}
 
+# The flag endpoint's keys before issue 20 (6ab2766), and the one issue 20 added: a contract the
+# browser snippet and operators' scripts read; anything else added here must be on purpose.
+FLAG_KEYS_BEFORE_ISSUE_20 = {"enforce", "source", "reason", "since", "expires_at", "global_status",
+                             "stale", "error", "mode", "probe"}
+FLAG_KEYS = FLAG_KEYS_BEFORE_ISSUE_20 | {"outage_policy"}
+
 
 @pytest.fixture(autouse=True)
 def _urls() -> Any:
@@ -94,3 +100,15 @@ def test_protect_refuses_an_unknown_outage_policy() -> None:
 
     with pytest.raises(ValueError, match="open, fallback, closed"):
         protect(outage="shut")
+
+
+def test_the_flag_endpoint_shape_is_unchanged_but_outage_policy(
+        use_failopen: Callable[..., FailOpen | None], client: Any,
+        fake_status_page: FakeStatusPage) -> None:
+    runtime = use_failopen(**POLICIES)
+    assert runtime is not None
+    for query in ("", "?path=/signup/", "?path=/elsewhere/", "?confirm=1"):
+        assert set(client.get("/failopen/flag" + query).json()) == FLAG_KEYS, query
+    fake_status_page.set_global("major_outage")
+    runtime.poll_now()
+    assert set(client.get("/failopen/flag?path=/signup/").json()) == FLAG_KEYS
