@@ -12,10 +12,8 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.middleware.csrf import CsrfViewMiddleware
-from django.urls import get_resolver
 from django.views.decorators.csrf import csrf_exempt
 
-from failopen.engine.outage import strictest
 from failopen.secret import Secret
 from failopen.web import (
     FLAG_HEADERS,
@@ -30,7 +28,7 @@ from failopen.web import (
 )
 
 from . import conf
-from .protection import is_marked, outage_of
+from .outage import policy_of_path
 
 __all__ = ["flag", "override"]
 
@@ -66,7 +64,7 @@ def flag(request: HttpRequest) -> HttpResponse:
             runtime.ensure_started()
             state = runtime.state
         return _json(200, flag_payload(state, mode=runtime.config.mode, probe=runtime.probe,
-                                       outage_policy=_policy_of(request.GET.get("path"))))
+                                       outage_policy=policy_of_path(request.GET.get("path"))))
     except Exception:
         logger.exception("failopen flag endpoint failed")
         # The snippet reads any error as "enforce": the safe side.
@@ -86,30 +84,6 @@ def challenge(request: HttpRequest) -> HttpResponse:
     except Exception:
         logger.exception("failopen challenge endpoint failed")
         return _json(503, _UNAVAILABLE)
-
-
-def _policy_of(path: str | None) -> str | None:
-    """The outage policy of the route ``path`` resolves to (``?path=`` of the flag endpoint):
-    a protected path's, else the protected view's; None when neither protects it."""
-    if not path or not path.startswith("/"):
-        return None
-    settings = conf.loaded()
-    methods = settings.config.protected_methods if settings.config is not None else ()
-    method = "POST" if "POST" in methods else next(iter(sorted(methods)), "POST")
-    view = None
-    try:
-        view = get_resolver().resolve(path).func
-    except Exception:  # Resolver404, or a broken URLconf: only the path can tell
-        view = None
-    protected_view = view is not None and (is_marked(view) or settings.views.covers(view))
-    if not settings.is_protected(method, path) and not protected_view:
-        return None
-    found = settings.policies.for_path(path)
-    policies = [found[1]] if found is not None else []
-    if protected_view:
-        policies.append(settings.policies.for_views(settings.views.names_of(view),
-                                                    marked=outage_of(view)))
-    return strictest(policies) if policies else settings.policies.default
 
 
 class _CsrfCheck(CsrfViewMiddleware):

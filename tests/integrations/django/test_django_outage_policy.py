@@ -94,3 +94,66 @@ def test_protect_refuses_an_unknown_outage_policy() -> None:
 
     with pytest.raises(ValueError, match="open, fallback, closed"):
         protect(outage="shut")
+
+
+I18N = {"ROOT_URLCONF": "django_test_urls_outage_i18n", "USE_I18N": True, "LANGUAGE_CODE": "en",
+        "LANGUAGES": [("en", "English"), ("fr", "French"), ("pt-br", "Portuguese")]}
+
+
+@pytest.mark.parametrize("language", ["en", "fr", "pt-br"])
+def test_the_flag_endpoint_resolves_a_language_prefixed_path(
+        use_failopen: Callable[..., FailOpen | None], client: Any, language: str) -> None:
+    # The snippet asks with its form's action, /fr/signup/, while the flag endpoint's own request
+    # is not under a language prefix: the active language there is the site's default (en), under
+    # which i18n_patterns do not resolve /fr/...: the policy must still be the view's.
+    use_failopen(**POLICIES)
+    with override_settings(**I18N):
+        for path, policy in ((f"/{language}/login/", "open"),
+                             (f"/{language}/signup/", "fallback"),
+                             (f"/{language}/reset/", "closed"),
+                             (f"/{language}/elsewhere/", None)):
+            answer = client.get("/failopen/flag", {"path": path})
+            assert answer.json()["outage_policy"] == policy, path
+
+
+def test_a_language_prefixed_fallback_view_needs_a_solution(outage: FailOpen,
+                                                            client: Any) -> None:
+    from conftest import MIDDLEWARE
+
+    # LocaleMiddleware activates the prefix's language, as a site with i18n_patterns has it.
+    locale = [MIDDLEWARE[0], "django.middleware.locale.LocaleMiddleware", *MIDDLEWARE[1:]]
+    with override_settings(**I18N, MIDDLEWARE=locale):
+        refused = client.post("/fr/signup/", {}, **JSON)
+        assert (refused.status_code, code(refused)) == (403, "fallback_required")
+        closed = client.post("/fr/reset/", {}, **JSON)
+        assert (closed.status_code, code(closed)) == (503, "outage_closed")
+
+
+@pytest.mark.parametrize("paths", [["/reset/"], ["/signup/"]])
+def test_a_path_and_a_view_that_both_claim_a_request_give_the_stricter_policy(
+        use_failopen: Callable[..., FailOpen | None], fake_status_page: FakeStatusPage,
+        client: Any, paths: list[str]) -> None:
+    # /reset/'s view says closed, /signup/'s view is named fallback: listing their paths in
+    # PROTECTED_PATHS too (policy open by default) must not loosen either.
+    runtime = use_failopen(**{**POLICIES, "PROTECTED_PATHS": paths})
+    assert runtime is not None
+    fake_status_page.set_global("major_outage")
+    runtime.poll_now()
+    response = client.post(paths[0], {}, **JSON)
+    assert code(response) == {"/reset/": "outage_closed", "/signup/": "fallback_required"}[
+        paths[0]]
+    assert client.get("/failopen/flag", {"path": paths[0]}).json()["outage_policy"] == {
+        "/reset/": "closed", "/signup/": "fallback"}[paths[0]]
+
+
+def test_a_big_form_to_a_closed_view_is_still_closed(use_failopen: Callable[..., FailOpen | None],
+                                                     fake_status_page: FakeStatusPage,
+                                                     client: Any) -> None:
+    # A form over the body cap to a protected view is judged before Django resolves the view
+    # (CSRF would parse it first): the view's own policy must apply all the same.
+    runtime = use_failopen(**{**POLICIES, "MAX_BODY_BYTES": 1024})
+    assert runtime is not None
+    fake_status_page.set_global("major_outage")
+    runtime.poll_now()
+    response = client.post("/reset/", {"note": "x" * 4096}, **JSON)
+    assert (response.status_code, code(response)) == (503, "outage_closed")
