@@ -17,6 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 from failopen.secret import Secret
 from failopen.web import (
     FLAG_HEADERS,
+    SOLVER_PATH,
     MAX_OVERRIDE_BODY,
     RefusalLog,
     admin_token_matches,
@@ -24,13 +25,14 @@ from failopen.web import (
     challenge_answer,
     flag_payload,
     handle_override,
+    load_snippet,
     wants_confirm,
 )
 
 from . import conf
 from .outage import policy_of_path
 
-__all__ = ["flag", "override"]
+__all__ = ["challenge", "flag", "override", "solver"]
 
 logger = logging.getLogger("failopen.django")
 
@@ -84,6 +86,25 @@ def challenge(request: HttpRequest) -> HttpResponse:
     except Exception:
         logger.exception("failopen challenge endpoint failed")
         return _json(503, _UNAVAILABLE)
+
+
+def solver(request: HttpRequest) -> HttpResponse:
+    """``GET <prefix>/failopen-solver.js``: the fallback solver, from the site's own origin.
+
+    A Web Worker must come from the page's origin, and a site whose static files are on a CDN
+    serves failopen-solver.js from another one: ``{% failopen_script %}`` then points the snippet
+    here. Cached like a static file, revalidated by its ETag.
+    """
+    if request.method not in ("GET", "HEAD"):
+        return HttpResponseNotAllowed(["GET", "HEAD"])
+    found = load_snippet(SOLVER_PATH)
+    if found is None:
+        return _json(404, _NOT_FOUND)
+    same = request.headers.get("If-None-Match", "") in (found.etag, f"W/{found.etag}")
+    response = HttpResponse(b"" if same else found.body, status=304 if same else 200,
+                            content_type="text/javascript; charset=utf-8")
+    response["ETag"], response["Cache-Control"] = found.etag, "public, max-age=86400"
+    return response
 
 
 class _CsrfCheck(CsrfViewMiddleware):
