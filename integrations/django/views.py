@@ -17,8 +17,8 @@ from django.views.decorators.csrf import csrf_exempt
 from failopen.secret import Secret
 from failopen.web import (
     FLAG_HEADERS,
-    SOLVER_PATH,
     MAX_OVERRIDE_BODY,
+    SOLVER_PATH,
     RefusalLog,
     admin_token_matches,
     bearer_token,
