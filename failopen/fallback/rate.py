@@ -18,6 +18,7 @@ import ipaddress
 import logging
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from failopen._internal.forksafe import renew_after_fork
@@ -50,7 +51,7 @@ class OutageRateLimit:
         # limits' MemoryStorage keeps an RLock per key (and a timer thread): one held at fork()
         # would hang the child's first request for that client, so a forked worker counts
         # afresh in storage of its own.
-        self._new_memory = lambda: MovingWindowRateLimiter(MemoryStorage())
+        self._new_memory: Callable[[], Any] = lambda: MovingWindowRateLimiter(MemoryStorage())
         renew_after_fork(self, "_renew_memory")
         self.link: RedisLink | None = None
         self._shared: Any = None
