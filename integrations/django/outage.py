@@ -36,7 +36,7 @@ def route_policy(settings: conf.Loaded, path: str, view: Any,
     candidates: list[tuple[str, str]] = [found] if found is not None else []
     # Judged by its path before Django resolved it (or as a big form to a protected view): the
     # view may still hold a stricter policy, so look it up whenever one could.
-    if view is None and (found is None or _views_may_name_policies(settings)):
+    if view is None and (found is None or _views_may_name_policies(settings, urlconf)):
         view = _view_of(path, urlconf)
     if view is not None:
         names = settings.views.names_of(view, urlconf)
@@ -81,11 +81,19 @@ def _path_route(settings: conf.Loaded, path: str) -> tuple[str, str] | None:
     return found
 
 
-def _views_may_name_policies(settings: conf.Loaded) -> bool:
+def _views_may_name_policies(settings: conf.Loaded, urlconf: Any) -> bool:
     # A view can only tighten a path's policy when some view was given one: by URL name in
     # OUTAGE_POLICY_ROUTES (a route that is not a path) or by protect(outage=...).
-    return any_outage_marks() or any(not route.startswith("/")
-                                     for route in settings.policies.routes)
+    if any(not route.startswith("/") for route in settings.policies.routes):
+        return True
+    try:
+        # protect() marks a view when its module is imported: make sure the URLconf (and every
+        # view it includes) is, or a worker's first request would miss the marks (a cached
+        # attribute once loaded).
+        get_resolver(urlconf).url_patterns  # noqa: B018
+    except Exception:  # a broken URLconf: resolving the view will fail too, Django answers
+        return True
+    return any_outage_marks()
 
 
 def _view_of(path: str, urlconf: Any) -> Any:

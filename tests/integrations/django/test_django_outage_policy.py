@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from django.test import override_settings
+from django.urls import clear_url_caches
 
 from failopen.runtime import FailOpen
 from failopen.testing import FakeStatusPage, solve_challenge
@@ -156,4 +157,30 @@ def test_a_big_form_to_a_closed_view_is_still_closed(use_failopen: Callable[...,
     fake_status_page.set_global("major_outage")
     runtime.poll_now()
     response = client.post("/reset/", {"note": "x" * 4096}, **JSON)
+    assert (response.status_code, code(response)) == (503, "outage_closed")
+
+
+def test_a_fresh_worker_applies_a_view_policy_from_its_first_request(
+        use_failopen: Callable[..., FailOpen | None], fake_status_page: FakeStatusPage,
+        client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A worker that has served nothing has not imported the URLconf, so no view's
+    # protect(outage=...) has run yet: the first request, judged by its listed path, must not
+    # be waved through as open before Django gets to import the view that says closed.
+    import sys
+
+    from failopen.integrations.django import protection
+
+    monkeypatch.delitem(sys.modules, "django_test_urls_outage_fresh", raising=False)
+    monkeypatch.setattr(protection, "_outage_marks", [False])
+    # No PROTECTED_VIEWS: nothing walks the URLconf at the first request.
+    runtime = use_failopen(PROTECTED_PATHS=["/password/"])
+    assert runtime is not None
+    fake_status_page.set_global("major_outage")
+    runtime.poll_now()
+    with override_settings(ROOT_URLCONF="django_test_urls_outage_fresh"):
+        client.get("/failopen/flag")  # failopen has started: its start-up walk is behind it
+        clear_url_caches()  # and a fresh URLconf, as another worker would import it
+        monkeypatch.delitem(sys.modules, "django_test_urls_outage_fresh")
+        monkeypatch.setattr(protection, "_outage_marks", [False])
+        response = client.post("/password/", {}, **JSON)
     assert (response.status_code, code(response)) == (503, "outage_closed")
