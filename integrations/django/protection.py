@@ -31,8 +31,8 @@ from failopen.engine.outage import strictest
 from failopen.fallback.settings import OUTAGE_POLICIES
 
 __all__ = [
-    "MARK", "OUTAGE_MARK", "ProtectedViews", "any_outage_marks", "is_marked", "outage_of",
-    "protect", "unmatched_message", "view_key",
+    "MARK", "OUTAGE_MARK", "ProtectedViews", "any_outage_marks", "is_marked",
+    "marked_view_names", "outage_of", "protect", "unmatched_message", "view_key",
 ]
 
 logger = logging.getLogger("failopen.django")
@@ -266,6 +266,19 @@ def closest_name(name: str, names: Collection[str]) -> str | None:
         return min(same, key=lambda n: (n.count(":"), n))
     close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.75)
     return close[0] if close else None
+
+
+def marked_view_names(names: Iterable[str]) -> set[str]:
+    """Those of ``names`` (URL names, dotted paths) that lead to a view marked ``@protect``;
+    none when the URLconf cannot be read (its own error shows elsewhere)."""
+    wanted, found = set(names), set[str]()
+    try:
+        for view, route_names in walk(get_resolver()):
+            if route_names & wanted and is_marked(view):
+                found |= route_names & wanted
+    except Exception:
+        return set()
+    return found
 
 
 def walk(resolver: Any) -> Iterator[tuple[Any, frozenset[str]]]:

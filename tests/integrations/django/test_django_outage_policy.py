@@ -10,6 +10,7 @@ import pytest
 from django.test import override_settings
 from django.urls import clear_url_caches
 
+from failopen.exceptions import ConfigError
 from failopen.runtime import FailOpen
 from failopen.testing import FakeStatusPage, solve_challenge
 
@@ -184,3 +185,29 @@ def test_a_fresh_worker_applies_a_view_policy_from_its_first_request(
         monkeypatch.setattr(protection, "_outage_marks", [False])
         response = client.post("/password/", {}, **JSON)
     assert (response.status_code, code(response)) == (503, "outage_closed")
+
+
+def test_a_protect_view_takes_its_policy_by_url_name(
+        use_failopen: Callable[..., FailOpen | None], fake_status_page: FakeStatusPage,
+        client: Any) -> None:
+    # Protected by @protect alone, not listed in PROTECTED_VIEWS: naming it in
+    # OUTAGE_POLICY_ROUTES is how a site gives it a policy without touching the view's code.
+    runtime = use_failopen(PROTECTED_PATHS=["/login/"],
+                           OUTAGE_POLICY_ROUTES={"change-email": "closed"})
+    assert runtime is not None
+    assert client.get("/failopen/flag", {"path": "/email/"}).json()["outage_policy"] == "closed"
+    fake_status_page.set_global("major_outage")
+    runtime.poll_now()
+    response = client.post("/email/", {}, **JSON)
+    assert (response.status_code, code(response)) == (503, "outage_closed")
+
+
+def test_a_policy_for_a_name_no_protected_view_carries_stops_start_up(
+        fo_settings: dict[str, Any]) -> None:
+    from failopen.integrations.django.conf import config_factory
+
+    for name in ("login", "no-such-view"):  # login: routed, but protected by its path only
+        routes = {**fo_settings, "OUTAGE_POLICY_ROUTES": {name: "closed"}}
+        with (override_settings(FAILOPEN=routes),
+              pytest.raises(ConfigError, match=f"'{name}' is not a protected route.*@protect")):
+            config_factory()
