@@ -1,7 +1,8 @@
-"""A Starlette log-in page guarded by failopen: ``uvicorn --app-dir examples asgi_app:app``.
+"""Starlette log-in, sign-up and password-reset pages guarded by failopen:
+``uvicorn --app-dir examples asgi_app:app``.
 
 Configuration comes from ``FAILOPEN_*`` variables (``FAILOPEN_PROTECTED_PATHS`` defaults to
-``/login`` here). Against the test kit's fakes::
+``/login,/signup,/password-reset`` here). Against the test kit's fakes::
 
     failopen emulate status &     # http://127.0.0.1:8401
     failopen emulate verify &     # http://127.0.0.1:8402
@@ -17,11 +18,19 @@ From the repository root, ``--app-dir examples`` (not ``examples.asgi_app``) kee
 failopen, which alone has ``failopen.integrations``.
 
 ``GET /`` is the log-in page with the browser snippet, served with
-``Content-Security-Policy: script-src 'self' <vendor>``; the form is a normal browser POST to
-``/login``, which is protected and answers ``{"ok": true, "decision": {...}, "bypassed": bool}``
-when admitted; ``GET /health`` is not protected. ``SNIPPET_READY_TIMEOUT_MS``,
+``Content-Security-Policy: script-src 'self' <vendor>``; ``GET /signup`` and
+``GET /password-reset`` are the other two forms. Each form is a normal browser POST to its own
+path, which is protected and answers ``{"ok": true, "decision": {...}, "bypassed": bool}`` when
+admitted; ``GET /health`` is not protected. ``SNIPPET_READY_TIMEOUT_MS``,
 ``SNIPPET_RETRIES`` and ``SNIPPET_RETRY_DELAY_MS`` (the example's own variables, not failopen
 settings) tune the snippet; the browser tests use them to fail fast.
+
+During an outage every route is ``open`` unless told otherwise. To have sign-up ask for the
+self-hosted challenge (solved by the snippet's worker, ``/failopen/failopen-solver.js``, which
+the same CSP allows) and password reset refuse until the vendor is back, add::
+
+    FAILOPEN_OUTAGE_POLICY_ROUTES=/signup=fallback,/password-reset=closed \\
+    FAILOPEN_FALLBACK_SECRET=$(python -c 'import secrets; print(secrets.token_urlsafe(32))')
 """
 
 from __future__ import annotations
@@ -39,9 +48,16 @@ from starlette.routing import Route
 from failopen import Config
 from failopen.web import snippet_attributes
 
-config = Config.from_env()
-if not config.protected_paths:
-    config = config.replace(protected_paths=("/login",))
+# Each form: its title and fields (the hidden token field is added to each).
+FORMS = {
+    "/login": ("Log in", '<input name="username" autocomplete="username">'
+                         '<input name="password" type="password" autocomplete="current-password">'),
+    "/signup": ("Sign up", '<input name="email" type="email" autocomplete="email">'),
+    "/password-reset": ("Reset password", '<input name="email" type="email" autocomplete="email">'),
+}
+# The forms' paths are protected unless FAILOPEN_PROTECTED_PATHS says otherwise (a default under
+# the environment, so that FAILOPEN_OUTAGE_POLICY_ROUTES may name them).
+config = Config.from_env({"FAILOPEN_PROTECTED_PATHS": ",".join(FORMS), **os.environ})
 
 PREFIX = "/failopen"
 
@@ -74,22 +90,23 @@ STYLE = (
 )
 
 
-async def login_page(request: Request) -> HTMLResponse:
-    """The log-in form, with the snippet that asks the flag endpoint whether to enforce."""
-    field = escape(config.token_field)
+async def form_page(request: Request) -> HTMLResponse:
+    """A form (``/`` is the log-in form), with the snippet that asks the flag endpoint whether
+    to enforce."""
+    action = request.url.path if request.url.path in FORMS else "/login"
+    title, fields = FORMS[action]
     return HTMLResponse(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Log in</title>"
-        f'<style>{STYLE}</style><script src="{PREFIX}/failopen.js" {SNIPPET_TAG} defer></script>'
-        '</head><body><form method="post" action="/login">'
-        '<input name="username" autocomplete="username">'
-        '<input name="password" type="password" autocomplete="current-password">'
-        f'<input type="hidden" name="{field}">'
-        "<button>Log in</button></form></body></html>",
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f'<title>{title}</title><style>{STYLE}</style>'
+        f'<script src="{PREFIX}/failopen.js" {SNIPPET_TAG} defer></script>'
+        f'</head><body><form method="post" action="{action}">{fields}'
+        f'<input type="hidden" name="{escape(config.token_field)}">'
+        f"<button>{title}</button></form></body></html>",
         headers={"Content-Security-Policy": CSP},
     )
 
 
-async def login(request: Request) -> JSONResponse:
+async def submitted(request: Request) -> JSONResponse:
     """Reached only when failopen admitted the request; the decision says how."""
     decision = request.state.failopen
     return JSONResponse({"ok": True, "decision": decision.to_dict(),
@@ -102,8 +119,10 @@ async def health(request: Request) -> PlainTextResponse:
 
 
 routes = [
-    Route("/", login_page),
-    Route("/login", login, methods=["POST"]),
+    Route("/", form_page),
+    Route("/signup", form_page, methods=["GET"]),
+    Route("/password-reset", form_page, methods=["GET"]),
+    *(Route(action, submitted, methods=["POST"]) for action in FORMS),
     Route("/health", health),
 ]
 app = FailOpenMiddleware(Starlette(routes=routes), config=config, prefix=PREFIX)

@@ -1,7 +1,8 @@
-"""A Flask log-in page guarded by failopen: ``cd examples && gunicorn flask_app:app``.
+"""Flask log-in, sign-up and password-reset pages guarded by failopen:
+``cd examples && gunicorn flask_app:app``.
 
 Configuration comes from ``FAILOPEN_*`` variables (``FAILOPEN_PROTECTED_PATHS`` defaults to
-``/login`` here). Against the test kit's fakes::
+``/login,/signup,/password-reset`` here). Against the test kit's fakes::
 
     failopen emulate status &     # http://127.0.0.1:8401
     failopen emulate verify &     # http://127.0.0.1:8402
@@ -16,13 +17,25 @@ gunicorn puts the directory it starts in on ``sys.path``: started from the repos
 source folder ``failopen/`` would hide an installed (non-editable) failopen, which alone has
 ``failopen.integrations``. Hence ``cd examples``.
 
-``GET /`` is the log-in page with the browser snippet; the form is a normal browser POST to
-``/login``, which is protected and answers ``{"ok": true, "decision": {...}, "bypassed": bool}``
-when admitted; ``GET /health`` is not protected.
+``GET /`` is the log-in page with the browser snippet; ``GET /signup`` and
+``GET /password-reset`` are the other two forms. Each form is a normal browser POST to its own
+path, which is protected and answers ``{"ok": true, "decision": {...}, "bypassed": bool}`` when
+admitted; ``GET /health`` is not protected.
+
+During an outage every route is ``open`` unless told otherwise. To have sign-up ask for the
+self-hosted challenge and password reset refuse until the vendor is back, add::
+
+    FAILOPEN_OUTAGE_POLICY_ROUTES=/signup=fallback,/password-reset=closed \\
+    FAILOPEN_FALLBACK_SECRET=$(python -c 'import secrets; print(secrets.token_urlsafe(32))')
+
+Each worker remembers the solutions it accepted (each is good once) in its own memory unless
+the fleet shares a Redis store (``FAILOPEN_STORE=redis://...``): with ``-w 2`` and no Redis, a
+solution replayed to the other worker is accepted once more.
 """
 
 from __future__ import annotations
 
+import os
 from html import escape
 from urllib.parse import urlsplit
 
@@ -32,9 +45,16 @@ from flask import Flask, Response, jsonify, request
 from failopen import Config
 from failopen.web import snippet_attributes
 
-config = Config.from_env()
-if not config.protected_paths:
-    config = config.replace(protected_paths=("/login",))
+# Each form: its title and fields (the hidden token field is added to each).
+FORMS = {
+    "/login": ("Log in", '<input name="username" autocomplete="username">'
+                         '<input name="password" type="password" autocomplete="current-password">'),
+    "/signup": ("Sign up", '<input name="email" type="email" autocomplete="email">'),
+    "/password-reset": ("Reset password", '<input name="email" type="email" autocomplete="email">'),
+}
+# The forms' paths are protected unless FAILOPEN_PROTECTED_PATHS says otherwise (a default under
+# the environment, so that FAILOPEN_OUTAGE_POLICY_ROUTES may name them).
+config = Config.from_env({"FAILOPEN_PROTECTED_PATHS": ",".join(FORMS), **os.environ})
 
 PREFIX = "/failopen"
 SNIPPET_TAG = " ".join(f'{name}="{escape(value)}"' for name, value in snippet_attributes(
@@ -47,23 +67,28 @@ app = Flask(__name__)
 
 
 @app.get("/")
-def login_page() -> Response:
-    """The log-in form, with the snippet that asks the flag endpoint whether to enforce."""
-    field = escape(config.token_field)
+@app.get("/signup")
+@app.get("/password-reset")
+def form_page() -> Response:
+    """A form (``/`` is the log-in form), with the snippet that asks the flag endpoint whether
+    to enforce."""
+    action = request.path if request.path in FORMS else "/login"
+    title, fields = FORMS[action]
     page = (
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Log in</title>"
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{title}</title>"
         f'<script src="{PREFIX}/failopen.js" {SNIPPET_TAG} defer></script>'
-        '</head><body><form method="post" action="/login">'
-        '<input name="username" autocomplete="username">'
-        '<input name="password" type="password" autocomplete="current-password">'
-        f'<input type="hidden" name="{field}">'
-        "<button>Log in</button></form></body></html>"
+        f'</head><body><form method="post" action="{action}">{fields}'
+        f'<input type="hidden" name="{escape(config.token_field)}">'
+        f"<button>{title}</button></form></body></html>"
     )
     return Response(page, mimetype="text/html", headers={"Content-Security-Policy": CSP})
 
 
 @app.post("/login")
-def login() -> Response:
+@app.post("/signup")
+@app.post("/password-reset")
+def submitted() -> Response:
     """Reached only when failopen admitted the request; the decision says how."""
     decision = request.environ["failopen.decision"]
     return jsonify(ok=True, user=request.form.get("username", ""),

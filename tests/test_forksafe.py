@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -94,3 +95,24 @@ def test_memory_store_lock() -> None:
     store = MemoryStore()
     flag = EnforcementFlag(store=store)
     assert _child_runs_while_lock_held(store._lock, lambda: not flag.force_off("x").enforce)
+
+
+def test_outage_rate_limit_in_memory() -> None:
+    # limits' MemoryStorage locks each key; a preloaded parent's lock must not hang a worker.
+    pytest.importorskip("limits", reason='pip install "failopen[fallback]"')
+    from failopen.fallback import OutageRateLimit
+
+    limit = OutageRateLimit("5/minute")
+    assert limit.hit("192.0.2.1", "/signup") is None
+    storage = limit._memory.storage
+    (key,) = storage.events
+    assert _child_runs_while_lock_held(storage.locks[key],
+                                       lambda: limit.hit("192.0.2.1", "/signup") is None)
+
+
+def test_used_solutions_in_memory() -> None:
+    from failopen.fallback import MemoryUsedSolutions
+
+    used = MemoryUsedSolutions()
+    assert _child_runs_while_lock_held(used._lock,
+                                       lambda: used.claim("k", time.time() + 60))

@@ -15,7 +15,7 @@ import threading
 import weakref
 from typing import Any
 
-__all__ = ["BackgroundThread", "renew_locks_after_fork"]
+__all__ = ["BackgroundThread", "renew_after_fork", "renew_locks_after_fork"]
 
 _owners: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
 
@@ -23,6 +23,15 @@ _owners: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictio
 def renew_locks_after_fork(owner: Any, *attributes: str) -> None:
     """In a forked child, replace ``owner.<attribute>`` with a new ``threading.Lock``."""
     _owners[owner] = attributes
+
+
+_renewals: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def renew_after_fork(owner: Any, method: str) -> None:
+    """In a forked child, call ``owner.<method>()``: for locks an object cannot reach, such as
+    those inside a third-party object it would rather make anew."""
+    _renewals[owner] = method
 
 
 _current_pid = os.getpid()
@@ -35,6 +44,8 @@ def _after_fork_in_child() -> None:
     for owner, attributes in list(_owners.items()):
         for attribute in attributes:
             setattr(owner, attribute, threading.Lock())
+    for owner, method in list(_renewals.items()):
+        getattr(owner, method)()
     for background in list(_threads):
         background._restart_after_fork()
 

@@ -18,8 +18,10 @@ import ipaddress
 import logging
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
+from failopen._internal.forksafe import renew_after_fork
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.exceptions import ConfigError
 from failopen.fallback._redis import RedisLink
@@ -46,6 +48,11 @@ class OutageRateLimit:
         self.rate = rate
         self.item = limits.parse(rate)
         self._memory = MovingWindowRateLimiter(MemoryStorage())
+        # limits' MemoryStorage keeps an RLock per key (and a timer thread): one held at fork()
+        # would hang the child's first request for that client, so a forked worker counts
+        # afresh in storage of its own.
+        self._new_memory: Callable[[], Any] = lambda: MovingWindowRateLimiter(MemoryStorage())
+        renew_after_fork(self, "_renew_memory")
         self.link: RedisLink | None = None
         self._shared: Any = None
         if redis_url is not None:
@@ -99,6 +106,9 @@ class OutageRateLimit:
             logger.exception("failopen: the outage rate limit failed (the request is not "
                              "counted)", extra={"event": "failopen.fallback_error"})
             return None
+
+    def _renew_memory(self) -> None:
+        self._memory = self._new_memory()
 
     def _limiter(self) -> Any:
         if self.link is not None and self.link.usable():

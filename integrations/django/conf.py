@@ -26,10 +26,11 @@ from django.utils.module_loading import import_string
 from failopen.config import Config
 from failopen.engine.guard import Decision, fail_closed
 from failopen.exceptions import ConfigError
+from failopen.fallback.settings import policy_routes
 from failopen.runtime import FailOpen
 from failopen.web import RoutePolicies
 
-from .protection import ProtectedViews
+from .protection import ProtectedViews, marked_view_names
 from .startup_line import announce_runtime
 
 __all__ = [
@@ -103,11 +104,34 @@ def config_factory(**overrides: Any) -> Config:
                               f"(did you mean {meant[0]!r}?)")
     core = {k: v for k, v in raw.items() if k not in DJANGO_KEYS}
     try:
-        return Config.from_mapping(core, **overrides)
+        return Config.from_mapping(core, **_with_marked_views(core, overrides))
     except ConfigError as exc:
         if str(exc).startswith("unknown failopen setting"):  # say which mapping holds them
             raise ConfigError(f"settings.FAILOPEN: {exc}") from None
+        if "is not a protected route" in str(exc):
+            raise ConfigError(f"{exc}; in Django, also the URL name of a view marked "
+                              "@protect") from None
         raise
+
+
+def _with_marked_views(core: Mapping[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides``, plus PROTECTED_VIEWS naming the ``@protect`` views that
+    OUTAGE_POLICY_ROUTES names by URL name: such a view is protected on every route already, and
+    listing it is how its name reaches the policy lookup (and Config's check that every policy
+    belongs to a protected route)."""
+    routes = overrides.get("outage_policy_routes", core.get(
+        "OUTAGE_POLICY_ROUTES", os.environ.get("FAILOPEN_OUTAGE_POLICY_ROUTES")))
+    try:
+        names = {route for route, _policy in policy_routes(routes or ())
+                 if not route.startswith("/")}
+    except ConfigError:
+        return overrides  # Config says what is wrong with them
+    marked = marked_view_names(names) if names else set()
+    if not marked:
+        return overrides
+    listed = Config.from_mapping(core, **{**overrides, "outage_policy_routes": ()})
+    views = (*listed.protected_views, *sorted(marked - set(listed.protected_views)))
+    return {**overrides, "protected_views": views}
 
 
 def reject_view_from(raw: Mapping[str, Any]) -> RejectView | None:

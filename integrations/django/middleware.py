@@ -37,13 +37,13 @@ from django.utils.translation import get_language_from_path
 
 from failopen.config import Config
 from failopen.engine.guard import Decision
-from failopen.fallback.settings import OUTAGE_POLICIES
 from failopen.web import SOLUTION_FIELD, SOLUTION_HEADER, client_address
 
 from . import conf
 from ._answers import body_too_large, finish_custom, rejection
 from ._body import TooLarge, declared_length, may_carry_token, token_from_request_body
-from .protection import is_marked, outage_of
+from .outage import route_policy
+from .protection import is_marked
 
 __all__ = ["FailOpenMiddleware", "RequestDecision"]
 
@@ -253,25 +253,9 @@ class FailOpenMiddleware:
 
 def _outage(request: HttpRequest, settings: conf.Loaded,
             view: Any) -> tuple[str, str, str | None]:
-    """``(route, policy, solution from the header)``: which protected route the request counts
-    under (a path as PROTECTED_PATHS spells it, else the view's name) and what it does while
-    enforcement is off. A path and a view that both claim a request give the stricter policy."""
-    policies = settings.policies
-    path = request.path_info
-    found = policies.for_path(path)
-    end = path.find("/", 1)
-    if found is None and end != -1:  # a listed path under a language prefix (i18n_patterns)
-        found = policies.for_path(path[end:])
-    candidates: list[tuple[str, str]] = [found] if found is not None else []
-    if view is not None:
-        names = settings.views.names_of(view, getattr(request, "urlconf", None))
-        policy = policies.for_views(names, marked=outage_of(view))
-        route = min(names) if names else getattr(view, "__qualname__", "") or path
-        candidates.append((route, policy))
-    if not candidates:
-        candidates.append((path, policies.default))
-    route, policy = max(candidates, key=lambda c: OUTAGE_POLICIES.index(c[1])
-                        if c[1] in OUTAGE_POLICIES else len(OUTAGE_POLICIES))
+    """``(route, policy, solution from the header)``: see :func:`.outage.route_policy`."""
+    route, policy = route_policy(settings, request.path_info, view,
+                                 getattr(request, "urlconf", None))
     return route, policy, request.META.get(SOLUTION_META_KEY) or None
 
 

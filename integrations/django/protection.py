@@ -31,8 +31,8 @@ from failopen.engine.outage import strictest
 from failopen.fallback.settings import OUTAGE_POLICIES
 
 __all__ = [
-    "MARK", "OUTAGE_MARK", "ProtectedViews", "is_marked", "outage_of", "protect",
-    "unmatched_message", "view_key",
+    "MARK", "OUTAGE_MARK", "ProtectedViews", "any_outage_marks", "is_marked",
+    "marked_view_names", "outage_of", "protect", "unmatched_message", "view_key",
 ]
 
 logger = logging.getLogger("failopen.django")
@@ -52,6 +52,9 @@ View = TypeVar("View")
 # protect every class-based view.
 _inner_protected: weakref.WeakSet[Any] = weakref.WeakSet()
 _inner_outage: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+# Whether any view was given an outage policy: until one is, a request judged by its path alone
+# needs no URL resolution to learn its view's policy (there is none to learn).
+_outage_marks = [False]
 
 
 def protect(view: Any = None, *, outage: str | None = None) -> Any:
@@ -75,6 +78,7 @@ def protect(view: Any = None, *, outage: str | None = None) -> Any:
         raise TypeError(f"protect() takes a view, not {type(view).__name__}: {view!r}")
     setattr(view, MARK, True)
     if outage is not None:
+        _outage_marks[0] = True
         setattr(view, OUTAGE_MARK, outage)
     inner = _unwrapped(view)
     if inner is not view and inspect.isfunction(inner) and "." not in inner.__qualname__:
@@ -87,6 +91,11 @@ def protect(view: Any = None, *, outage: str | None = None) -> Any:
         if outage is not None:
             setattr(view_class, OUTAGE_MARK, outage)
     return view
+
+
+def any_outage_marks() -> bool:
+    """True once ``protect(outage=...)`` has marked any view."""
+    return _outage_marks[0]
 
 
 def outage_of(view: Any) -> str | None:
@@ -257,6 +266,19 @@ def closest_name(name: str, names: Collection[str]) -> str | None:
         return min(same, key=lambda n: (n.count(":"), n))
     close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.75)
     return close[0] if close else None
+
+
+def marked_view_names(names: Iterable[str]) -> set[str]:
+    """Those of ``names`` (URL names, dotted paths) that lead to a view marked ``@protect``;
+    none when the URLconf cannot be read (its own error shows elsewhere)."""
+    wanted, found = set(names), set[str]()
+    try:
+        for view, route_names in walk(get_resolver()):
+            if route_names & wanted and is_marked(view):
+                found |= route_names & wanted
+    except Exception:
+        return set()
+    return found
 
 
 def walk(resolver: Any) -> Iterator[tuple[Any, frozenset[str]]]:

@@ -1,5 +1,5 @@
-"""``path("failopen/", include("failopen.integrations.django.urls"))``: flag, challenge and
-override."""
+"""``path("failopen/", include("failopen.integrations.django.urls"))``: flag, challenge,
+override and the fallback solver."""
 
 # Django ships no type information: its names are Any here.
 # mypy: disable-error-code="import-untyped"
@@ -18,4 +18,5 @@ urlpatterns = [
     path("flag", views.flag, name="flag"),
     path("challenge", views.challenge, name="challenge"),
     path("override", views.override, name="override"),
+    path("failopen-solver.js", views.solver, name="solver"),
 ]

@@ -12,27 +12,27 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.middleware.csrf import CsrfViewMiddleware
-from django.urls import get_resolver
 from django.views.decorators.csrf import csrf_exempt
 
-from failopen.engine.outage import strictest
 from failopen.secret import Secret
 from failopen.web import (
     FLAG_HEADERS,
     MAX_OVERRIDE_BODY,
+    SOLVER_PATH,
     RefusalLog,
     admin_token_matches,
     bearer_token,
     challenge_answer,
     flag_payload,
     handle_override,
+    load_snippet,
     wants_confirm,
 )
 
 from . import conf
-from .protection import is_marked, outage_of
+from .outage import policy_of_path
 
-__all__ = ["flag", "override"]
+__all__ = ["challenge", "flag", "override", "solver"]
 
 logger = logging.getLogger("failopen.django")
 
@@ -66,7 +66,7 @@ def flag(request: HttpRequest) -> HttpResponse:
             runtime.ensure_started()
             state = runtime.state
         return _json(200, flag_payload(state, mode=runtime.config.mode, probe=runtime.probe,
-                                       outage_policy=_policy_of(request.GET.get("path"))))
+                                       outage_policy=policy_of_path(request.GET.get("path"))))
     except Exception:
         logger.exception("failopen flag endpoint failed")
         # The snippet reads any error as "enforce": the safe side.
@@ -88,28 +88,23 @@ def challenge(request: HttpRequest) -> HttpResponse:
         return _json(503, _UNAVAILABLE)
 
 
-def _policy_of(path: str | None) -> str | None:
-    """The outage policy of the route ``path`` resolves to (``?path=`` of the flag endpoint):
-    a protected path's, else the protected view's; None when neither protects it."""
-    if not path or not path.startswith("/"):
-        return None
-    settings = conf.loaded()
-    methods = settings.config.protected_methods if settings.config is not None else ()
-    method = "POST" if "POST" in methods else next(iter(sorted(methods)), "POST")
-    view = None
-    try:
-        view = get_resolver().resolve(path).func
-    except Exception:  # Resolver404, or a broken URLconf: only the path can tell
-        view = None
-    protected_view = view is not None and (is_marked(view) or settings.views.covers(view))
-    if not settings.is_protected(method, path) and not protected_view:
-        return None
-    found = settings.policies.for_path(path)
-    policies = [found[1]] if found is not None else []
-    if protected_view:
-        policies.append(settings.policies.for_views(settings.views.names_of(view),
-                                                    marked=outage_of(view)))
-    return strictest(policies) if policies else settings.policies.default
+def solver(request: HttpRequest) -> HttpResponse:
+    """``GET <prefix>/failopen-solver.js``: the fallback solver, from the site's own origin.
+
+    A Web Worker must come from the page's origin, and a site whose static files are on a CDN
+    serves failopen-solver.js from another one: ``{% failopen_script %}`` then points the snippet
+    here. Cached like a static file, revalidated by its ETag.
+    """
+    if request.method not in ("GET", "HEAD"):
+        return HttpResponseNotAllowed(["GET", "HEAD"])
+    found = load_snippet(SOLVER_PATH)
+    if found is None:
+        return _json(404, _NOT_FOUND)
+    same = request.headers.get("If-None-Match", "") in (found.etag, f"W/{found.etag}")
+    response = HttpResponse(b"" if same else found.body, status=304 if same else 200,
+                            content_type="text/javascript; charset=utf-8")
+    response["ETag"], response["Cache-Control"] = found.etag, "public, max-age=86400"
+    return response
 
 
 class _CsrfCheck(CsrfViewMiddleware):

@@ -256,7 +256,7 @@ def visit(browser: Any) -> Iterator[Callable[..., Visit]]:
             record.console.append(f"{message.type}: {text}")
             if text.startswith("[failopen] "):
                 word = text.split(" ", 2)[1]
-                if word in ("checking", "loading", "ready", *FINAL):
+                if word in ("checking", "loading", "ready", "solving", "closed", *FINAL):
                     record.states.append(word)
 
         def on_request(request: Any) -> None:

@@ -1,4 +1,5 @@
-"""``/`` the form, ``/login/`` the protected view, ``/failopen/`` the flag endpoint."""
+"""``/`` the log-in form, ``/login/``, ``/signup/`` and ``/password-reset/`` the protected views,
+``/failopen/`` the flag and challenge endpoints."""
 
 from __future__ import annotations
 
@@ -9,5 +10,7 @@ from django_site import views
 urlpatterns = [
     path("", views.home, name="home"),
     path("login/", views.login, name="login"),
+    path("signup/", views.signup, name="signup"),
+    path("password-reset/", views.password_reset, name="password-reset"),
     path("failopen/", include("failopen.integrations.django.urls")),
 ]

@@ -57,6 +57,13 @@ def failopen_script(context: Any, **options: Any) -> str:
         # A template typo: the snippet's own defaults are better than no snippet at all.
         logger.error("failopen_script: %s; the snippet's defaults apply", exc)
         attributes = snippet_attributes(config, flag_url=flag_url)
+    if _elsewhere(src) and "data-failopen-solver-url" not in attributes:
+        # Static files on a CDN: a Web Worker cannot start from another origin, so the fallback
+        # solver comes from the site's own failopen URLs.
+        try:
+            attributes["data-failopen-solver-url"] = reverse("failopen:solver")
+        except Exception:
+            logger.exception("failopen_script: no same-origin URL for the fallback solver")
     # django-csp sets it on the request; Django 6's own CSP puts it in the template context.
     nonce = getattr(context.get("request"), "csp_nonce", None) or context.get("csp_nonce")
     if nonce:
@@ -64,3 +71,8 @@ def failopen_script(context: Any, **options: Any) -> str:
     # flatatt escapes every value; src and defer first, as people write them.
     rendered: str = format_html('<script src="{}" defer{}></script>', src, flatatt(attributes))
     return rendered
+
+
+def _elsewhere(url: str) -> bool:
+    """True when ``url`` names an origin (``https://cdn.example/...``, ``//cdn.example/...``)."""
+    return url.startswith(("//", "http://", "https://"))

@@ -139,3 +139,33 @@ def test_a_site_that_kept_the_snippet_finder_collects_the_file_once(tmp_path: Pa
         assert (tmp_path / "failopen" / SOLVER_PATH.name).read_bytes() == SOLVER_PATH.read_bytes()
     finally:
         finders.get_finder.cache_clear()
+
+
+@pytest.mark.parametrize("static_url", ["https://cdn.example.net/static/", "//cdn.example.net/s/"])
+def test_static_files_on_another_origin_take_the_solver_from_the_site(
+        use_failopen: Any, static_url: str) -> None:
+    # A Web Worker only starts from the page's own origin: failopen-solver.js next to a CDN's
+    # failopen.js could never run, and a fallback route could never be solved.
+    use_failopen()
+    with override_settings(STATIC_URL=static_url):
+        html = render()
+    assert f'src="{static_url}failopen/failopen.js"' in html
+    assert 'data-failopen-solver-url="/failopen/failopen-solver.js"' in html
+
+
+def test_same_origin_static_files_keep_the_solver_beside_the_snippet(use_failopen: Any) -> None:
+    use_failopen()
+    assert "solver" not in render()
+
+
+def test_the_site_serves_the_solver_and_revalidates_it(make_client: Any,
+                                                      use_failopen: Any) -> None:
+    use_failopen()
+    client = make_client()
+    served = client.get("/failopen/failopen-solver.js")
+    assert served.status_code == 200
+    assert served["Content-Type"].startswith("text/javascript")
+    assert served.content == SOLVER_PATH.read_bytes()
+    again = client.get("/failopen/failopen-solver.js", headers={"If-None-Match": served["ETag"]})
+    assert (again.status_code, again.content) == (304, b"")
+    assert client.post("/failopen/failopen-solver.js").status_code == 405
