@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ DID_NOT_FINISH = "The security check did not finish"
 NOT_ACCEPTED = "The security check was not accepted"
 CANNOT_VERIFY = "We cannot verify this form right now"
 UNAVAILABLE = "This action is briefly unavailable"
+README = (Path(__file__).resolve().parents[3] / "README.md").read_text()
 
 
 @pytest.fixture(autouse=True)
@@ -82,6 +84,23 @@ def test_the_token_may_come_in_the_header_a_script_sends(
     response = client.post(form_url("open"), {"email": EMAIL},
                            headers={"X-Enforcement-Token": GOOD})
     assert response.json()["outcome"] == "valid" and fake_verify_api.tokens_seen == [GOOD]
+
+
+def test_the_readmes_example_form_works(use_failopen: Any,
+                                        fake_verify_api: FakeVerifyAPI) -> None:
+    from django.test import RequestFactory
+
+    use_failopen()
+    section = README.split("### Django forms\n", 1)[1]
+    code = re.search(r"```python\n(.*?)^```", section, re.S | re.M)
+    assert code is not None
+    example: dict[str, Any] = {"__name__": "readme_example"}
+    exec(code.group(1), example)  # the README's own code, as a reader pastes it
+    data = {"email": EMAIL, "enforcement-token": GOOD}
+    form = example["SignupForm"](data)
+    form.request = RequestFactory().post("/signup/", data)
+    assert form.is_valid() and form.cleaned_data["token"].outcome == "valid"
+    assert fake_verify_api.tokens_seen == [GOOD]
 
 
 def test_a_class_based_form_view_gets_the_request_from_the_middleware(
