@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
@@ -45,12 +46,17 @@ from ._body import TooLarge, declared_length, may_carry_token, token_from_reques
 from .outage import route_policy
 from .protection import is_marked
 
-__all__ = ["FailOpenMiddleware", "RequestDecision"]
+__all__ = ["FailOpenMiddleware", "RequestDecision", "current_request"]
 
 logger = logging.getLogger("failopen.django")
 
 #: Where Django puts the fallback solution's header.
 SOLUTION_META_KEY = "HTTP_" + SOLUTION_HEADER.upper().replace("-", "_")
+
+#: The request this middleware is passing to the view, for what gets no request of its own: a
+#: form field's ``clean`` (``forms.EnforcementTokenField``). A context variable, so each thread
+#: and each task sees its own request, and asgiref carries it into a sync view's thread.
+current_request: ContextVar[HttpRequest | None] = ContextVar("failopen_request", default=None)
 
 
 class RequestDecision:
@@ -100,7 +106,8 @@ class FailOpenMiddleware:
     Two ways a request is protected, each decided once: its path (PROTECTED_PATHS), judged in
     ``__call__`` before any view middleware; or its view (``protect``, PROTECTED_VIEWS), judged
     in ``process_view`` from the view Django resolved, whatever route led there.
-    Non-protected requests get ``request.failopen = None`` and nothing else.
+    Non-protected requests get ``request.failopen = None`` and nothing else, but for
+    :data:`current_request` while the view runs (a form field finds the request there).
     """
 
     sync_capable = True
@@ -134,7 +141,11 @@ class FailOpenMiddleware:
             refused = self._judge(request, settings, None)
             if refused is not None:
                 return refused
-        return self.get_response(request)
+        mark = current_request.set(request)
+        try:
+            return self.get_response(request)
+        finally:
+            current_request.reset(mark)
 
     async def __acall__(self, request: HttpRequest) -> Any:
         """The async twin of ``__call__``: the same steps, awaiting the guard and the view."""
@@ -146,7 +157,11 @@ class FailOpenMiddleware:
             refused = await self._ajudge(request, settings, None)
             if refused is not None:
                 return refused
-        return await self.get_response(request)
+        mark = current_request.set(request)
+        try:
+            return await self.get_response(request)
+        finally:
+            current_request.reset(mark)
 
     def _process_view(self, request: HttpRequest, view: Any, args: Any, kwargs: Any) -> Any:
         """Judge a request for a protected view that its path did not already judge."""
