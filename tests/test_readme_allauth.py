@@ -23,6 +23,9 @@ from test_readme_django import _steps
 
 from failopen.testing import FakeStatusPage, FakeVerifyAPI, free_port
 
+# django-allauth 65.22 needs Python 3.11: the test extra installs it only there.
+pytest.importorskip("allauth", reason="django-allauth is not installed (it needs Python 3.11+)")
+
 pytestmark = pytest.mark.slow
 
 # allauth's own quick start, not the README's: what a site with allauth already has.
