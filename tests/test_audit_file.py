@@ -29,7 +29,7 @@ from failopen.config import Config
 from failopen.exceptions import ConfigError
 from failopen.observe.audit_file import AuditFile, hash_user_agent, window_id
 from failopen.runtime import FailOpen
-from failopen.testing import FakeStatusPage, FakeVerifyAPI
+from failopen.testing import FakeStatusPage, FakeVerifyAPI, solve_challenge
 
 T0 = 1_800_000_000.0
 
@@ -144,6 +144,51 @@ async def test_a_request_cannot_forge_a_line(
     (line,) = read_lines(audit_path)
     assert line["path"].startswith('/login\n{"time"') and len(line["path"]) <= 515
     assert line["ua"] == hash_user_agent(evil)
+
+
+@pytest.mark.anyio
+async def test_a_fallback_admission_is_a_bypass_in_the_file_and_in_its_window(
+    tmp_path: Path, run: Any,
+) -> None:
+    # Issue 20: a request that paid a proof of work was still admitted without the vendor's
+    # check, so a reviewer must find it in the window, told apart from the free ones.
+    page, verify = FakeStatusPage(), FakeVerifyAPI()
+    audit_path = tmp_path / "audit.jsonl"
+    config = Config(
+        status_url="https://status.test", verify_url="https://verify.test" + verify.path,
+        private_key=verify.private_key, protected_paths=("/login", "/signup", "/reset"),
+        outage_policy_routes="/login=open,/signup=fallback,/reset=closed",
+        fallback_secret="audit-file-fallback-secret-0123456789", fallback_cost=2_000,
+        poll_interval=3600.0, audit_file=str(audit_path),
+    )
+    runtime = FailOpen(config, status_transport=page.transport(),
+                       verify_transport=verify.transport(),
+                       verify_async_transport=verify.transport())
+    app = Starlette(routes=[Route(p, _login, methods=["POST"]) for p in ("/login", "/signup",
+                                                                          "/reset")])
+    guarded = FailOpenMiddleware(app, runtime=runtime)
+    page.set_global("major_outage")
+    runtime.poll_now()
+    assert not runtime.state.enforce
+    transport = httpx.ASGITransport(guarded, client=("203.0.113.9", 4711))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        solution = solve_challenge((await c.get("/failopen/challenge")).json())
+        assert (await c.post("/signup", data={"altcha": solution})).json() == {"bypassed": True}
+        assert (await c.post("/signup", data={"altcha": solution})).status_code == 403
+        assert (await c.post("/signup")).status_code == 403
+        assert (await c.post("/reset")).status_code == 503
+        assert (await c.post("/login")).json() == {"bypassed": True}
+    runtime.stop()
+
+    lines = read_lines(audit_path)
+    assert [(line["path"], line["outcome"]) for line in lines] == [
+        ("/signup", "bypassed_fallback"), ("/login", "bypassed_flag_off")], "refusals are not"
+    assert "fallback challenge solved" in lines[0]["reason"]
+    shown = run("audit", "windows", "--json", str(audit_path))
+    assert shown.code == 0, shown.err
+    (window,) = [json.loads(line) for line in shown.out.splitlines()]
+    assert window["requests"] == 2 and window["paths"] == {"/signup": 1, "/login": 1}
+    assert window["outcomes"] == {"bypassed_fallback": 1, "bypassed_flag_off": 1}
 
 
 # --- rotation, drops, disk errors ----------------------------------------------------------------

@@ -495,6 +495,98 @@ def test_watch_end_to_end_subprocess(flipping_url: str) -> None:
     assert [line["enforce"] for line in lines] == [True, False, False]
 
 
+# Issue 20: what an outage would do, on every line. The servers' own settings, as the runbook says
+# to run it: the verify call, the protected routes, the policies and the fallback's secret.
+FALLBACK_SECRET = "fallback-secret-never-printed-0123456789"
+SERVER_ENV = {
+    "FAILOPEN_VERIFY_URL": "http://127.0.0.1:9/api/v4/verify/", "FAILOPEN_PRIVATE_KEY": SECRET,
+    "FAILOPEN_PROTECTED_PATHS": "/login,/signup,/password-reset,/account",
+    "FAILOPEN_OUTAGE_POLICY_ROUTES": "/signup=fallback,/password-reset=closed,/login=open",
+    "FAILOPEN_FALLBACK_SECRET": FALLBACK_SECRET,
+}
+
+
+def test_watch_json_says_what_an_outage_does_to_each_route(
+    run: Any, url: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in {**SERVER_ENV, "FAILOPEN_OUTAGE_POLICY": "closed",
+                        "FAILOPEN_OUTAGE_RATE": "5/minute"}.items():
+        monkeypatch.setenv(name, value)
+    result = run("watch", "--status-url", url, "--interval", "0.01", "--json", "--count", "2")
+    assert result.code == 0, result.err
+    for line in result.jsonl():
+        assert line["outage_policy"] == "closed"  # /account: the default
+        assert line["outage_policy_routes"] == {
+            "/signup": "fallback", "/password-reset": "closed", "/login": "open"}
+        assert line["outage_rate"] == "5/minute"
+    assert result.err == ""
+
+
+def test_watch_json_shows_the_defaults_without_outage_settings(run: Any, url: str) -> None:
+    result = run("watch", "--status-url", url, "--interval", "0.01", "--json", "--count", "1")
+    assert result.code == 0, result.err
+    [line] = result.jsonl()
+    assert (line["outage_policy"], line["outage_policy_routes"], line["outage_rate"]) == (
+        "open", {}, "20/minute")
+
+
+def test_watch_json_never_shows_the_fallback_secret(
+    run: Any, url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("DEBUG")
+    for name, value in SERVER_ENV.items():
+        monkeypatch.setenv(name, value)
+    seen = []
+    for argv in (("-v", "watch", "--json"), ("watch", "--json"), ("watch",)):
+        result = run(*argv, "--status-url", url, "--interval", "0.01", "--count", "1")
+        assert result.code == 0, result.err
+        seen.append(result.out + result.err)
+    # Beside a setting it cannot use, the error that names it must not echo it either.
+    monkeypatch.setenv("FAILOPEN_FALLBACK_SECRET", FALLBACK_SECRET[:20])
+    result = run("watch", "--status-url", url, "--interval", "0.01", "--count", "1", "--json")
+    assert result.code == 0, result.err
+    assert "FAILOPEN_FALLBACK_SECRET: must be at least 32 characters" in result.err
+    assert result.jsonl()[0]["outage_policy"] is None
+    seen.append(result.out + result.err)
+    assert "fallback_secret" not in seen[0]
+    for text in (*seen, caplog.text):
+        assert FALLBACK_SECRET[:20] not in text and SECRET not in text
+
+
+def test_watch_json_says_null_rather_than_guess_when_the_policies_are_unusable(
+    run: Any, url: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A fallback route without its secret: the servers would not start; watch still watches,
+    # and never reports "open" for what would not be.
+    for name, value in SERVER_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("FAILOPEN_FALLBACK_SECRET")
+    result = run("watch", "--status-url", url, "--interval", "0.01", "--json", "--count", "1")
+    assert result.code == 0, result.err
+    [line] = result.jsonl()
+    assert line["enforce"] is True and line["global_status"] == "operational"
+    assert (line["outage_policy"], line["outage_policy_routes"], line["outage_rate"]) == (
+        None, None, None)
+    assert "the outage policies are shown as null: FAILOPEN_FALLBACK_SECRET: required" in (
+        result.err)
+    assert result.err.count("FAILOPEN_FALLBACK_SECRET") == 1, "one warning, not two"
+
+
+def test_watch_json_shows_the_policies_beside_an_unrelated_bad_setting(
+    run: Any, url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    # The audit file's directory exists on the servers, not on this host: no reason to hide
+    # what the policies say.
+    for name, value in SERVER_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("FAILOPEN_AUDIT_FILE", str(tmp_path / "absent" / "audit.jsonl"))
+    result = run("watch", "--status-url", url, "--interval", "0.01", "--json", "--count", "1")
+    assert result.code == 0, result.err
+    [line] = result.jsonl()
+    assert line["outage_policy_routes"]["/signup"] == "fallback"
+    assert "FAILOPEN_AUDIT_FILE" in result.err and "shown as null" not in result.err
+
+
 # --- failopen override ---------------------------------------------------------------------------
 
 

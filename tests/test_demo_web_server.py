@@ -5,6 +5,7 @@ The page itself is driven in Chromium by tests/browser/test_demo_web.py.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import signal
@@ -16,12 +17,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
 from failopen.cli.command import main
 from failopen.cli.demo_web import run_web_demo
-from failopen.testing import FakeVerifyAPI, free_port
+from failopen.cli.demo_web._app import build_app
+from failopen.cli.demo_web._site import DemoSite
+from failopen.testing import FakeVerifyAPI, free_port, solve_challenge
 
 FAILOPEN = Path(sys.executable).with_name("failopen")
 WAIT = 15.0
@@ -71,6 +75,11 @@ def log_in(url: str, token: str | None = None) -> httpx.Response:
     return httpx.post(url + "/login", data=data, timeout=5)
 
 
+def send(url: str, path: str, **data: str) -> httpx.Response:
+    """A form's POST as a script sends it (JSON answers, whatever the outcome)."""
+    return httpx.post(url + path, data=data, headers={"Accept": "application/json"}, timeout=5)
+
+
 def state(url: str) -> dict[str, Any]:
     answer: dict[str, Any] = httpx.get(url + "/demo/state", timeout=5).json()
     return answer
@@ -95,6 +104,71 @@ def test_a_missing_dependency_names_the_extra(
     monkeypatch.setitem(sys.modules, "uvicorn", None)
     assert run_web_demo(port=0, stop=threading.Event()) == 2
     assert 'pip install "failopen[demo]"' in capsys.readouterr().err
+
+
+def test_without_the_fallback_extra_the_log_in_runs_and_the_page_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An older .venv made with `pip install -e ".[demo]"` has neither altcha nor limits.
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None
+                        if name in ("altcha", "limits") else find_spec(name, *a))
+    port, stop, out = free_port(), threading.Event(), io.StringIO()
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(run_web_demo(port=port, out=out,
+                                                                       stop=stop)))
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: f"open {url}/" in out.getvalue() or codes, "the demo to serve")
+        assert not codes, out.getvalue()
+        assert "forms and their outage policies: /login open\n" in out.getvalue()
+        assert 'password-reset (closed) forms need the fallback extra: pip install ' \
+            '"failopen[fallback]"' in out.getvalue()
+        page = httpx.get(url + "/", timeout=5).text
+        assert 'id="fallback-missing"' in page and 'pip install &quot;failopen[fallback]&quot;' \
+            in page
+        assert '<section data-form="login"' in page and '<section data-form="signup"' not in page
+        assert httpx.get(url + "/form/signup", timeout=5).status_code == 404
+        shown = state(url)
+        assert [form["name"] for form in shown["forms"]] == ["login"]
+        assert "altcha and limits" in shown["fallback_missing"]
+        assert shown["settings"] == {"FAILOPEN_PROTECTED_PATHS": "/login"}
+        assert log_in(url).status_code == 403  # the log-in is guarded as ever
+    finally:
+        stop.set()
+        thread.join(timeout=20)
+    assert codes == [0]
+
+
+def test_the_fallback_secret_is_never_shown() -> None:
+    # Made for each run and given to the runtime only: not on the page, in the state, the forms
+    # or the challenge, whether enforcing or not.
+    site = DemoSite(poll_interval=0.2)
+    runtime = site.start()
+    try:
+        assert runtime.config.fallback_secret is not None
+        secret = runtime.config.fallback_secret.reveal()
+        assert len(secret) >= 32
+        transport = httpx.ASGITransport(build_app(site), client=("127.0.0.1", 4711))
+        seen = []
+
+        async def visit() -> None:
+            async with httpx.AsyncClient(transport=transport,
+                                         base_url="http://127.0.0.1") as client:
+                for path in ("/", "/demo/state", "/form/login", "/form/signup",
+                             "/form/password-reset", "/failopen/flag", "/failopen/challenge"):
+                    seen.append((await client.get(path)).text)
+
+        anyio.run(visit)
+        runtime.flag.force_off("demo test: off")
+        anyio.run(visit)
+        assert "signature" in seen[-1]  # a challenge was issued, signed with the secret
+        assert all(secret not in text for text in seen)
+        assert "FAILOPEN_FALLBACK_SECRET=...   # made for this run; never shown" in seen[0]
+    finally:
+        runtime.stop()
+        site.stop()
 
 
 def test_port_without_web_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
@@ -135,10 +209,23 @@ def test_the_page_uses_the_real_snippet_and_a_nonce(demo: str) -> None:
         assert f'data-scene="{scene}"' in page.text
     for verb in ("off", "on", "auto"):
         assert f'data-override="{verb}"' in page.text
-    form = httpx.get(demo + "/form", timeout=5).text
-    assert '<script src="/failopen/failopen.js" data-failopen-flag-url="/failopen/flag"' in form
+    # A form per outage policy, configured as a site would be: the settings are on the page.
+    for name, path, policy in (("login", "/login", "open"), ("signup", "/signup", "fallback"),
+                               ("password-reset", "/password-reset", "closed")):
+        assert (f'<section data-form="{name}" data-policy="{policy}" data-action="{path}"'
+                in page.text)
+        form = httpx.get(f"{demo}/form/{name}", timeout=5).text
+        assert ('<script src="/failopen/failopen.js" data-failopen-flag-url="/failopen/flag"'
+                in form)
+        assert f'<form method="post" action="{path}">' in form
+    assert 'id="solve-signup"' in page.text  # where the proof-of-work solve is timed
+    assert ("FAILOPEN_OUTAGE_POLICY_ROUTES=/login=open,<wbr>/signup=fallback,<wbr>"
+            "/password-reset=closed") in page.text
+    assert httpx.get(demo + "/form/other", timeout=5).status_code == 404
     snippet = httpx.get(demo + "/failopen/failopen.js", timeout=5)
     assert snippet.status_code == 200 and "window.FailOpen" in snippet.text
+    solver = httpx.get(demo + "/failopen/failopen-solver.js", timeout=5)
+    assert solver.status_code == 200 and "crypto.subtle" in solver.text
 
 
 def test_an_outage_lets_log_ins_through_and_recovery_ends_it(demo: str) -> None:
@@ -162,6 +249,48 @@ def test_an_outage_lets_log_ins_through_and_recovery_ends_it(demo: str) -> None:
     transitions = state(demo)["transitions"]
     assert any(not t["enforce"] and t["reason"] == "global component major_outage"
                for t in transitions)
+
+
+def test_each_form_follows_its_routes_outage_policy_during_an_outage(demo: str) -> None:
+    act(demo, "scene", {"scene": "recovery"})
+    wait_for(lambda: flag(demo)["enforce"] and flag(demo)["source"] == "watcher", "enforcing")
+    assert httpx.get(demo + "/failopen/challenge", timeout=5).status_code == 409
+    assert send(demo, "/signup").json()["error"]["code"] == "missing_token"
+    for path, policy in (("/login", "open"), ("/signup", "fallback"),
+                         ("/password-reset", "closed")):
+        asked = httpx.get(demo + "/failopen/flag", params={"path": path}, timeout=5).json()
+        assert asked["outage_policy"] == policy
+
+    act(demo, "scene", {"scene": "global"})
+    wait_for(lambda: not flag(demo)["enforce"], "the watcher to see the outage")
+    challenge = httpx.get(demo + "/failopen/challenge", timeout=5)
+    assert challenge.status_code == 200 and challenge.json()["maxnumber"] == 100_000
+    solution = solve_challenge(challenge.json())  # what the page's Web Worker does
+    signed_up = send(demo, "/signup", username="new-user", altcha=solution)
+    assert signed_up.status_code == 200, signed_up.text
+    assert signed_up.json()["decision"]["outcome"] == "bypassed_fallback"
+    assert send(demo, "/signup", altcha=solution).json()["error"]["code"] == "fallback_invalid"
+    assert send(demo, "/signup").json()["error"]["code"] == "fallback_required"
+    closed = send(demo, "/password-reset", email="demo@example.com")
+    assert (closed.status_code, closed.json()["error"]["code"]) == (503, "outage_closed")
+    assert closed.headers["retry-after"]
+    page = httpx.post(demo + "/password-reset", headers={"Accept": "text/html"}, timeout=5)
+    assert page.status_code == 503 and "briefly unavailable" in page.text.lower()
+    assert send(demo, "/login").json()["decision"]["outcome"] == "bypassed_flag_off"
+
+    latest = state(demo)["decisions"][:6]
+    assert [(d["route"], d["outcome"], d["kind"]) for d in latest] == [
+        ("/login", "bypassed_flag_off", "bypassed"),
+        ("/password-reset", "outage_closed", "refused"),
+        ("/password-reset", "outage_closed", "refused"),
+        ("/signup", "fallback_required", "refused"),
+        ("/signup", "fallback_invalid", "refused"),
+        ("/signup", "bypassed_fallback", "bypassed"),
+    ]
+    assert latest[-1]["verdict"] == "admitted without the vendor: proof of work solved"
+    assert latest[1]["verdict"] == "refused 503: closed during the outage"
+    act(demo, "scene", {"scene": "recovery"})
+    wait_for(lambda: flag(demo)["enforce"], "the watcher to see the recovery")
 
 
 def test_verify_api_down_is_503_never_a_bypass(demo: str) -> None:

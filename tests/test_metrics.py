@@ -29,7 +29,7 @@ from failopen.observe.metrics import (
     PrometheusMetrics,
     install,
 )
-from failopen.testing import FakeClock, FakeStatusPage, FakeVerifyAPI
+from failopen.testing import FakeClock, FakeStatusPage, FakeVerifyAPI, solve_challenge
 
 STATUS_URL = "https://status.example.com"
 VERIFY_URL = "https://verify.example.com/api/v4/verify/"
@@ -365,3 +365,42 @@ def test_a_name_already_taken_in_the_registry_costs_that_metric_not_the_start(
     metrics.status_poll("operational", 0.1)
     assert value(registry, "failopen_status_polls_total", result="operational") == 1.0
     metrics.detach()
+
+
+def test_every_outage_outcome_is_counted_under_its_own_label(
+    api: FakeVerifyAPI, registry: CollectorRegistry,
+) -> None:
+    # Issue 20's outcomes, each made by the real gate: rate limit, challenge, used solutions.
+    config = Config(verify_url=VERIFY_URL, private_key=api.private_key,
+                    protected_paths=("/login", "/signup", "/password-reset"),
+                    outage_policy_routes="/login=open,/signup=fallback,/password-reset=closed",
+                    fallback_secret="metrics-test-fallback-secret-0123456789",
+                    fallback_cost=2_000, outage_rate="2/minute", metrics="off")
+    runtime = FailOpen(config, verify_transport=api.transport(), clock=FakeClock(),
+                       metrics=PrometheusMetrics(registry))
+    try:
+        runtime.flag.force_off("vendor ticket 9")
+        assert runtime.challenges is not None
+        solution = solve_challenge(runtime.challenges.issue())
+
+        def decide(path: str, policy: str, solution: str | None = None) -> str:
+            # The guard, as in ``fo``: no watcher thread moves the fake clock meanwhile.
+            return runtime.guard.decide(None, path=path, client=CLIENT, policy=policy,
+                                        route=path, solution=solution).outcome
+
+        made = [decide("/signup", "fallback", solution), decide("/signup", "fallback", solution),
+                decide("/signup", "fallback"), decide("/password-reset", "closed")]
+        made += [decide("/login", "open") for _ in range(3)]
+        assert made == ["bypassed_fallback", "fallback_invalid", "fallback_required",
+                        "outage_closed", "bypassed_flag_off", "bypassed_flag_off",
+                        "outage_rate_limited"]
+        counts = {o: value(registry, "failopen_decisions_total", outcome=o)
+                  for o in DECISION_OUTCOMES}
+        assert counts == {**dict.fromkeys(DECISION_OUTCOMES, 0.0), "bypassed_fallback": 1.0,
+                          "fallback_invalid": 1.0, "fallback_required": 1.0,
+                          "outage_closed": 1.0, "bypassed_flag_off": 2.0,
+                          "outage_rate_limited": 1.0}
+        text = generate_latest(registry).decode()
+        assert "/signup" not in text and "vendor ticket" not in text
+    finally:
+        runtime.stop()

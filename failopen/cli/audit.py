@@ -9,8 +9,10 @@ copy in progress is skipped with a note.
 
 Output: a table, or with ``--json`` JSON lines, one object per window, oldest first, with the
 keys ``window``, ``ids``, ``source``, ``start``, ``end``, ``reason``, ``requests``, ``clients``,
-``paths`` (the five busiest, with counts). ``start`` is rounded down and ``end`` up to the
-second, so they can be pasted into ``failopen rai sessions --from START --to END``.
+``paths`` (the five busiest, with counts), ``outcomes`` (requests per outcome: a fallback route's
+``bypassed_fallback`` is a bypass too, told apart from the free ``bypassed_flag_off``).
+``start`` is rounded down and ``end`` up to the second, so they can be pasted into
+``failopen rai sessions --from START --to END``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ class Window:
     requests: int = 0
     clients: set[str] = field(default_factory=set)
     paths: Counter[str] = field(default_factory=Counter)
+    #: How each request was admitted: free (``bypassed_flag_off``), with a solved proof of work
+    #: (``bypassed_fallback``), or after a failing verify call (``bypassed_confirmed_outage``).
+    outcomes: Counter[str] = field(default_factory=Counter)
 
     def add(self, at: float, line: dict[str, Any]) -> None:
         """Count one line."""
@@ -55,6 +60,7 @@ class Window:
         self.reasons[str(line.get("reason", ""))] += 1
         self.clients.add(str(line.get("client", "")))
         self.paths[str(line.get("path", ""))] += 1
+        self.outcomes[str(line.get("outcome", ""))] += 1
 
     def join(self, other: Window) -> None:
         """Take in an overlapping window of the same source (another process's)."""
@@ -64,6 +70,7 @@ class Window:
         self.requests += other.requests
         self.clients |= other.clients
         self.paths.update(other.paths)
+        self.outcomes.update(other.outcomes)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; times to the second, start down and end up (a window that covers)."""
@@ -73,6 +80,7 @@ class Window:
             "reason": self.reasons.most_common(1)[0][0] if self.reasons else "",
             "requests": self.requests, "clients": len(self.clients),
             "paths": dict(self.paths.most_common(5)),
+            "outcomes": dict(sorted(self.outcomes.items())),
         }
 
 

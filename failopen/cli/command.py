@@ -30,10 +30,10 @@ from failopen._internal.terminal import printable
 from failopen._variables import unknown_variables
 from failopen.cli.config import (
     STATUS_FIELDS,
-    WATCH_FIELDS,
     command_config,
     poll_count,
     positive_float,
+    watch_config,
 )
 from failopen.cli.override import parse_duration
 from failopen.cli.terminal_log import log_to_terminal
@@ -160,8 +160,9 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     from failopen.engine.watcher import PollResult
     from failopen.runtime import FailOpen
 
-    config = command_config(args, uses=WATCH_FIELDS, status_url=args.status_url,
-                     poll_interval=args.interval, store=args.store)
+    # With --json, what an outage would do to each protected route: read once, on every line.
+    config, outage = watch_config(args, outage=args.json, status_url=args.status_url,
+                                  poll_interval=args.interval, store=args.store)
     if config.status_url is None:
         raise ConfigError("FAILOPEN_STATUS_URL: give --status-url or set FAILOPEN_STATUS_URL")
     done = threading.Event()
@@ -187,6 +188,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
                     "leader": runtime.fleet.leader, "store": runtime.fleet.store_state}),
                 # FAILOPEN_EVIDENCE=status,probe: the verify probe's state (else null).
                 "probe": None if runtime.probe is None else runtime.probe.describe(),
+                **outage,
             })
         else:
             seen = result.report.global_status if result.report is not None else "unreadable"
@@ -259,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("--interval", type=positive_float,
                        help="seconds between polls (default: FAILOPEN_POLL_INTERVAL, 30)")
     watch.add_argument("--store", help="override store URL (default: FAILOPEN_STORE)")
-    watch.add_argument("--json", action="store_true", help="one JSON object per poll")
+    watch.add_argument("--json", action="store_true",
+                       help="one JSON object per poll, with the outage policies")
     watch.add_argument("--count", type=poll_count, metavar="N",
                        help="stop after N polls, N >= 1 (default: until Ctrl-C)")
     watch.set_defaults(func=_cmd_watch)

@@ -18,8 +18,8 @@ from failopen.config import Config
 from failopen.exceptions import ConfigError
 
 __all__ = [
-    "STATUS_FIELDS", "STORE_FIELDS", "WATCH_FIELDS", "command_config", "poll_count",
-    "positive_float",
+    "OUTAGE_FIELDS", "OUTAGE_KEYS", "STATUS_FIELDS", "STORE_FIELDS", "WATCH_FIELDS",
+    "command_config", "poll_count", "positive_float", "watch_config",
 ]
 
 ConfigFactory = Callable[..., Config]
@@ -37,6 +37,14 @@ WATCH_FIELDS = STATUS_FIELDS | {
     "max_stale_bypass", "store", "store_password", "store_refresh", "redis_prefix",
     "fleet_lease"}
 STORE_FIELDS = frozenset({"store", "store_password", "redis_prefix"})
+# What ``failopen watch`` reports of the outage policies (issue 20), with the settings they are
+# checked against: a route must be protected, and a fallback route needs the secret.
+OUTAGE_FIELDS = frozenset({
+    "outage_policy", "outage_policy_routes", "outage_rate", "protected_paths",
+    "protected_views", "fallback_secret"})
+#: ``failopen watch --json``'s outage keys (a contract): what protected routes do while
+#: enforcement is off, as the settings say.
+OUTAGE_KEYS = ("outage_policy", "outage_policy_routes", "outage_rate")
 
 
 def command_config(args: argparse.Namespace, *, uses: frozenset[str] | None = None,
@@ -45,23 +53,84 @@ def command_config(args: argparse.Namespace, *, uses: frozenset[str] | None = No
 
     ``args.config_factory(**overrides)`` builds it (``Config.from_env``, or Django's settings).
     """
-    overrides = {name: value for name, value in fields.items() if value is not None}
+    config, ignored = _built(args, uses, fields)
+    if ignored is not None:
+        _warn_ignored(args, ignored)
+    return config
+
+
+def watch_config(args: argparse.Namespace, *, outage: bool,
+                 **fields: Any) -> tuple[Config, dict[str, Any]]:
+    """``failopen watch``'s Config (as :func:`command_config` with :data:`WATCH_FIELDS`) and,
+    with ``outage``, what protected routes do while enforcement is off, as the settings say:
+    :data:`OUTAGE_KEYS`, ``outage_policy_routes`` being the routes with a policy of their own
+    (``FAILOPEN_OUTAGE_POLICY_ROUTES``) as an object.
+
+    A bad setting the outage policies do not need is left out, as every verb does. When they
+    cannot be read themselves (a typo, a fallback route without its secret or its extra on this
+    host), each key is None, never a guess that could read as ``open``, and one warning says
+    why. The secret is never part of the answer.
+    """
+    config, ignored = _built(args, WATCH_FIELDS, fields)
+    shown: dict[str, Any] = {}
+    unusable: ConfigError | None = None
+    if outage:
+        source: Config | None = config if ignored is None else None
+        if source is None:
+            # Every other field at its default: what is left is what the policies need.
+            try:
+                source = _factory(args)(**_defaults(WATCH_FIELDS | OUTAGE_FIELDS, fields),
+                                        **_overrides(fields))
+            except ConfigError as exc:
+                unusable = exc
+        shown = dict.fromkeys(OUTAGE_KEYS) if source is None else {
+            "outage_policy": source.outage_policy,
+            "outage_policy_routes": dict(source.outage_policy_routes),
+            "outage_rate": source.outage_rate}
+    if ignored is not None and str(ignored) != str(unusable):
+        _warn_ignored(args, ignored)
+    if unusable is not None:
+        print(f"failopen {args.command}: warning: the outage policies are shown as null: "
+              f"{unusable}", file=sys.stderr)
+    return config, shown
+
+
+def _factory(args: argparse.Namespace) -> ConfigFactory:
     factory: ConfigFactory = getattr(args, "config_factory", Config.from_env)
+    return factory
+
+
+def _overrides(fields: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def _defaults(keep: frozenset[str], fields: dict[str, Any]) -> dict[str, Any]:
+    """Every Config field but ``keep`` and those given, at its default."""
+    given = _overrides(fields)
+    return {spec.name: spec.default for spec in dataclasses.fields(Config)
+            if spec.name not in keep and spec.name not in given}
+
+
+def _built(args: argparse.Namespace, uses: frozenset[str] | None,
+           fields: dict[str, Any]) -> tuple[Config, ConfigError | None]:
+    """The Config, and the error of a setting it left out (not in ``uses``) or None."""
+    overrides = _overrides(fields)
+    factory = _factory(args)
     try:
         try:
-            return factory(**overrides)
+            return factory(**overrides), None
         except ConfigError as exc:
             if uses is None:
                 raise
             # Every field this verb does not use at its default: what is left is what it needs.
-            unused = {spec.name: spec.default for spec in dataclasses.fields(Config)
-                      if spec.name not in uses and spec.name not in overrides}
-            config = factory(**unused, **overrides)  # a bad setting it uses raises here
-            print(f"failopen {args.command}: warning: ignored a setting this command does not "
-                  f"use: {exc}", file=sys.stderr)
-            return config
+            return factory(**_defaults(uses, fields), **overrides), exc  # a bad used one raises
     except ConfigError as exc:
         raise _named_as_typed(exc, overrides) from None
+
+
+def _warn_ignored(args: argparse.Namespace, exc: ConfigError) -> None:
+    print(f"failopen {args.command}: warning: ignored a setting this command does not use: "
+          f"{exc}", file=sys.stderr)
 
 
 def _named_as_typed(exc: ConfigError, overrides: dict[str, Any]) -> ConfigError:

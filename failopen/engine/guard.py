@@ -258,7 +258,7 @@ class Guard:
             if refused is not None:
                 return self._finish(self._refused(refused), path, client)
             if policy == "fallback":
-                return self._bypass_fallback(state, path, client, user_agent)
+                return self._bypass_fallback(state, path, client, user_agent, route)
         cached = self._bypass_for
         if cached is not None and cached[0] is state:
             decision, first = cached[1], False
@@ -269,11 +269,14 @@ class Guard:
             )
             self._bypass_for, first = (state, decision), True
         next(self._bypassed_tally)
-        self.audit.record(path, client, decision.reason, first, user_agent, "bypassed_flag_off")
+        # The policy is open here (the gate refused or sent on every other); the audit's
+        # default, not passed: one argument less on the busiest path of an outage.
+        self.audit.record(path, client, decision.reason, first, user_agent, "bypassed_flag_off",
+                          route)
         return decision
 
     def _bypass_fallback(self, state: FlagState, path: str, client: str,
-                         user_agent: str) -> Decision:
+                         user_agent: str, route: str) -> Decision:
         cached = self._fallback_for
         first = cached is None or cached[0] is not state
         if cached is not None and not first:
@@ -285,7 +288,8 @@ class Guard:
                        "solved",
             )
             self._fallback_for = (state, decision)
-        return self._finish(decision, path, client, first=first, user_agent=user_agent)
+        return self._finish(decision, path, client, first=first, user_agent=user_agent,
+                            route=route, policy="fallback")
 
     def _bypass_confirmed(self, result: VerifyResult, path: str, client: str, user_agent: str,
                           policy: str, route: str, solution: str | None) -> Decision:
@@ -301,7 +305,7 @@ class Guard:
         return self._finish(Decision(
             allow=True, bypassed=True, outcome=outcome,
             reason=f"verify unavailable ({result.reason}); outage confirmed: {state.reason}",
-        ), path, client, user_agent=user_agent)
+        ), path, client, user_agent=user_agent, route=route, policy=policy)
 
     def _refused(self, refusal: Refusal) -> Decision:
         return self._reject(refusal.status_code, refusal.outcome, refusal.reason,
@@ -362,14 +366,17 @@ class Guard:
 
     def _finish(
         self, decision: Decision, path: str, client: str, *, first: bool = True,
-        user_agent: str = "",
+        user_agent: str = "", route: str = "", policy: str = "open",
     ) -> Decision:
+        """Count, audit or log ``decision``. ``route`` and ``policy`` name, for a bypass's audit
+        line, the protected route it counted under (the path when empty) and its outage policy."""
         if self.mode == "shadow":
             decision = self._shadow(decision, path, client)
         self._count(decision.outcome)
         if decision.bypassed:
             self.audit.record(path, client, decision.reason, first=first,
-                              user_agent=user_agent, outcome=decision.outcome)
+                              user_agent=user_agent, outcome=decision.outcome, route=route,
+                              policy=policy)
         elif not decision.allow:
             if logger.isEnabledFor(logging.INFO):
                 logger.info("reject path=%r status=%d reason=%s", path, decision.status_code,

@@ -4,10 +4,12 @@ Every bypass is recorded. How it is written is ``FAILOPEN_AUDIT``:
 
 - ``summary`` (default): the first bypass after the flag changes is written at once, in full;
   the rest are counted and written as one line per ``interval`` (how many, which paths, how many
-  distinct clients and the busiest ones), and when the flag changes again. A log record costs
+  of each outcome, how many distinct clients and the busiest ones), and when the flag changes
+  again. A log record costs
   tens of microseconds in a real server, which during an outage is most of what a bypassed
   request costs; a counter costs a fraction of one.
-- ``each``: one line per bypassed request, with its path, client and reason.
+- ``each``: one line per bypassed request, with its path, client, outcome, route, the route's
+  outage policy and the reason.
 
 With ``FAILOPEN_AUDIT_FILE`` set, every bypass is also appended to a JSON-lines file, whatever
 the mode (:mod:`failopen.observe.audit_file`), for review after the outage.
@@ -34,6 +36,8 @@ __all__ = ["AuditMode", "BypassAudit"]
 audit = logging.getLogger("failopen.audit")
 
 AuditMode = Literal["each", "summary"]
+#: The outcome of an open route's bypass while enforcement is off: by far the most common one.
+FLAG_OFF = "bypassed_flag_off"
 
 # Paths and clients are chosen by the caller: a flood of distinct ones must not grow memory.
 _MAX_KEYS = 1000
@@ -80,8 +84,14 @@ class BypassAudit:
         renew_locks_after_fork(self, "_lock")
         self._paths: dict[str, int] = {}
         self._clients: dict[str, int] = {}
-        #: Bypasses tallied but not yet folded into the counts: at most about _BATCH.
+        # Outcomes are a handful of names the guard chooses, never the caller: no bound needed.
+        self._outcomes: dict[str, int] = {}
+        #: Bypasses tallied but not yet folded into the counts: at most about _BATCH each.
+        #: ``bypassed_flag_off`` ones (an open route's: by far the most) in their own list, so
+        #: that their tally is the same one append it was before outcomes were counted; each
+        #: other outcome in its own list, so that a fold counts them exactly without a lock.
         self._pending: list[tuple[str, str]] = []
+        self._pending_other: dict[str, list[tuple[str, str]]] = {}
         self._total = 0
         self._since: float | None = None
         #: When the open window's summary is due; while none is open, at once (the next
@@ -92,21 +102,35 @@ class BypassAudit:
         return f"BypassAudit(mode={self.mode!r}, interval={self.interval:g})"
 
     def record(self, path: str, client: str, reason: str, first: bool = False,
-               user_agent: str = "", outcome: str = "bypassed") -> None:
-        """One bypassed request. ``first``: the first since the flag changed (written in full)."""
+               user_agent: str = "", outcome: str = FLAG_OFF, route: str = "",
+               policy: str = "open") -> None:
+        """One bypassed request. ``first``: the first since the flag changed (written in full).
+
+        ``outcome`` says how it was admitted (``bypassed_flag_off``, ``bypassed_fallback``,
+        ``bypassed_confirmed_outage``); ``route`` is the protected route it counted under (the
+        path when empty) and ``policy`` that route's outage policy: a reviewer tells a request
+        that paid a proof of work from one that passed free, and which setting let it through.
+        """
         if first or self.file is not None or self.mode == "each":
             if self.file is not None:
                 self.file.record(path, client, user_agent, outcome, reason, self._window_id())
             if self.mode == "each" or first:
-                audit.warning("bypass path=%r client=%r reason=%s", path, client, reason, extra={
-                    "event": "failopen.bypass", "path": path, "client": client,
-                    "reason": reason})
+                route = route or path
+                audit.warning(
+                    "bypass path=%r client=%r outcome=%s route=%r policy=%s reason=%s",
+                    path, client, outcome, route, policy, reason, extra={
+                        "event": "failopen.bypass", "path": path, "client": client,
+                        "outcome": outcome, "route": route, "policy": policy,
+                        "reason": reason})
                 if self.mode == "each":
                     return
         # Every bypass of an outage comes through here, so it is tallied with one append (a
         # single C call under the GIL: no lock, none lost), and the tallies are folded into the
         # counts under the lock once per batch, when a window opens and when it is due.
         pending = self._pending
+        if outcome is not FLAG_OFF and outcome != FLAG_OFF:
+            others = self._pending_other
+            pending = others.get(outcome) or others.setdefault(outcome, [])
         pending.append((path, client))
         monotonic = self._monotonic  # an attribute read, then a call: both specialised
         if len(pending) >= _BATCH or monotonic() >= self._due:
@@ -165,11 +189,23 @@ class BypassAudit:
         appending side: what is appended while this runs stays pending, for the next fold."""
         pending = self._pending
         taken = len(pending)
-        if not taken:
-            return
         batch = pending[:taken]
         del pending[:taken]
-        self._total += taken
+        outcomes = self._outcomes
+        if taken:
+            outcomes[FLAG_OFF] = outcomes.get(FLAG_OFF, 0) + taken
+        if self._pending_other:
+            # list(): one C call, so a list another thread adds meanwhile waits for the next
+            # fold; each list is taken as the common one is, exact without a lock.
+            for outcome, others in list(self._pending_other.items()):
+                taken = len(others)
+                if taken:
+                    batch += others[:taken]
+                    del others[:taken]
+                    outcomes[outcome] = outcomes.get(outcome, 0) + taken
+        if not batch:
+            return
+        self._total += len(batch)
         batch_paths, batch_clients = zip(*batch, strict=True)
         paths, clients = self._paths, self._clients
         for path, n in Counter(batch_paths).items():
@@ -182,17 +218,19 @@ class BypassAudit:
         (lock held)."""
         span = now - (self._since if self._since is not None else now)
         paths, clients, total = self._paths, self._clients, self._total
+        outcomes = dict(sorted(self._outcomes.items()))
         self._paths, self._clients, self._total, self._since = {}, {}, 0, None
+        self._outcomes = {}
         self._due = -math.inf
         distinct = len(clients) - (_OTHER in clients)
         extra: dict[str, object] = {
             "event": "failopen.bypass_summary", "requests": total, "seconds": round(span, 3),
-            "paths": _busiest(paths), "distinct_clients": distinct,
+            "paths": _busiest(paths), "outcomes": outcomes, "distinct_clients": distinct,
             "busiest_clients": _busiest(clients),
         }
         return (
-            "bypass summary: %d requests in %.0fs; paths=%s; %d distinct clients, busiest=%s",
-            total, span, _top(paths), distinct, _top(clients),
+            "bypass summary: %d requests in %.0fs; paths=%s; outcomes=%s; %d distinct clients, "
+            "busiest=%s", total, span, _top(paths), outcomes, distinct, _top(clients),
         ), extra
 
 

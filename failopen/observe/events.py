@@ -74,11 +74,11 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
     "failopen.bypass": (
         "failopen.audit", "WARNING",
         "a bypassed request (each one with FAILOPEN_AUDIT=each; else the first after a change)",
-        "path, client, reason"),
+        "path, client, outcome, route, policy, reason"),
     "failopen.bypass_summary": (
         "failopen.audit", "WARNING",
         "bypassed requests since the last summary (every 10 s while bypassing, and when the "
-        "flag changes)", "requests, seconds, paths, distinct_clients, busiest_clients"),
+        "flag changes)", "requests, seconds, paths, outcomes, distinct_clients, busiest_clients"),
     "failopen.shadow_bypass": (
         "failopen.audit", "WARNING", "shadow mode: a request that would have been bypassed",
         "path, client, reason"),

@@ -3,12 +3,15 @@ each, and a screenshot of each state under ``test-artifacts/demo-web/``.
 
 The story a visitor watches: a log-in succeeds with a challenge, then without one during a global
 outage, then with one again after recovery; nothing else (a regional impairment, a status page
-that errors, the vendor script or the verify API failing) lets a log-in through unchecked.
+that errors, the vendor script or the verify API failing) lets a log-in through unchecked. During
+the outage each form follows its route's outage policy: the sign-up solves the self-hosted
+proof-of-work challenge (the page times it) and the password reset is briefly unavailable.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -85,26 +88,26 @@ class DemoPage:
         start = requests()
         wait_until(lambda: requests() >= start + polls, WAIT, f"{polls} status polls")
 
-    def form(self, *states: str) -> None:
-        self.until(lambda: self.attribute("#form-state", "data-state") in states,
-                   f"the form's security check to be {states}")
+    def form(self, name: str, *states: str) -> None:
+        self.until(lambda: self.attribute(f"#state-{name}", "data-state") in states,
+                   f"the {name} form's security check to be {states}")
 
-    def log_in(self) -> tuple[str, str]:
-        """Press "Log in" in the form; the page's verdict: (kind, outcome)."""
-        seq = int(self.attribute("#login-result", "data-seq"))
-        frame = self.page.frame_locator("#login-frame")
+    def submit(self, name: str) -> tuple[str, str]:
+        """Press the button of the form ``name``; the page's verdict: (kind, outcome)."""
+        result = f"#result-{name}"
+        seq = int(self.attribute(result, "data-seq"))
+        frame = self.page.frame_locator(f"#frame-{name}")
         for _ in range(3):  # the page may swap the form for a fresh one as the flag flips
             frame.locator("button").click()
             try:
                 wait_until(lambda: (self.page.wait_for_timeout(25),
-                                    int(self.attribute("#login-result", "data-seq")) > seq)[1],
-                           6, "the log-in to be answered")
+                                    int(self.attribute(result, "data-seq")) > seq)[1],
+                           6, f"the {name} form to be answered")
                 break
             except AssertionError:
                 continue
-        assert int(self.attribute("#login-result", "data-seq")) == seq + 1
-        return (self.attribute("#login-result", "data-kind"),
-                self.attribute("#login-result", "data-outcome"))
+        assert int(self.attribute(result, "data-seq")) == seq + 1
+        return self.attribute(result, "data-kind"), self.attribute(result, "data-outcome")
 
     def decisions(self) -> int:
         return int(self.page.locator("#decisions li").count())
@@ -128,21 +131,28 @@ def test_demo_web_through_every_button(
         page.goto(base + "/")
         ui = DemoPage(page, base)
 
-        # 1. Healthy: the log-in solves a challenge and its token is verified.
+        # 1. Healthy: every form solves the vendor's challenge and its token is verified,
+        #    whatever its route's outage policy.
         ui.flag("on", "watcher")
-        ui.form("ready")
-        assert ui.log_in() == ("admitted", "valid")
+        assert [ui.text(f"section[data-form={name}] .policy")
+                for name in ("login", "signup", "password-reset")] == ["open", "fallback",
+                                                                       "closed"]
+        assert "FAILOPEN_OUTAGE_POLICY_ROUTES=/login=open,/signup=fallback,/password-reset=" \
+            "closed" in ui.text("#settings")
+        for name in ("login", "signup", "password-reset"):
+            ui.form(name, "ready")
+            assert ui.submit(name) == ("admitted", "valid")
         assert "ENFORCING" in ui.text("#flag-banner")
-        ui.form("ready")
-        ui.shot("healthy-login-with-challenge")
+        ui.form("login", "ready")
+        ui.shot("healthy-every-form-with-challenge")
 
         # 2. A regional impairment, failover done: not an outage; still a challenge.
         ui.press("scene", "regional")
         ui.until(lambda: "eu-west-1: major_outage" in ui.text("#status-regions"), "the region")
         ui.polled()
         ui.flag("on", "watcher")
-        ui.form("ready")
-        assert ui.log_in() == ("admitted", "valid")
+        ui.form("login", "ready")
+        assert ui.submit("login") == ("admitted", "valid")
         ui.shot("regional-impairment-still-enforcing")
 
         # 3. The status page errors: no evidence either way; the last good reading stands.
@@ -150,21 +160,47 @@ def test_demo_web_through_every_button(
         ui.until(lambda: ui.text("#flag-stale").startswith("yes"), "the flag to turn stale")
         ui.until(lambda: "HTTP 500" in ui.text("#flag-error"), "the last error to show")
         ui.flag("on")
-        ui.form("ready")
-        assert ui.log_in() == ("admitted", "valid")
+        ui.form("login", "ready")
+        assert ui.submit("login") == ("admitted", "valid")
         ui.shot("status-page-erroring-still-enforcing")
 
-        # 4. Recovery, then the global outage: the flag turns off, no challenge is asked.
+        # 4. Recovery, then the global outage: the flag turns off; each form follows its route's
+        #    outage policy. Log-in (open): no challenge is asked.
         ui.press("scene", "recovery")
         ui.until(lambda: ui.text("#flag-stale") == "no", "a good reading again")
         ui.press("scene", "global")
         ui.flag("off", "watcher")
         assert "NOT ENFORCING" in ui.text("#flag-banner")
         assert ui.text("#status-global") == "major_outage"
-        ui.form("bypassed")
-        assert ui.log_in() == ("bypassed", "bypassed_flag_off")
-        ui.form("bypassed")
+        ui.form("login", "bypassed")
+        assert ui.submit("login") == ("bypassed", "bypassed_flag_off")
+        ui.form("login", "bypassed")
         ui.shot("global-outage-login-without-challenge")
+
+        #    Sign-up (fallback): the browser solves the self-hosted proof-of-work challenge off
+        #    the main thread, the page times it, and the server admits it once, audited.
+        ui.form("signup", "bypassed")
+        assert "proof-of-work challenge on submit" in ui.text("#state-signup")
+        assert ui.submit("signup") == ("bypassed", "bypassed_fallback")
+        solved = ui.text("#solve-signup")
+        assert re.fullmatch(r"solving a proof-of-work challenge… done in \d+\.\d s", solved), solved
+        assert ui.attribute("#solve-signup", "data-state") == "done"
+        assert "proof-of-work challenge was solved" in ui.text("#result-signup")
+        newest = ui.text("#decisions li:first-child")
+        assert "/signup · bypassed_fallback" in newest, newest
+        ui.shot("global-outage-signup-solves-proof-of-work")
+
+        #    Password reset (closed): "briefly unavailable", and nothing reaches the server.
+        ui.form("password-reset", "closed")
+        before = ui.decisions()
+        reset = page.frame_locator("#frame-password-reset")
+        reset.locator("button").click()
+        page.wait_for_timeout(300)
+        assert "briefly unavailable" in str(reset.locator("[data-failopen-message]")
+                                            .text_content())
+        assert ui.decisions() == before
+        assert "closed during the outage" in ui.text("#state-password-reset")
+        ui.shot("global-outage-password-reset-briefly-unavailable")
 
         # 5. The status page errors during the outage: the outage reading stands (stale).
         ui.press("scene", "status_errors")
@@ -172,32 +208,34 @@ def test_demo_web_through_every_button(
         ui.flag("off")
         ui.shot("outage-then-status-page-erroring")
 
-        # 6. Recovery: the challenge is back.
+        # 6. Recovery: the vendor's challenge is back, on the fallback route too.
         ui.press("scene", "recovery")
         ui.flag("on", "watcher")
-        ui.form("ready")
-        assert ui.log_in() == ("admitted", "valid")
+        ui.form("login", "ready")
+        assert ui.submit("login") == ("admitted", "valid")
+        ui.form("signup", "ready")
+        assert ui.submit("signup") == ("admitted", "valid")
         ui.shot("recovered-login-with-challenge-again")
 
         # 7. The vendor script down, status page operational: the form cannot get a token, and
         #    the browser does not bypass on its own; nothing reaches the server.
         ui.press("scene", "vendor_down")
-        ui.form("failed")
+        ui.form("login", "failed")
         ui.flag("on")
         before = ui.decisions()
-        page.frame_locator("#login-frame").locator("button").click()
+        page.frame_locator("#frame-login").locator("button").click()
         page.wait_for_timeout(300)
         assert ui.decisions() == before
-        message = page.frame_locator("#login-frame").locator("[data-failopen-message]")
+        message = page.frame_locator("#frame-login").locator("[data-failopen-message]")
         assert "could not load" in str(message.text_content())
         ui.shot("vendor-script-down-no-bypass")
 
         # 8. The verify API down, status page operational: 503 "cannot verify now".
         ui.press("scene", "recovery")
-        ui.form("ready")
+        ui.form("login", "ready")
         ui.press("scene", "verify_down")
-        ui.form("ready")
-        assert ui.log_in() == ("refused", "cannot_verify")
+        ui.form("login", "ready")
+        assert ui.submit("login") == ("refused", "cannot_verify")
         ui.flag("on")
         assert "cannot verify now" in ui.text("#decisions li:first-child")
         ui.shot("verify-api-down-refused-503")
@@ -207,15 +245,15 @@ def test_demo_web_through_every_button(
         ui.press("override", "off")
         ui.flag("off", "override")
         assert "(in 4m" in ui.text("#flag-expires") or "(in 5m" in ui.text("#flag-expires")
-        ui.form("bypassed")
-        assert ui.log_in() == ("bypassed", "bypassed_flag_off")
+        ui.form("login", "bypassed")
+        assert ui.submit("login") == ("bypassed", "bypassed_flag_off")
         ui.shot("override-off-for-5-minutes")
 
         # 10. Override on, then auto: enforcement, then the status page decides again.
         ui.press("override", "on")
         ui.flag("on", "override")
-        ui.form("ready")
-        assert ui.log_in() == ("admitted", "valid")
+        ui.form("login", "ready")
+        assert ui.submit("login") == ("admitted", "valid")
         ui.shot("override-on")
         ui.press("override", "auto")
         ui.flag("on", "watcher")
@@ -230,10 +268,11 @@ def test_demo_web_through_every_button(
         assert "enforce watcher · global component operational" in newest, newest
         decisions = ui.text("#decisions")
         for verdict in ("admitted: challenge passed", "admitted without a challenge",
+                        "admitted without the vendor: proof of work solved",
                         "refused 503: cannot verify now"):
             assert verdict in decisions, decisions
         ui.shot("timelines-after-the-tour")
-        assert len(ui.shots) == 11
+        assert len(ui.shots) == 13
     finally:
         context.close()
 

@@ -26,6 +26,12 @@ SECRET = "s" * 40
 POLICIES = {"outage_policy_routes": "/login=fallback,/raw=closed", "fallback_secret": SECRET,
             "fallback_cost": 2000}
 
+# The flag endpoint's keys before issue 20 (6ab2766), and the one issue 20 added: a contract the
+# browser snippet and operators' scripts read; anything else added here must be on purpose.
+FLAG_KEYS_BEFORE_ISSUE_20 = {"enforce", "source", "reason", "since", "expires_at", "global_status",
+                             "stale", "error", "mode", "probe"}
+FLAG_KEYS = FLAG_KEYS_BEFORE_ISSUE_20 | {"outage_policy"}
+
 
 def outage(stack: Stack) -> None:
     stack.page.set_global("major_outage")
@@ -128,6 +134,18 @@ async def test_the_flag_endpoint_names_the_policy_of_the_asked_path(make_asgi: M
                          ("/elsewhere", None)):
         answer = await stack.client.get("/failopen/flag", params={"path": path})
         assert answer.json()["outage_policy"] == policy, path
+
+
+async def test_the_flag_endpoint_shape_is_unchanged_but_outage_policy(make_asgi: Make) -> None:
+    stack = make_asgi(**POLICIES)
+    for query in ({}, {"path": "/login"}, {"path": "/elsewhere"}, {"confirm": "1"}):
+        answer = await stack.client.get("/failopen/flag", params=query)
+        assert set(answer.json()) == FLAG_KEYS, query
+    outage(stack)
+    assert set((await stack.client.get("/failopen/flag")).json()) == FLAG_KEYS
+    shadow = make_asgi(mode="shadow", **POLICIES)
+    answer = (await shadow.client.get("/failopen/flag", params={"path": "/login"})).json()
+    assert set(answer) == FLAG_KEYS | {"would_bypass", "shadow"}
 
 
 async def test_the_outage_rate_limit_answers_429_per_client_and_route(make_asgi: Make) -> None:

@@ -12,6 +12,12 @@ Make = Callable[..., WsgiStack]
 POLICIES = {"outage_policy_routes": "/login=fallback,/raw=closed", "fallback_secret": "s" * 40,
             "fallback_cost": 2000}
 
+# The flag endpoint's keys before issue 20 (6ab2766), and the one issue 20 added: a contract the
+# browser snippet and operators' scripts read; anything else added here must be on purpose.
+FLAG_KEYS_BEFORE_ISSUE_20 = {"enforce", "source", "reason", "since", "expires_at", "global_status",
+                             "stale", "error", "mode", "probe"}
+FLAG_KEYS = FLAG_KEYS_BEFORE_ISSUE_20 | {"outage_policy"}
+
 
 def outage(stack: WsgiStack) -> None:
     stack.page.set_global("major_outage")
@@ -71,6 +77,16 @@ def test_the_flag_endpoint_names_the_policy_of_the_asked_path(make_wsgi: Make) -
     stack = make_wsgi(**POLICIES)
     answer = stack.client.get("/failopen/flag?path=/raw/deep")
     assert answer.get_json()["outage_policy"] == "closed"
+
+
+def test_the_flag_endpoint_shape_is_unchanged_but_outage_policy(make_wsgi: Make) -> None:
+    stack = make_wsgi(**POLICIES)
+    for query in ("", "?path=/login", "?path=/elsewhere", "?confirm=1"):
+        assert set(stack.client.get("/failopen/flag" + query).get_json()) == FLAG_KEYS, query
+    outage(stack)
+    assert set(stack.client.get("/failopen/flag").get_json()) == FLAG_KEYS
+    shadow = make_wsgi(mode="shadow", **POLICIES).client.get("/failopen/flag?path=/login")
+    assert set(shadow.get_json()) == FLAG_KEYS | {"would_bypass", "shadow"}
 
 
 def test_the_outage_rate_limit_answers_429(make_wsgi: Make) -> None:

@@ -1,10 +1,12 @@
 """``failopen demo --web``: the outage in a browser, on 127.0.0.1, until Ctrl-C.
 
 One command, no configuration: the test kit's fakes (status page, verify API, vendor script) on
-loopback ports of their own, and a Starlette log-in site guarded by failopen's ASGI middleware
-under uvicorn in this process. The page (``page.html``) polls the flag endpoint and
-``/demo/state``; its buttons change the fakes and place the operator's override. Needs
-``starlette`` and ``uvicorn`` (``pip install "failopen[demo]"``).
+loopback ports of their own, and a Starlette site (log-in, sign-up, password reset, each with its
+own outage policy) guarded by failopen's ASGI middleware under uvicorn in this process. The page
+(``page.html``) polls the flag endpoint and ``/demo/state``; its buttons change the fakes and
+place the operator's override. Needs
+``starlette`` and ``uvicorn`` (``pip install "failopen[demo]"``); the sign-up and password-reset
+forms need ``failopen[fallback]`` too (without it, the log-in alone, and a line naming the extra).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import sys
 import threading
 import time
 from typing import Any, TextIO
+
+from failopen.fallback.settings import INSTALL
 
 __all__ = ["DEFAULT_PORT", "run_web_demo"]
 
@@ -92,12 +96,17 @@ def run_web_demo(
             return EXIT_USAGE
         url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
         urls = site.fake_urls
+        forms = ", ".join(f"{form.path} {site.policies.get(form.name)}" for form in site.forms)
+        missing = "" if site.fallback_missing is None else (
+            "  the sign-up (fallback) and password-reset (closed) forms need the fallback "
+            f"extra: {INSTALL}\n")
         out.write(
             f"failopen demo --web: open {url}  (Ctrl-C to stop)\n"
             f"  fakes: status page {urls['status']}, verify API {urls['verify']}, "
             f"vendor script {urls['vendor']}\n"
             f"  they take `failopen emulate status --url {urls['status']} "
             "--set global=major_outage` too\n"
+            f"  forms and their outage policies: {forms}\n{missing}"
         )
         out.flush()
         stop.wait()

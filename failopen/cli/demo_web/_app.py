@@ -1,9 +1,13 @@
 """The web demo's ASGI application: a Starlette site guarded by failopen's ASGI middleware.
 
     GET  /                 the demo page (page.html)
-    GET  /form             the log-in form with the real snippet (the page shows it in a frame)
-    POST /login            protected by failopen; reached only when admitted
-    GET  /failopen/flag    the flag endpoint, failopen.js: served by the middleware
+    GET  /form/NAME        a form with the real snippet: login, signup, password-reset (the page
+                           shows each in a frame)
+    POST /login, /signup, /password-reset
+                           protected by failopen, each with its outage policy; reached only
+                           when admitted
+    GET  /failopen/flag    the flag endpoint, /failopen/challenge, failopen.js and its solver
+                           failopen-solver.js: served by the middleware
     GET  /demo/state       the fakes, the timelines (loopback only)
     POST /demo/scene       {"scene": "global"}: drive the fakes (loopback only, JSON only)
     POST /demo/override    {"verb": "off"|"on"|"auto"}: the operator's override (likewise)
@@ -24,8 +28,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from failopen.cli.demo_web._site import OVERRIDES, SCENES, DemoSite
+from failopen.cli.demo_web._site import OVERRIDES, SCENES, DemoForm, DemoSite
+from failopen.config import Config
 from failopen.engine.guard import Decision
+from failopen.fallback.settings import INSTALL as _INSTALL
 from failopen.testing.control import loopback_refusal
 from failopen.web import snippet_attributes
 
@@ -38,6 +44,8 @@ FORM_STYLE = (
     "form[data-failopen-state=completed]{border-color:#16a34a}"
     "form[data-failopen-state=bypassed]{border-color:#ea580c}"
     "form[data-failopen-state=failed]{border-color:#dc2626}"
+    "form[data-failopen-state=solving]{border-color:#2563eb}"
+    "form[data-failopen-state=closed]{border-color:#6b7280}"
     "form::before{content:'security check: ' attr(data-failopen-state);display:block;"
     "font-weight:600;margin-bottom:6px}"
     "input{display:block;margin:4px 0;padding:4px;width:90%}"
@@ -49,8 +57,16 @@ Scope = dict[str, Any]
 Message = dict[str, Any]
 
 
+#: What each policy means for a visitor during an outage (the page's caption of each form).
+_DURING_OUTAGE = {
+    "open": "admitted without a challenge (within the outage rate limit)",
+    "fallback": "the browser solves a proof-of-work challenge, then sends",
+    "closed": "\u201cbriefly unavailable\u201d: nothing is sent",
+}
+
+
 class _DecisionRecorder:
-    """Adds each ``POST /login`` decision to the site's timeline, as its answer starts.
+    """Adds each decision on a form's path to the site's timeline, as its answer starts.
 
     The ASGI middleware leaves the decision in ``scope["state"]["failopen"]`` for refusals and
     admissions alike; recording it before the answer leaves keeps the page's timeline in step.
@@ -59,9 +75,10 @@ class _DecisionRecorder:
     def __init__(self, app: Any, site: DemoSite) -> None:
         self.app = app
         self.site = site
+        self.paths = frozenset(form.path for form in site.forms)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["path"] != "/login":
+        if scope["type"] != "http" or scope["path"] not in self.paths:
             await self.app(scope, receive, send)
             return
         state = scope.get("state")
@@ -75,7 +92,7 @@ class _DecisionRecorder:
                 recorded = True
                 decision = state.get("failopen")
                 if isinstance(decision, Decision):
-                    self.site.record_decision(decision)
+                    self.site.record_decision(decision, scope["path"])
             await send(message)
 
         await self.app(scope, receive, recording_send)
@@ -84,6 +101,60 @@ class _DecisionRecorder:
 def _buttons(kind: str, choices: dict[str, tuple[str, Any]]) -> str:
     return "".join(f'<button type="button" data-{kind}="{escape(name)}">{escape(label)}</button>'
                    for name, (label, _) in choices.items())
+
+
+def _form_page(form: DemoForm, config: Config, snippet_tag: str) -> str:
+    """A form's own page: what a site serves, with the real snippet (no inline script)."""
+    inputs = "".join(
+        f'<input name="{escape(name)}" type="{kind}" value="{escape(value)}" '
+        f'autocomplete="{complete}" aria-label="{escape(name)}">'
+        for name, kind, value, complete in form.inputs)
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(form.title)}'
+        f'</title><style>{FORM_STYLE}</style>'
+        f'<script src="/failopen/failopen.js" {snippet_tag} defer></script></head><body>'
+        f'<form method="post" action="{escape(form.path)}">{inputs}'
+        f'<input type="hidden" name="{escape(config.token_field)}">'
+        f"<button>{escape(form.button)}</button></form></body></html>"
+    )
+
+
+def _form_sections(site: DemoSite) -> str:
+    """The page's column of forms: each in a frame, with its route's outage policy."""
+    parts = []
+    for form in site.forms:
+        name, policy = escape(form.name), site.policies.get(form.name, "open")
+        solve = (f'<p id="solve-{name}" class="solve" data-state="" hidden></p>'
+                 if policy == "fallback" else "")
+        parts.append(
+            f'<section data-form="{name}" data-policy="{escape(policy)}" '
+            f'data-action="{escape(form.path)}" data-title="{escape(form.title)}">'
+            f'<h2>{escape(form.title)} <small>POST {escape(form.path)} · outage policy '
+            f'<b class="policy" data-policy="{escape(policy)}">{escape(policy)}</b></small></h2>'
+            f'<p class="during">During an outage: {escape(_DURING_OUTAGE.get(policy, policy))}.</p>'
+            f'<iframe id="frame-{name}" name="frame-{name}" src="/form/{name}" '
+            f'title="{escape(form.title)} form"></iframe>'
+            f'<p>Security check in the form: <b id="state-{name}" class="form-state" '
+            f'data-state="">loading</b></p>{solve}'
+            f'<div id="result-{name}" class="result" data-kind="" data-outcome="" data-seq="0">'
+            f"Nothing sent yet: press \u201c{escape(form.button)}\u201d.</div></section>")
+    if site.fallback_missing is not None:
+        parts.append(
+            '<section id="fallback-missing"><h2>Sign up and password reset</h2>'
+            "<p>Not shown: the sign-up form (outage policy <b>fallback</b>, a self-hosted "
+            "proof-of-work challenge) and the password-reset form (<b>closed</b>) need the "
+            f"fallback extra.</p><p><code>{escape(_INSTALL)}</code></p>"
+            f"<p><small>{escape(site.fallback_missing)}</small></p></section>")
+    return "".join(parts)
+
+
+def _settings(site: DemoSite) -> str:
+    """The outage settings the site runs with, as its environment would give them."""
+    lines = [f"{name}={value}" for name, value in site.settings.items()]
+    if site.fallback_missing is None:
+        lines.append("FAILOPEN_FALLBACK_SECRET=...   # made for this run; never shown")
+    # A break allowed after each comma: a long list wraps between its items.
+    return escape("\n".join(lines)).replace(",", ",<wbr>")
 
 
 def build_app(site: DemoSite) -> Any:
@@ -102,22 +173,13 @@ def build_app(site: DemoSite) -> Any:
     config = runtime.config
     page_template = (HERE / "page.html").read_text(encoding="utf-8").replace(
         "<!--scene-buttons-->", _buttons("scene", SCENES)).replace(
-        "<!--override-buttons-->", _buttons("override", OVERRIDES))
+        "<!--override-buttons-->", _buttons("override", OVERRIDES)).replace(
+        "<!--forms-->", _form_sections(site)).replace("<!--settings-->", _settings(site))
     snippet_tag = " ".join(
         f'{name}="{escape(value)}"' for name, value in snippet_attributes(
             config, flag_url="/failopen/flag", ready_timeout_ms=3000).items())
     vendor = "{0.scheme}://{0.netloc}".format(urlsplit(config.vendor_url or ""))
-    form_page = (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Log in</title>'
-        f'<style>{FORM_STYLE}</style>'
-        f'<script src="/failopen/failopen.js" {snippet_tag} defer></script></head><body>'
-        '<form method="post" action="/login">'
-        '<input name="username" value="demo" autocomplete="username" aria-label="user name">'
-        '<input name="password" type="password" value="demo-password" '
-        'autocomplete="current-password" aria-label="password">'
-        f'<input type="hidden" name="{escape(config.token_field)}">'
-        "<button>Log in</button></form></body></html>"
-    )
+    form_pages = {form.name: _form_page(form, config, snippet_tag) for form in site.forms}
     no_store = {"Cache-Control": "no-store"}
 
     def refused(request: Request, *, post: bool) -> Response | None:
@@ -156,11 +218,16 @@ def build_app(site: DemoSite) -> Any:
                             headers={"Content-Security-Policy": csp, **no_store})
 
     async def form(request: Request) -> Response:
-        # The snippet needs no inline script and no eval: scripts from this site and the vendor.
+        page = form_pages.get(request.path_params["name"])
+        if page is None:
+            return JSONResponse({"error": f"forms: {', '.join(form_pages)}"}, status_code=404,
+                                headers=no_store)
+        # The snippet and its solver need no inline script and no eval: scripts from this site
+        # and the vendor (the solver's worker falls under script-src too).
         csp = f"script-src 'self' {vendor}; frame-ancestors 'self'"
-        return HTMLResponse(form_page, headers={"Content-Security-Policy": csp, **no_store})
+        return HTMLResponse(page, headers={"Content-Security-Policy": csp, **no_store})
 
-    async def login(request: Request) -> Response:
+    async def submitted(request: Request) -> Response:
         decision: Decision = request.state.failopen
         return JSONResponse({"ok": True, "decision": decision.to_dict(),
                              "bypassed": decision.bypassed}, headers=no_store)
@@ -186,7 +253,8 @@ def build_app(site: DemoSite) -> Any:
         return JSONResponse({"verb": choice, **site.snapshot()}, headers=no_store)
 
     app = Starlette(routes=[
-        Route("/", index), Route("/form", form), Route("/login", login, methods=["POST"]),
+        Route("/", index), Route("/form/{name}", form),
+        *(Route(form.path, submitted, methods=["POST"]) for form in site.forms),
         Route("/demo/state", state), Route("/demo/scene", scene, methods=["POST"]),
         Route("/demo/override", override, methods=["POST"]),
     ])

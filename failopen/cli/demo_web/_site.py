@@ -1,5 +1,10 @@
 """What ``failopen demo --web`` runs: the test kit's fakes, one FailOpen over them, and the
-timelines the page shows (flag transitions, log-in decisions).
+timelines the page shows (flag transitions, the forms' decisions).
+
+Three forms, each with its own outage policy (issue 20), set as a site sets them, in
+``FAILOPEN_OUTAGE_POLICY_ROUTES``: log-in ``open``, sign-up ``fallback`` (the self-hosted
+proof-of-work challenge), password reset ``closed``. The fallback needs ``failopen[fallback]``;
+without it the site protects the log-in only and says which extra shows the other two.
 
 The scenes only change the fakes, as the vendor would; the flag follows from what the real
 watcher reads. The override calls the flag's own verbs in this process: the demo never turns on
@@ -9,22 +14,26 @@ failopen's admin endpoint.
 from __future__ import annotations
 
 import collections
+import secrets
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from failopen.config import Config
 from failopen.engine.flag import FlagState, rfc3339
 from failopen.engine.guard import Decision
+from failopen.exceptions import ConfigError
+from failopen.fallback.settings import require_extra
 from failopen.runtime import FailOpen
 from failopen.testing.control import StatusPageControls, VendorScriptControls, VerifyAPIControls
 from failopen.testing.status_page import FakeStatusPage
 from failopen.testing.vendor_script import FakeVendorScript
 from failopen.testing.verify_api import FakeVerifyAPI
-from failopen.web import flag_payload
+from failopen.web import RoutePolicies, flag_payload
 
-__all__ = ["DemoSite", "OVERRIDES", "SCENES"]
+__all__ = ["DemoForm", "DemoSite", "FORMS", "OUTAGE_SETTINGS", "OVERRIDES", "SCENES"]
 
 PRIVATE_KEY = "demo-private-key"
 PUBLIC_KEY = "demo-public-key"
@@ -34,6 +43,41 @@ POLL_INTERVAL = 0.5
 #: How long the page's "override off" lasts (the CLI's `failopen override off --ttl 5m`).
 OVERRIDE_OFF_TTL = 300.0
 TIMELINE = 30
+
+#: The site's outage settings, written as a site writes them in its environment (README,
+#: "Outage policies"); the fallback's secret is made for each run and never shown.
+OUTAGE_SETTINGS = {
+    "FAILOPEN_PROTECTED_PATHS": "/login,/signup,/password-reset",
+    "FAILOPEN_OUTAGE_POLICY_ROUTES": "/login=open,/signup=fallback,/password-reset=closed",
+}
+#: Without ``failopen[fallback]``: the log-in alone, open as before issue 20.
+LOGIN_ONLY_SETTINGS = {"FAILOPEN_PROTECTED_PATHS": "/login"}
+
+
+@dataclass(frozen=True)
+class DemoForm:
+    """One form of the demo site: its name in URLs, what it posts where, and its inputs."""
+
+    name: str
+    title: str
+    path: str
+    button: str
+    #: (name, type, value, autocomplete) of each visible input.
+    inputs: tuple[tuple[str, str, str, str], ...]
+
+
+#: The demo site's forms; the page shows each with its route's outage policy.
+FORMS = (
+    DemoForm("login", "Log in", "/login", "Log in", (
+        ("username", "text", "demo", "username"),
+        ("password", "password", "demo-password", "current-password"))),
+    DemoForm("signup", "Sign up", "/signup", "Sign up", (
+        ("username", "text", "new-user", "username"),
+        ("email", "email", "new-user@example.com", "email"),
+        ("password", "password", "new-password", "new-password"))),
+    DemoForm("password-reset", "Password reset", "/password-reset", "Reset password", (
+        ("email", "email", "demo@example.com", "email"),)),
+)
 
 # Public labels for the decisions timeline: what happened to the log-in, and why.
 _VERDICTS = {
@@ -45,6 +89,11 @@ _VERDICTS = {
     "rate_limited": ("refused", "refused 503: verify call rate-limited"),
     "cannot_verify": ("refused", "refused 503: cannot verify now, no outage confirmed"),
     "internal_error": ("refused", "refused 503: failopen internal error"),
+    "bypassed_fallback": ("bypassed", "admitted without the vendor: proof of work solved"),
+    "fallback_required": ("refused", "refused 403: no proof-of-work solution"),
+    "fallback_invalid": ("refused", "refused 403: proof-of-work solution refused"),
+    "outage_closed": ("refused", "refused 503: closed during the outage"),
+    "outage_rate_limited": ("refused", "refused 429: over the outage rate limit"),
 }
 
 
@@ -53,6 +102,13 @@ class DemoSite:
 
     def __init__(self, *, poll_interval: float = POLL_INTERVAL) -> None:
         self.poll_interval = poll_interval
+        #: Why the sign-up and password-reset forms are not shown (the extra is missing), or None.
+        self.fallback_missing = _fallback_missing()
+        #: The forms this site serves, and the outage settings it runs with (the secret apart).
+        self.forms = FORMS if self.fallback_missing is None else FORMS[:1]
+        self.settings = OUTAGE_SETTINGS if self.fallback_missing is None else LOGIN_ONLY_SETTINGS
+        #: Each form's outage policy, as the runtime reads the settings (set by start()).
+        self.policies: dict[str, str] = {}
         self.page = FakeStatusPage(regions=REGIONS)
         self.verify = FakeVerifyAPI(private_key=PRIVATE_KEY)
         self.script = FakeVendorScript(verify_api=self.verify)
@@ -70,10 +126,16 @@ class DemoSite:
         self.verify.serve(control=True)
         self.script.serve(control=True)
         interval = self.poll_interval
-        config = Config(
+        environ = dict(self.settings)
+        if self.fallback_missing is None:
+            # A secret of this run: signed challenges are good for this demo only.
+            environ["FAILOPEN_FALLBACK_SECRET"] = secrets.token_urlsafe(32)
+        # The outage settings as a site's environment gives them; the rest wires the fakes.
+        config = Config.from_env(
+            environ=environ,
             status_url=self.page.url, verify_url=self.verify.verify_url,
             private_key=PRIVATE_KEY, public_key=PUBLIC_KEY, vendor_url=self.script.url,
-            protected_paths=("/login",), poll_interval=interval, poll_jitter=0.0,
+            poll_interval=interval, poll_jitter=0.0,
             # Loopback answers in milliseconds; a busy machine must not turn into status "errors".
             status_timeout=max(interval, 1.0), verify_timeout=max(interval, 1.0),
             confirm_ttl=interval, stale_after=3 * interval,
@@ -81,6 +143,9 @@ class DemoSite:
             backoff_max=interval, store_refresh=interval,
         )
         self.runtime = runtime = FailOpen(config)
+        routes = RoutePolicies.from_config(config)
+        self.policies = {form.name: (routes.for_path(form.path) or ("", "open"))[1]
+                         for form in self.forms}
         runtime.flag.add_listener(self._on_transition)
         self._record_transition(None, runtime.flag.state)
         return runtime
@@ -124,13 +189,14 @@ class DemoSite:
         with self._lock:
             self.transitions.appendleft(entry)
 
-    def record_decision(self, decision: Decision) -> None:
-        """Add one log-in decision to the timeline (called for every POST /login)."""
+    def record_decision(self, decision: Decision, path: str = "/login") -> None:
+        """Add one decision to the timeline (called for every POST to a form's path)."""
         kind, verdict = _VERDICTS.get(decision.outcome, ("refused", decision.outcome))
         with self._lock:
             self._decision_count += 1
             self.decisions.appendleft({
-                "n": self._decision_count, "at": rfc3339(time.time()), "kind": kind,
+                "n": self._decision_count, "at": rfc3339(time.time()), "route": path,
+                "kind": kind,
                 "verdict": verdict, "outcome": decision.outcome, "allow": decision.allow,
                 "bypassed": decision.bypassed, "status": decision.status_code,
                 "reason": decision.reason,
@@ -150,12 +216,25 @@ class DemoSite:
             "decisions": decisions,
             "counts": runtime.guard.counts(),
             "poll_interval": self.poll_interval,
+            "forms": [{"name": form.name, "title": form.title, "path": form.path,
+                       "policy": self.policies.get(form.name)} for form in self.forms],
+            "settings": dict(self.settings),  # never the secret
+            "fallback_missing": self.fallback_missing,
         }
 
     def _runtime(self) -> FailOpen:
         if self.runtime is None:
             raise RuntimeError("DemoSite.start() first")
         return self.runtime
+
+
+def _fallback_missing() -> str | None:
+    """Why the fallback forms cannot be shown (``failopen[fallback]`` is missing), else None."""
+    try:
+        require_extra("showing the sign-up (fallback) and password-reset (closed) forms")
+    except ConfigError as exc:
+        return str(exc)
+    return None
 
 
 def _shown(state: FlagState) -> tuple[object, ...]:

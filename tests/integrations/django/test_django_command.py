@@ -65,6 +65,23 @@ def test_watch_polls_with_the_settings(
     assert polls[-1]["global_status"] == "major_outage"
 
 
+def test_watch_json_says_the_outage_policies_from_the_settings(
+    fo_settings: dict[str, Any], fake_status_page: FakeStatusPage
+) -> None:
+    # Django names routes by view as well as by path; the secret stays out of every line.
+    secret = "django-fallback-secret-never-shown-012345"
+    policies = {"PROTECTED_PATHS": ["/login/", "/reset/"], "PROTECTED_VIEWS": ["signup"],
+                "OUTAGE_POLICY_ROUTES": {"signup": "fallback", "/reset/": "closed"},
+                "FALLBACK_SECRET": secret}
+    with override_settings(FAILOPEN={**fo_settings, **policies}):
+        code, out, err = run("watch", "--json", "--count", "1")
+    assert code == 0, err
+    (line,) = [json.loads(text) for text in out.splitlines()]
+    assert line["outage_policy"] == "open"
+    assert line["outage_policy_routes"] == {"signup": "fallback", "/reset/": "closed"}
+    assert secret not in out + err
+
+
 def test_override_writes_the_store_named_in_the_settings(
     fo_settings: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -19,6 +19,12 @@ POLICIES = {"PROTECTED_PATHS": ["/login/"], "PROTECTED_VIEWS": ["signup"],
             "OUTAGE_POLICY_ROUTES": {"signup": "fallback"},
             "FALLBACK_SECRET": "s" * 40, "FALLBACK_COST": 2000}
 
+# The flag endpoint's keys before issue 20 (6ab2766), and the one issue 20 added: a contract the
+# browser snippet and operators' scripts read; anything else added here must be on purpose.
+FLAG_KEYS_BEFORE_ISSUE_20 = {"enforce", "source", "reason", "since", "expires_at", "global_status",
+                             "stale", "error", "mode", "probe"}
+FLAG_KEYS = FLAG_KEYS_BEFORE_ISSUE_20 | {"outage_policy"}
+
 
 @pytest.fixture(autouse=True)
 def _urls() -> Any:
@@ -98,6 +104,18 @@ def test_protect_refuses_an_unknown_outage_policy() -> None:
         protect(outage="shut")
 
 
+def test_the_flag_endpoint_shape_is_unchanged_but_outage_policy(
+        use_failopen: Callable[..., FailOpen | None], client: Any,
+        fake_status_page: FakeStatusPage) -> None:
+    runtime = use_failopen(**POLICIES)
+    assert runtime is not None
+    for query in ("", "?path=/signup/", "?path=/elsewhere/", "?confirm=1"):
+        assert set(client.get("/failopen/flag" + query).json()) == FLAG_KEYS, query
+    fake_status_page.set_global("major_outage")
+    runtime.poll_now()
+    assert set(client.get("/failopen/flag?path=/signup/").json()) == FLAG_KEYS
+
+
 I18N = {"ROOT_URLCONF": "django_test_urls_outage_i18n", "USE_I18N": True, "LANGUAGE_CODE": "en",
         "LANGUAGES": [("en", "English"), ("fr", "French"), ("pt-br", "Portuguese")]}
 
@@ -120,10 +138,12 @@ def test_the_flag_endpoint_resolves_a_language_prefixed_path(
 
 def test_a_language_prefixed_fallback_view_needs_a_solution(outage: FailOpen,
                                                             client: Any) -> None:
-    from conftest import MIDDLEWARE
+    from django.conf import settings
 
     # LocaleMiddleware activates the prefix's language, as a site with i18n_patterns has it.
-    locale = [MIDDLEWARE[0], "django.middleware.locale.LocaleMiddleware", *MIDDLEWARE[1:]]
+    # (From the settings: "conftest" may name another folder's conftest in a whole run.)
+    middleware = list(settings.MIDDLEWARE)
+    locale = [middleware[0], "django.middleware.locale.LocaleMiddleware", *middleware[1:]]
     with override_settings(**I18N, MIDDLEWARE=locale):
         refused = client.post("/fr/signup/", {}, **JSON)
         assert (refused.status_code, code(refused)) == (403, "fallback_required")
