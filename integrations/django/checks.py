@@ -21,7 +21,9 @@
                    (an alias, a translated URL, a case-insensitive regex): a way around; protect
                    the view instead (``protect`` or PROTECTED_VIEWS)
 ``failopen.W009``  a PROTECTED_VIEWS name that no route carries (a typo protects nothing); the
-                   middleware logs it too, on the first request of each server process
+                   middleware logs it too, on the first request of each server process. A name
+                   of ALLAUTH_VIEWS only when allauth routes its view unprotected, under a name
+                   the list misses: the others are features the install does not use
 ``failopen.W010``  the Redis password sits in FAILOPEN['STORE'] (or FAILOPEN_STORE), which
                    Django's debug page and error e-mails show: use STORE_PASSWORD
 =================  ===============================================================================

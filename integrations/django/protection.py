@@ -26,9 +26,12 @@ from collections.abc import Collection, Iterable, Iterator
 from typing import Any, TypeVar
 
 from django.urls import URLResolver, get_resolver
+from django.urls.resolvers import RegexPattern
 
 from failopen.engine.outage import strictest
 from failopen.fallback.settings import OUTAGE_POLICIES
+
+from .allauth import ALLAUTH_VIEWS, allauth_urlpatterns
 
 __all__ = [
     "MARK", "OUTAGE_MARK", "ProtectedViews", "any_outage_marks", "is_marked",
@@ -55,6 +58,7 @@ _inner_outage: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 # Whether any view was given an outage policy: until one is, a request judged by its path alone
 # needs no URL resolution to learn its view's policy (there is none to learn).
 _outage_marks = [False]
+_ALLAUTH_NAMES = frozenset(ALLAUTH_VIEWS)
 
 
 def protect(view: Any = None, *, outage: str | None = None) -> Any:
@@ -221,11 +225,30 @@ class ProtectedViews:
 
     def unmatched(self, urlconf: Any = None) -> list[tuple[str, str | None]]:
         """The listed names that no route of the URLconf carries (a typo protects nothing),
-        each with the name it probably meant (or None)."""
+        each with the name it probably meant (or None).
+
+        Names of :data:`~.allauth.ALLAUTH_VIEWS` are the exception: the list holds every
+        allauth entry point, and an install routes only those its settings enable. One counts
+        only when allauth does route its view here, under a name the list does not reach (its
+        URLs included under another namespace, or renamed), and that view is unprotected.
+        """
         seen: set[str] = set()
-        for _, names in walk(get_resolver(urlconf)):
+        routes: dict[Any, set[str]] = {}
+        for key, names in walk(get_resolver(urlconf)):
             seen |= names
-        return [(name, closest_name(name, seen)) for name in sorted(self.names - seen)]
+            routes.setdefault(key, set()).update(names)
+        missing = self.names - seen
+        optional = missing & _ALLAUTH_NAMES
+        if not optional:
+            return [(name, closest_name(name, seen)) for name in sorted(missing)]
+        offered = _allauth_views(optional)
+        found = []
+        for name in sorted(missing):
+            if name not in optional:
+                found.append((name, closest_name(name, seen)))
+            elif offered.get(name) in routes and not self.guards(offered[name], urlconf):
+                found.append((name, _closest(name, routes[offered[name]])))
+        return found
 
     def report_unmatched(self) -> None:
         """Log a WARNING for each name ROOT_URLCONF does not carry; once, and never raises.
@@ -265,6 +288,27 @@ def closest_name(name: str, names: Collection[str]) -> str | None:
     if same:
         return min(same, key=lambda n: (n.count(":"), n))
     close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def _allauth_views(names: Collection[str]) -> dict[str, Any]:
+    """``{name: view key}`` for those of ``names`` that allauth's own URLconfs route in this
+    install (see :func:`.allauth.allauth_urlpatterns`)."""
+    wanted, found = set(names), {}
+    try:
+        for key, route_names in walk(URLResolver(RegexPattern(r"^/"), allauth_urlpatterns())):
+            for name in route_names & wanted:
+                found[name] = key
+    except Exception:  # allauth's URLconf is broken: the site's own errors say so
+        return {}
+    return found
+
+
+def _closest(name: str, names: Collection[str]) -> str | None:
+    """Of ``names`` (the names of one view's routes), the URL name most like ``name``; the
+    view's dotted path when its routes have no URL name."""
+    url_names = sorted(n for n in names if "." not in n) or sorted(names)
+    close = difflib.get_close_matches(name, url_names, n=1, cutoff=0.0)
     return close[0] if close else None
 
 

@@ -18,6 +18,7 @@ from failopen.exceptions import ConfigError
 from failopen.web import snippet_attributes
 
 from .. import conf
+from ..outage import policy_of_path
 
 __all__ = ["failopen_script", "register"]
 
@@ -35,7 +36,14 @@ def failopen_script(context: Any, **options: Any) -> str:
     retries=3 retry_delay_ms=500 %}``. The nonce comes from ``request.csp_nonce`` (django-csp)
     when the template has a request, else from the context's ``csp_nonce`` (Django 6's CSP
     context processor).
+
+    ``only_protected=True`` renders the tag only on a page whose own route is protected (its
+    view, or its path): for a layout that protected and unprotected pages share, such as
+    django-allauth's, where a form the snippet holds would otherwise wait for the vendor on a
+    page that needs no token.
     """
+    if options.pop("only_protected", False) and not _page_is_protected(context.get("request")):
+        return ""
     try:
         config = conf.config()
     except ConfigError:
@@ -71,6 +79,20 @@ def failopen_script(context: Any, **options: Any) -> str:
     # flatatt escapes every value; src and defer first, as people write them.
     rendered: str = format_html('<script src="{}" defer{}></script>', src, flatatt(attributes))
     return rendered
+
+
+def _page_is_protected(request: Any) -> bool:
+    """True when a POST to the page's own route would need a token (what the flag endpoint
+    says of it); True too when that cannot be told, since a protected page without the snippet
+    can never send its form."""
+    if request is None:
+        return True
+    try:
+        return policy_of_path(request.path_info) is not None
+    except Exception:
+        # Not the path: a password-reset page carries its key in it.
+        logger.exception("failopen_script: cannot tell whether this page is protected")
+        return True
 
 
 def _elsewhere(url: str) -> bool:

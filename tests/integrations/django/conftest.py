@@ -34,6 +34,37 @@ MIDDLEWARE = [
     "failopen.integrations.django.middleware.FailOpenMiddleware",
 ]
 
+# django-allauth, with every entry point it has switched on (test_django_allauth.py): allauth
+# decides which routes exist when its URLconf is imported, so this is one process-wide install,
+# not something a test can override. Installed here rather than in a process of its own: its
+# apps and AccountMiddleware (which allauth insists on at start-up) leave the other tests' views
+# alone, and a real site runs failopen beside such apps anyway.
+# (Without django.contrib.messages, which allauth uses only when it is installed.)
+try:
+    import allauth  # noqa: F401
+except ImportError:  # Python 3.10: allauth 65.22 needs 3.11; its tests skip, saying so
+    HAVE_ALLAUTH = False
+else:
+    HAVE_ALLAUTH = True
+ALLAUTH_APPS = ["allauth", "allauth.account", "allauth.socialaccount", "allauth.mfa",
+                "allauth.headless"] if HAVE_ALLAUTH else []
+ALLAUTH_MIDDLEWARE = ["allauth.account.middleware.AccountMiddleware"] if HAVE_ALLAUTH else []
+ALLAUTH_SETTINGS: dict[str, Any] = {} if not HAVE_ALLAUTH else {
+    "AUTHENTICATION_BACKENDS": ["django.contrib.auth.backends.ModelBackend",
+                                "allauth.account.auth_backends.AuthenticationBackend"],
+    "ACCOUNT_LOGIN_BY_CODE_ENABLED": True,
+    # Passkey sign-up (one more entry point) requires verification by code, e-mail required.
+    "ACCOUNT_EMAIL_VERIFICATION": "mandatory",
+    "ACCOUNT_EMAIL_VERIFICATION_BY_CODE_ENABLED": True,
+    "ACCOUNT_SIGNUP_FIELDS": ["email*", "username*", "password1*", "password2*"],
+    "MFA_SUPPORTED_TYPES": ["totp", "recovery_codes", "webauthn"],
+    "MFA_PASSKEY_LOGIN_ENABLED": True,
+    "MFA_PASSKEY_SIGNUP_ENABLED": True,
+    # The tests post from one address far more often than allauth's limits allow a person.
+    "ACCOUNT_RATE_LIMITS": False,
+    "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
+}
+
 if not settings.configured:
     settings.configure(
         DEBUG=False,
@@ -45,14 +76,17 @@ if not settings.configured:
             "django.contrib.sessions",
             "django.contrib.staticfiles",
             "failopen.integrations.django",
+            *ALLAUTH_APPS,
         ],
-        MIDDLEWARE=MIDDLEWARE,
+        # allauth's middleware before failopen's, where the README puts failopen: last.
+        MIDDLEWARE=[*MIDDLEWARE[:-1], *ALLAUTH_MIDDLEWARE, MIDDLEWARE[-1]],
         ROOT_URLCONF="django_test_urls",
         DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3",
                                "NAME": str(Path(_DB_DIR) / "db.sqlite3")}},
         TEMPLATES=[{
             "BACKEND": "django.template.backends.django.DjangoTemplates",
             "DIRS": [HERE / "templates"],
+            "APP_DIRS": True,  # allauth's pages
             "OPTIONS": {"context_processors": ["django.template.context_processors.request"]},
         }],
         STATIC_URL="/static/",
@@ -61,6 +95,7 @@ if not settings.configured:
         DEFAULT_AUTO_FIELD="django.db.models.AutoField",
         USE_TZ=True,
         FAILOPEN={},
+        **ALLAUTH_SETTINGS,
     )
     django.setup()
 

@@ -58,6 +58,32 @@ def test_through_a_view_and_a_template_file(make_client: Any, use_failopen: Any)
     assert response.content.decode().strip() == EXPECTED.format(nonce="")
 
 
+ONLY_PROTECTED = Template("{% load failopen %}{% failopen_script only_protected=True %}")
+
+
+@pytest.mark.parametrize(("path", "shown"), [
+    ("/login/", True),  # a protected path
+    ("/fr/login/", True),  # the same under a language prefix: protected too
+    ("/auth/login/", True),  # a view named in PROTECTED_VIEWS, whatever its path
+    ("/open/", False), ("/nowhere/", False),
+])
+def test_only_protected_renders_on_the_pages_of_protected_routes(
+        use_failopen: Any, path: str, shown: bool) -> None:
+    # A layout shared by protected and unprotected pages (django-allauth's): a form the snippet
+    # holds must not wait for the vendor on a page that needs no token.
+    use_failopen(PROTECTED_PATHS=["/login/"], PROTECTED_VIEWS=["account_login"])
+    i18n = {"USE_I18N": True, "LANGUAGES": [("en", "English"), ("fr", "French")]}
+    with override_settings(ROOT_URLCONF="django_test_urls_bodies", **i18n):
+        html = ONLY_PROTECTED.render(Context({"request": RequestFactory().get(path)}))
+    assert (html == EXPECTED.format(nonce="")) is shown, html
+
+
+def test_only_protected_renders_when_the_page_cannot_be_told(use_failopen: Any) -> None:
+    # No request in the context: a protected page without the snippet could never send its form.
+    use_failopen()
+    assert ONLY_PROTECTED.render(Context({})) == EXPECTED.format(nonce="")
+
+
 def test_broken_settings_leave_the_tag_out(use_failopen: Any) -> None:
     use_failopen(POLL_INTERVAL="soon")
     assert render() == ""
