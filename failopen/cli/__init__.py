@@ -1,5 +1,6 @@
 """The ``failopen`` command: ``status``, ``watch``, ``override``, ``fleet``, ``audit``,
-``demo``, ``emulate`` and ``rai``. :func:`main` is its entry point (``failopen.cli:main``)."""
+``check``, ``demo``, ``emulate`` and ``rai``. :func:`main` is its entry point
+(``failopen.cli:main``)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,9 @@ left out (an operator must be able to read the status page or override during an
 whatever else is misconfigured). Errors name what the user typed: ``--status-url`` for the
 flag, ``FAILOPEN_STATUS_URL`` for the variable.
 Exit codes: 0 success (``status``: no outage — operational, or a known status that is not in
-FAILOPEN_BYPASS_ON), 1 ``status``: outage (would bypass), 2 bad arguments, an unknown or
-unreadable status, a store error, or an unexpected error (never 1: scripts read 1 as "outage").
+FAILOPEN_BYPASS_ON), 1 ``status``: outage (would bypass), ``check``: a problem found, 2 bad
+arguments, an unknown or unreadable status, a store error, or an unexpected error (never 1:
+scripts read 1 as "outage" or "problem").
 Bare ``failopen`` prints the help to stdout and exits 0; each verb's ``--help`` lists its own
 exit codes and an example (failopen/cli/help.py).
 """
@@ -42,6 +43,7 @@ from failopen.engine.flag import FlagState, rfc3339
 from failopen.exceptions import ConfigError, FailopenError, StatusError
 
 if TYPE_CHECKING:
+    from failopen.cli.check import ExtraCheck
     from failopen.vendor.status import StatusClient
 
 __all__ = ["main", "build_parser", "parse_duration"]
@@ -228,10 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="failopen",
         description="Fail open on a confirmed bot-protection outage, and only then.",
-        epilog="Exit codes: 0 success; 1 status: an outage (would bypass), demo: a scene\n"
-               "misbehaved; 2 bad arguments or settings, an unreadable status, a store error;\n"
-               "130 interrupted. failopen rai has more (failopen rai --help); each verb's\n"
-               "--help lists its own.\n\n"
+        epilog="Exit codes: 0 success; 1 status: an outage (would bypass), check: a problem,\n"
+               "demo: a scene misbehaved; 2 bad arguments or settings, an unreadable status, a\n"
+               "store error; 130 interrupted. failopen rai has more (failopen rai --help);\n"
+               "each verb's --help lists its own.\n\n"
                "Example:\n  failopen status --status-url https://status.vendor.example\n"
                "  failopen watch -v",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -278,6 +280,10 @@ def build_parser() -> argparse.ArgumentParser:
     from failopen.cli.audit import register_audit
 
     register_audit(verbs)
+
+    from failopen.cli.check import register_check
+
+    register_check(verbs)
 
     demo = verbs.add_parser("demo", help="play an outage against the embedded fakes")
     demo.add_argument("--step", type=float, default=None,
@@ -328,11 +334,13 @@ def _register_optional(verbs: Any, emulators: Any) -> None:
     register_emulate_rai(emulators)
 
 
-def main(argv: Sequence[str] | None = None, *, config_factory: ConfigFactory | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, config_factory: ConfigFactory | None = None,
+         extra_checks: Sequence[ExtraCheck] = ()) -> int:
     """Entry point of the ``failopen`` command.
 
     ``config_factory(**overrides)`` replaces ``Config.from_env`` (the Django command passes one
-    that reads ``settings.FAILOPEN``).
+    that reads ``settings.FAILOPEN``); ``extra_checks`` are an adapter's own lines for
+    ``failopen check`` (Django: its view of the protected views).
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -341,8 +349,10 @@ def main(argv: Sequence[str] | None = None, *, config_factory: ConfigFactory | N
         parser.print_help()
         return EXIT_OK
     args.config_factory = config_factory if config_factory is not None else Config.from_env
+    args.extra_checks = tuple(extra_checks)
     log_to_terminal(verbose=args.verbose)
-    if config_factory is None:  # Django's command: its AppConfig.ready said it already
+    # Django's command: its AppConfig.ready said it already; check says it in its own line.
+    if config_factory is None and args.command != "check":
         for line in unknown_variables():
             print(printable(f"failopen: warning: {line}"), file=sys.stderr)
     try:

@@ -19,7 +19,7 @@ from failopen.exceptions import ConfigError
 
 __all__ = [
     "OUTAGE_FIELDS", "OUTAGE_KEYS", "STATUS_FIELDS", "STORE_FIELDS", "WATCH_FIELDS",
-    "command_config", "poll_count", "positive_float", "watch_config",
+    "command_config", "config_using", "poll_count", "positive_float", "watch_config",
 ]
 
 ConfigFactory = Callable[..., Config]
@@ -93,6 +93,12 @@ def watch_config(args: argparse.Namespace, *, outage: bool,
         print(f"failopen {args.command}: warning: the outage policies are shown as null: "
               f"{unusable}", file=sys.stderr)
     return config, shown
+
+
+def config_using(factory: ConfigFactory, uses: frozenset[str]) -> Config:
+    """The Config with every field but ``uses`` at its default: what is left is what a part
+    needs. Raises ConfigError for a bad setting among ``uses``."""
+    return factory(**_defaults(uses, {}))
 
 
 def _factory(args: argparse.Namespace) -> ConfigFactory:

@@ -51,6 +51,11 @@ HELP: dict[tuple[str, ...], tuple[str, str, str]] = {
         "or bad arguments",
         "failopen audit windows /var/log/failopen/audit.jsonl\n"
         "  failopen audit windows --json web1/audit.jsonl web2/audit.jsonl"),
+    ("check",): (
+        "Preflight for deploys and CI: settings, status page, verify key, store, fleet, policies.",
+        "0 every check passed (warnings allowed), 1 a problem (with --strict, a warning too),\n"
+        "2 bad arguments or an unexpected error",
+        "failopen check\n  failopen check --json --strict   # in CI: warnings fail too"),
     ("demo",): (
         "Play an outage against the embedded fakes, scene by scene, and exit.",
         "0 every scene behaved as it should, 1 a scene did not, 2 bad arguments",

@@ -1,6 +1,7 @@
-"""``python manage.py failopen status|watch|override|fleet ...``: the ``failopen`` command,
-configured from ``settings.FAILOPEN`` (then the ``FAILOPEN_*`` variables) instead of the
-environment alone.
+"""``python manage.py failopen status|watch|override|fleet|check ...``: the ``failopen``
+command, configured from ``settings.FAILOPEN`` (then the ``FAILOPEN_*`` variables) instead of
+the environment alone. ``check`` adds a line of Django's own: the protected views the URLconf
+holds (:mod:`failopen.integrations.django.preflight`).
 
 Options after the verb go to ``failopen``'s own parser, so the verbs, options, output and exit
 codes are the same as the ``failopen`` command's. Django's options (``--settings``) go before it.
@@ -22,16 +23,18 @@ from django.core.management.base import BaseCommand
 from failopen import cli
 
 from ... import conf
+from ...preflight import DJANGO_VIEWS
 
 __all__ = ["Command"]
 
-VERBS = ("status", "watch", "override", "fleet")
+VERBS = ("status", "watch", "override", "fleet", "check")
 
 
 class Command(BaseCommand):
-    """Check the status page, watch it, or override the flag, with the Django settings."""
+    """Check the status page, watch it, override the flag, or run the preflight, with the
+    Django settings."""
 
-    help = "failopen status|watch|override|fleet (see: manage.py failopen VERB --help)"
+    help = "failopen status|watch|override|fleet|check (see: manage.py failopen VERB --help)"
     # The status page is not the database: these verbs must work before migrations ran.
     requires_system_checks: list[str] = []
     requires_migrations_checks = False
@@ -49,7 +52,8 @@ class Command(BaseCommand):
         err = getattr(self.stderr, "_out", sys.stderr)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                code = cli.main(argv, config_factory=conf.config_factory)
+                code = cli.main(argv, config_factory=conf.config_factory,
+                                extra_checks=(DJANGO_VIEWS,))
             except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
                 code = exc.code if isinstance(exc.code, int) else 2
         if code:

@@ -1,0 +1,215 @@
+"""``failopen check``'s result line, and its two checks of the vendor: the status page and the
+verify API, each asked once, within its configured time-out, as the servers would ask it.
+
+Each check returns a :class:`Check`: one line, ``ok``, ``warning`` (said, fails only with
+``--strict``), ``problem`` (fails the run) or ``skipped`` (the settings it needs are invalid:
+the configuration line says why). ``facts`` are the same findings for ``--json`` readers.
+
+The verify check sends a token no vendor issued (``failopen-check-`` and random hex) and reads the
+answer as the guard would (:func:`failopen.vendor.verify_answers.classify`), then asks one more
+question the guard never needs to: did our private key pass? A 401 or 403 (or an error naming the
+private key) says no; a 400 or 2xx answer that refuses the token says yes; a 404, 405 or a
+non-JSON refusal is no verify endpoint's answer to a token, so it says nothing about the key.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+
+from failopen.config import Config
+from failopen.exceptions import (
+    ConfigError,
+    FetchError,
+    FetchTimeout,
+    GlobalComponentError,
+    RedirectRefused,
+    ResponseTooLarge,
+    StatusError,
+    StatusUnavailable,
+)
+from failopen.vendor.status import StatusClient, StatusReport
+from failopen.vendor.verify import HttpVerifier, VerifyOutcome, VerifyResult
+
+__all__ = ["CHECK_TOKEN_PREFIX", "Check", "Status", "Wiring", "check_status_page",
+           "check_verify_api"]
+
+Status = Literal["ok", "warning", "problem", "skipped"]
+
+#: How the verify check's made-up token begins: no vendor issues such a token.
+CHECK_TOKEN_PREFIX = "failopen-check-"
+_MAX_REGIONS_SHOWN = 10
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of ``failopen check``: which check, how it went, what it found."""
+
+    name: str
+    status: Status
+    detail: str
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """The name as the text output writes it (``status page``, ``verify API``)."""
+        return self.name.replace("_", " ").replace(" api", " API")
+
+    def passed(self, *, strict: bool) -> bool | None:
+        """False when this line fails the run; None when the check did not run."""
+        if self.status == "skipped":
+            return None
+        return self.status == "ok" or (self.status == "warning" and not strict)
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """What the checks talk through: httpx transports in tests (None: the network)."""
+
+    status_transport: httpx.BaseTransport | None = None
+    verify_transport: httpx.BaseTransport | None = None
+
+
+# --- the status page ----------------------------------------------------------------------------
+
+
+def check_status_page(config: Config, wiring: Wiring) -> Check:
+    """Read the status page once, as the watcher does, and name the global component."""
+    url = config.status_url
+    if url is None:
+        return Check("status_page", "problem",
+                     "FAILOPEN_STATUS_URL is not set: failopen cannot see an outage, so it never "
+                     "fails open", {"url": None})
+    with StatusClient(url, global_component=config.global_component,
+                      timeout=config.status_timeout, max_bytes=config.status_max_bytes,
+                      indicator_fallback=config.indicator_fallback,
+                      transport=wiring.status_transport) as client:
+        try:
+            report = client.fetch()
+        except StatusError as exc:
+            kind = _status_failure(exc, config)
+            return Check("status_page", "problem", f"{url}: {kind}{_status_words(exc)}",
+                         {"url": url, "error": kind})
+    return _status_read(config, url, report)
+
+
+def _status_failure(exc: StatusError, config: Config) -> str:
+    """What kind of failure, in the words an operator searches for."""
+    cause = exc.__cause__
+    if isinstance(exc, GlobalComponentError):
+        return "cannot tell the global component"
+    if not isinstance(exc, StatusUnavailable):
+        return "malformed"
+    if exc.status_code == 429:
+        return "rate limited (HTTP 429)"
+    if exc.status_code is not None:
+        return f"HTTP {exc.status_code}"
+    if isinstance(cause, FetchTimeout):
+        return f"timed out (FAILOPEN_STATUS_TIMEOUT={config.status_timeout:g}s)"
+    if isinstance(cause, ResponseTooLarge):
+        return f"too large (FAILOPEN_STATUS_MAX_BYTES={config.status_max_bytes})"
+    if isinstance(cause, RedirectRefused):
+        return "redirected elsewhere (refused)"
+    return "unreachable"
+
+
+def _status_words(exc: StatusError) -> str:
+    """What the failure says beyond its kind (the URL is said already)."""
+    if isinstance(exc, StatusUnavailable) and exc.status_code is not None:
+        return "" if exc.retry_after is None else f" (Retry-After {exc.retry_after:g}s)"
+    cause = exc.__cause__
+    return f": {cause if isinstance(cause, FetchError) else exc}"
+
+
+def _status_read(config: Config, url: str, report: StatusReport) -> Check:
+    glob = report.global_component
+    impaired = [f"{r.description or r.name} ({r.status})" for r in report.impaired_regions()]
+    facts: dict[str, Any] = {
+        "url": url, "source": report.source, "global_status": report.global_status,
+        "global_component": None if glob is None else {"id": glob.id, "name": glob.name},
+        "chosen_by": report.chosen_by, "regions": len(report.regions),
+        "impaired_regions": impaired, "would_bypass": report.global_status in config.bypass_on,
+    }
+    if glob is None:  # the indicator fallback answered: components.json could not be used
+        return Check("status_page", "warning",
+                     f"{url}: components.json could not be used; the indicator fallback "
+                     f"(status.json) answered {report.global_status}: no global component, no "
+                     "regions (`failopen status --components` says why)", facts)
+    shown = impaired[:_MAX_REGIONS_SHOWN] + (
+        [f"{len(impaired) - _MAX_REGIONS_SHOWN} more"] if len(impaired) > _MAX_REGIONS_SHOWN
+        else [])
+    regions = (f"impaired regions: {', '.join(shown)}" if impaired
+               else f"{len(report.regions)} regions operational")
+    pin = (f" (set FAILOPEN_GLOBAL_COMPONENT={glob.id} to keep it)"
+           if report.chosen_by == "guess" else "")
+    detail = (f"{url}: watches {glob.id} ({glob.name}), chosen by {report.chosen_by}{pin}: "
+              f"{report.global_status}; {regions}")
+    if facts["would_bypass"]:
+        return Check("status_page", "warning",
+                     f"{detail}; an outage now: failopen would bypass", facts)
+    if not report.known:
+        return Check("status_page", "warning",
+                     f"{detail}; not a status the spec defines: failopen never bypasses on it",
+                     facts)
+    return Check("status_page", "ok", detail, facts)
+
+
+# --- the verify API -----------------------------------------------------------------------------
+
+
+def check_verify_api(config: Config, wiring: Wiring) -> Check:
+    """Send the verify API a made-up token: is the key accepted, rejected, or nobody there?"""
+    url = config.verify_url
+    if url is None:
+        protected = config.protected_paths or config.protected_views
+        return Check(
+            "verify_api", "problem" if protected else "warning",
+            "FAILOPEN_VERIFY_URL is not set: no token can be verified"
+            + ("; the protected routes would refuse every request" if protected else
+               " (needed by every protected route)"), {"url": None, "answer": "not_configured"})
+    try:
+        verifier = HttpVerifier(url, config.private_key or "", timeout=config.verify_timeout,
+                                require_verified=config.require_verified,
+                                transport=wiring.verify_transport)
+    except ConfigError as exc:  # the key's own shape (whitespace): the message never shows it
+        return Check("verify_api", "problem", str(exc), {"url": url, "answer": "not_sent"})
+    try:
+        result = verifier.verify(CHECK_TOKEN_PREFIX + secrets.token_hex(8))
+    finally:
+        verifier.close()
+    answer, status, detail = _verify_answer(result, config)
+    return Check("verify_api", status, f"{url}: {detail}",
+                 {"url": url, "answer": answer, "http_status": result.status_code})
+
+
+def _verify_answer(result: VerifyResult, config: Config) -> tuple[str, Status, str]:
+    """(``answer`` fact, line status, what it means) for the made-up token's answer."""
+    code, reason = result.status_code, result.reason
+    outcome = result.outcome
+    if outcome is VerifyOutcome.INVALID:
+        if code in (401, 403) or "PRIVATE KEY" in reason.upper().replace("_", " "):
+            return ("key_rejected", "problem",
+                    f"key rejected ({reason}): check FAILOPEN_PRIVATE_KEY; every token would be "
+                    "refused")
+        if code in (404, 405) or (code is not None and code >= 400 and "non-JSON" in reason):
+            # No verify endpoint answers a token like this: the URL is probably not it.
+            return ("not_a_verify_answer", "problem",
+                    f"{reason}: is FAILOPEN_VERIFY_URL the vendor's verify endpoint?")
+        return "key_accepted", "ok", f"key accepted, token invalid ({reason})"
+    if outcome is VerifyOutcome.VALID:
+        return ("token_accepted", "problem",
+                "accepted a made-up token: FAILOPEN_VERIFY_URL does not look like the vendor's "
+                "verify endpoint, and would admit every request")
+    if outcome is VerifyOutcome.RATE_LIMITED:
+        return ("rate_limited", "problem",
+                f"{reason}: cannot tell whether FAILOPEN_PRIVATE_KEY is accepted; run the check "
+                "again later")
+    if outcome is VerifyOutcome.OVERLOADED:
+        return "not_sent", "problem", f"not sent: {reason}"
+    return ("unavailable", "problem",
+            f"unreachable or failing ({reason}; FAILOPEN_VERIFY_TIMEOUT="
+            f"{config.verify_timeout:g}s): tokens cannot be verified")
