@@ -71,6 +71,10 @@ HELP: dict[tuple[str, ...], tuple[str, str, str]] = {
         "Serve the vendor's client script (api.js) for browsers on 127.0.0.1.",
         _SERVE_CODES,
         "failopen emulate vendor --port 8404 --mode error_then_ok:2"),
+    ("emulate", "token"): (
+        "Print fresh tokens that the running fake verify API accepts once each.",
+        "0 printed, 2 bad arguments",
+        "failopen emulate token --count 2 --private-key test-private-key"),
     ("emulate", "rai"): (
         "Serve the session-intelligence API emulator on 127.0.0.1 until Ctrl-C.",
         _SERVE_CODES,

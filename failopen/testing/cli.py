@@ -175,6 +175,27 @@ def _add_control_flags(parser: argparse.ArgumentParser, fake: str, example: str)
                                      f"from --port or {DEFAULT_PORTS[fake]})")
 
 
+def _token(args: argparse.Namespace) -> int:
+    from failopen.testing.verify_api import signed_token
+
+    key = args.private_key if args.private_key is not None else DEFAULT_PRIVATE_KEY
+    # Signed, not registered: the running fake accepts it without being told, once, as it
+    # accepts a solve of `failopen emulate vendor` with the same key.
+    for _ in range(args.count):
+        print(signed_token(key))
+    return 0
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 1000, got {text!r}")
+    return value
+
+
 def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``status``, ``verify`` and ``vendor`` under ``failopen emulate``."""
     from failopen.testing.status_page import FakeStatusPage
@@ -215,6 +236,14 @@ def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.Argume
                              f"verify` must share (a test value; default {DEFAULT_PRIVATE_KEY})")
     _add_control_flags(vendor, "vendor", "down=true, down=false or mode=MODE")
     vendor.set_defaults(func=_vendor)
+
+    token = emulators.add_parser(
+        "token", help="print a fresh token that `failopen emulate verify` accepts once")
+    token.add_argument("--private-key",
+                       help="the key of the running fake verify API (a test value; default "
+                            f"{DEFAULT_PRIVATE_KEY})")
+    token.add_argument("--count", type=_count, default=1, help="how many tokens (default 1)")
+    token.set_defaults(func=_token)
 
 
 def _sessions_range(text: str) -> int | tuple[int, int]:
