@@ -31,6 +31,7 @@ from failopen._variables import unknown_variables
 from failopen.cli.config import (
     STATUS_FIELDS,
     command_config,
+    duration_or_zero,
     poll_count,
     positive_float,
     watch_config,
@@ -258,8 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     watch = verbs.add_parser("watch", help="run the status watcher in the foreground")
     watch.add_argument("--status-url", help="default: FAILOPEN_STATUS_URL")
-    watch.add_argument("--interval", type=positive_float,
-                       help="seconds between polls (default: FAILOPEN_POLL_INTERVAL, 30)")
+    # Named as the variable is (FAILOPEN_POLL_INTERVAL); --interval is the older spelling.
+    watch.add_argument("--poll-interval", "--interval", dest="interval", type=positive_float,
+                       help="time between polls: 30s, 5m, ... (default: "
+                            "FAILOPEN_POLL_INTERVAL, 30s)")
     watch.add_argument("--store", help="override store URL (default: FAILOPEN_STORE)")
     watch.add_argument("--json", action="store_true",
                        help="one JSON object per poll, with the outage policies")
@@ -280,8 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     register_audit(verbs)
 
     demo = verbs.add_parser("demo", help="play an outage against the embedded fakes")
-    demo.add_argument("--step", type=float, default=None,
-                      help="seconds per scene of the terminal story (default 0.6)")
+    demo.add_argument("--step", type=duration_or_zero, default=None,
+                      help="time per scene of the terminal story (default 0.6s)")
     demo.add_argument("--web", action="store_true",
                       help="serve the demo as a page on 127.0.0.1 until Ctrl-C")
     demo.add_argument("--port", type=int, default=None,

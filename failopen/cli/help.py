@@ -31,7 +31,7 @@ HELP: dict[tuple[str, ...], tuple[str, str, str]] = {
     ("watch",): (
         "Run the status watcher in the foreground, one line per poll, until Ctrl-C.",
         "0 stopped (Ctrl-C, SIGTERM or --count reached), 2 bad arguments or settings",
-        "failopen watch --interval 10 --count 3 --json"),
+        "failopen watch --poll-interval 10s --count 3 --json"),
     ("override",): (
         "Force enforcement off or on for the whole site, or hand back to the status page.",
         "0 done, 2 bad arguments, a memory: store, or a store that cannot be used",

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from typing import Any
 
+from failopen._internal import durations
 from failopen._internal.terminal import printable
 from failopen.cli.config import STORE_FIELDS, command_config
 from failopen.engine.flag import EnforcementFlag
@@ -23,16 +23,8 @@ __all__ = ["parse_duration", "register_override"]
 
 EXIT_OK, EXIT_UNKNOWN = 0, 2
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text: str) -> float:
-    """``90``, ``90s``, ``30m``, ``2h``, ``1d`` -> seconds."""
-    match = _DURATION.match(text.lower())
-    if not match or float(match.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90s, 30m, 2h or 1d")
-    return float(match.group(1)) * _UNITS[match.group(2)]
+#: argparse type of ``--ttl``: ``90``, ``90s``, ``30m``, ``2h``, ``1d`` -> seconds above 0.
+parse_duration = durations.duration_arg
 
 
 def _override_store(args: argparse.Namespace) -> OverrideStore:

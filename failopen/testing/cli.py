@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from failopen._internal.durations import duration_arg, duration_or_zero_arg
 from failopen.testing._control_cli import control
 from failopen.testing._emulate_basics import DEFAULT_PORTS, serving_port, usage_error
 
@@ -186,6 +187,10 @@ def _token(args: argparse.Namespace) -> int:
     return 0
 
 
+def _whole_seconds(text: str) -> int:
+    return max(1, round(duration_arg(text)))
+
+
 def _count(text: str) -> int:
     try:
         value = int(text)
@@ -301,9 +306,10 @@ def register_emulate_rai(emulate_subparsers: argparse._SubParsersAction[Any]) ->
     emulate.add_argument("--client-id", default="test-client")
     emulate.add_argument("--client-secret", default="test-secret",
                          help="the emulator's test secret (never a real one)")  # fmt: skip
-    emulate.add_argument("--token-ttl", type=int, default=3600, help="token lifetime, seconds")
-    emulate.add_argument("--latency", type=float, default=0.0,
-                         help="seconds of simulated network latency per request")  # fmt: skip
+    emulate.add_argument("--token-ttl", type=_whole_seconds, default=3600,
+                         help="token lifetime: 3600, 1h, ... (default 1h)")
+    emulate.add_argument("--latency", type=duration_or_zero_arg, default=0.0,
+                         help="simulated network latency per request: 0.05, 50ms, ...")
     emulate.add_argument("--fail-every", type=int, metavar="N",
                          help="every Nth data request answers 500 internal")  # fmt: skip
     emulate.add_argument("--slow-pages", type=float, default=0.0, metavar="SECONDS",
