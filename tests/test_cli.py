@@ -706,6 +706,19 @@ def test_override_show_does_not_change_the_store(run: Any, store_url: str) -> No
     assert path.read_bytes() == before
 
 
+def test_override_show_reads_without_a_warning(run: Any, store_url: str,
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    # show changes nothing: "enforcement off" at WARNING (what a placement logs, and what
+    # alerting watches for) would be a false alarm every time an operator looks.
+    EnforcementFlag(store=FileStore.from_url(store_url)).force_off("maintenance", ttl=600)
+    caplog.clear()
+    caplog.set_level("DEBUG")
+    result = run("override", "show", "--store", store_url)
+    assert result.code == 0 and "enforce=False" in result.out
+    assert [r.getMessage() for r in caplog.records if r.levelno >= 30] == []
+    assert "WARNING" not in result.err
+
+
 def test_override_json_output(run: Any, store_url: str) -> None:
     data = run("override", "off", "--ttl", "90s", "--reason", "r1", "--store", store_url,
                "--json").json()
