@@ -139,10 +139,12 @@ def test_the_flag_endpoint_resolves_a_language_prefixed_path(
 
 def test_a_language_prefixed_fallback_view_needs_a_solution(outage: FailOpen,
                                                             client: Any) -> None:
-    from conftest import MIDDLEWARE
+    from django.conf import settings
 
     # LocaleMiddleware activates the prefix's language, as a site with i18n_patterns has it.
-    locale = [MIDDLEWARE[0], "django.middleware.locale.LocaleMiddleware", *MIDDLEWARE[1:]]
+    # (From the settings: "conftest" may name another folder's conftest in a whole run.)
+    middleware = list(settings.MIDDLEWARE)
+    locale = [middleware[0], "django.middleware.locale.LocaleMiddleware", *middleware[1:]]
     with override_settings(**I18N, MIDDLEWARE=locale):
         refused = client.post("/fr/signup/", {}, **JSON)
         assert (refused.status_code, code(refused)) == (403, "fallback_required")
