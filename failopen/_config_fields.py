@@ -125,12 +125,12 @@ def _split(value: Any) -> list[str]:
 
 def coerce(name: str, value: Any, *, source: str) -> Any:
     where = env_name(name) if source == "env" else name.upper()
+    if name in _DURATIONS and isinstance(value, str):
+        try:
+            return parse_duration(value)
+        except ValueError as exc:  # says what is wrong: not a duration, negative, zero
+            raise ConfigError(f"{where}: {exc}") from None
     try:
-        if name in _DURATIONS and isinstance(value, str):
-            try:
-                return parse_duration(value)
-            except ValueError as exc:  # says what is wrong: not a duration, negative, zero
-                raise ConfigError(f"{where}: {exc}") from None
         if name in _FLOATS:
             return float(value)
         if name in _INTS:

@@ -23,7 +23,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TextIO
 
 from failopen._internal.terminal import printable
@@ -31,7 +30,6 @@ from failopen._variables import unknown_variables
 from failopen.cli.config import (
     STATUS_FIELDS,
     command_config,
-    duration_or_zero,
     poll_count,
     positive_float,
     watch_config,
@@ -203,8 +201,9 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     runtime = FailOpen(config, on_poll=on_poll)
 
     def on_transition(old: FlagState, new: FlagState) -> None:
-        # A new poll error while stale is in the next poll line, not a transition.
-        if not args.json and old != replace(new, error=old.error):
+        # Only real transitions (the value changed): a new reason, source or poll error under
+        # the same value is in the next poll line.
+        if not args.json and old.enforce != new.enforce:
             print(printable(f"transition: enforce {old.enforce} -> {new.enforce} "
                             f"({new.source}: {new.reason})"), flush=True)
 
@@ -283,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_audit(verbs)
 
     demo = verbs.add_parser("demo", help="play an outage against the embedded fakes")
-    demo.add_argument("--step", type=duration_or_zero, default=None,
+    demo.add_argument("--step", type=positive_float, default=None,
                       help="time per scene of the terminal story (default 0.6s)")
     demo.add_argument("--web", action="store_true",
                       help="serve the demo as a page on 127.0.0.1 until Ctrl-C")

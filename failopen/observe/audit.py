@@ -163,7 +163,8 @@ class BypassAudit:
             else:
                 self.file.mark("enforcement_off", window_id(new.source, new.since), new.reason)
         except Exception:  # noqa: BLE001 - a listener must never fail the flag's writer
-            audit.exception("failopen: the audit file could not note a flag change")
+            audit.exception("failopen: the audit file could not note a flag change",
+                            extra={"event": "failopen.audit_error"})
 
     def _window_id(self) -> str:
         """The current bypass window's id, computed once per flag state."""

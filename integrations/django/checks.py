@@ -50,9 +50,12 @@ __all__ = ["check_settings", "register"]
 _MIDDLEWARE = "failopen.integrations.django.middleware.FailOpenMiddleware"
 _WHERE = "set FAILOPEN['{key}'] or the FAILOPEN_{key} environment variable"
 # ConfigError messages that have a check of their own, by the start of the message.
+# Either spelling: the message names a setting as the user wrote it (dict key or variable).
 _SPECIFIC = (
     ("FAILOPEN_STATUS_URL: plain http", "failopen.E003"),
+    ("FAILOPEN['STATUS_URL']: plain http", "failopen.E003"),
     ("FAILOPEN_PRIVATE_KEY: required", "failopen.E004"),
+    ("FAILOPEN['PRIVATE_KEY']: required", "failopen.E004"),
 )
 
 
