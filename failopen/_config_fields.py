@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, overload
 
+from failopen._internal.durations import parse_duration
 from failopen.exceptions import ConfigError
 from failopen.fallback.settings import DEFAULT_OUTAGE_RATE, OUTAGE_POLICIES
 from failopen.secret import Secret, as_secret
@@ -39,6 +40,8 @@ def env_name(field_name: str) -> str:
 _FLOATS = {"poll_interval", "poll_jitter", "status_timeout", "stale_after", "backoff_max",
            "max_stale_bypass", "verify_timeout", "confirm_ttl", "store_refresh", "fleet_lease",
            "probe_interval", "fallback_ttl"}
+# Seconds, also written 500ms, 30s, 5m, 1h or 1d (every float but the jitter, a fraction).
+_DURATIONS = _FLOATS - {"poll_jitter"}
 # Numbers whose None means "derived from the poll interval".
 _DERIVED = {"stale_after", "backoff_max", "max_stale_bypass", "probe_interval"}
 _INTS = {"status_max_bytes", "open_after", "close_after", "retry_after", "max_body_bytes",
@@ -122,6 +125,11 @@ def _split(value: Any) -> list[str]:
 
 def coerce(name: str, value: Any, *, source: str) -> Any:
     where = env_name(name) if source == "env" else name.upper()
+    if name in _DURATIONS and isinstance(value, str):
+        try:
+            return parse_duration(value)
+        except ValueError as exc:  # says what is wrong: not a duration, negative, zero
+            raise ConfigError(f"{where}: {exc}") from None
     try:
         if name in _FLOATS:
             return float(value)

@@ -142,10 +142,13 @@ class FailOpen:
             )
         self.verifier: Verifier = verifier if verifier is not None else _NoVerifier()
         self.confirmer = confirmer
+        audit = BypassAudit(config.audit, clock=clock, file=self._audit_file(config),
+                            window=lambda: self.flag.state)
+        if audit.file is not None:
+            self.flag.add_listener(audit.flag_changed)  # when each window ended, in the file
         self.guard = Guard(
             self.flag, self.verifier, confirmer, mode=config.mode, retry_after=config.retry_after,
-            audit=BypassAudit(config.audit, clock=clock, file=self._audit_file(config),
-                              window=lambda: self.flag.state),
+            audit=audit,
         )
         first = self._first_reading(config)
         self.guard.first_reading = self.watcher.first_reading = first

@@ -218,7 +218,8 @@ class FailOpenMiddleware:
         asked = next((value for name, value in query if name == "path"), None)
         found = self._policies.for_path(asked) if asked else None
         payload = web.flag_payload(state, mode=self.config.mode, probe=self.runtime.probe,
-                                   outage_policy=found[1] if found is not None else None)
+                                   outage_policy=found[1] if found is not None else None,
+                                   poll=self.runtime.watcher)
         return raw.raw_response(200, web.FLAG_HEADERS, json.dumps(payload).encode())
 
     def _challenge(self, environ: raw.Environ) -> raw.Response:

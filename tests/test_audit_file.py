@@ -35,6 +35,11 @@ T0 = 1_800_000_000.0
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
+    """The request lines (the flag's own lines, with an ``event``, left out)."""
+    return [line for line in every_line(path) if "event" not in line]
+
+
+def every_line(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
@@ -105,6 +110,13 @@ async def test_a_forced_outage_through_asgi_leaves_one_window_in_the_file(
 
     lines = read_lines(audit_path)
     assert len(lines) == sent == 6
+    # The flag's turns frame the requests: off before the first, back after the last.
+    turns = [line for line in every_line(audit_path) if "event" in line]
+    assert [t["event"] for t in turns] == ["enforcement_off", "enforcement_back"]
+    assert set(turns[1]) == {"time", "window", "event", "reason", "pid"}
+    assert {t["window"] for t in turns} == {lines[0]["window"]}
+    assert when(turns[0]["time"]) <= when(lines[0]["time"])
+    assert when(lines[-1]["time"]) <= when(turns[1]["time"])
     first = lines[0]
     assert set(first) == {"time", "window", "path", "client", "ua", "outcome", "reason", "pid"}
     assert first["path"] == "/login" and first["client"] == "203.0.113.9"
@@ -120,8 +132,13 @@ async def test_a_forced_outage_through_asgi_leaves_one_window_in_the_file(
     assert window["source"] == "watcher" and "major_outage" in window["reason"]
     assert when(window["start"]) <= when(first["time"]) <= when(lines[-1]["time"]) \
         <= when(window["end"])
+    # When enforcement came back, not only the last bypassed request: what a review asks.
+    assert window["enforcement_back"] is not None
+    assert when(turns[1]["time"]) <= when(window["enforcement_back"]) <= when(window["end"])
+    assert "operational" in window["back_reason"]
     table = run("audit", "windows", str(audit_path))
     assert table.code == 0 and "REQUESTS" in table.out and "watcher" in table.out
+    assert "ENFORCING AGAIN" in table.out and window["enforcement_back"] in table.out
 
 
 @pytest.mark.anyio
@@ -140,7 +157,7 @@ async def test_a_request_cannot_forge_a_line(
         await c.post(forged, headers={"User-Agent": evil})
     runtime.stop()
     raw = audit_path.read_bytes()
-    assert raw.count(b"\n") == 1 and raw.isascii()
+    assert raw.count(b"\n") == 2 and raw.isascii()  # the flag turning off, and the request
     (line,) = read_lines(audit_path)
     assert line["path"].startswith('/login\n{"time"') and len(line["path"]) <= 515
     assert line["ua"] == hash_user_agent(evil)
@@ -379,3 +396,51 @@ def test_lines_queued_when_the_process_exits_are_written(tmp_path: Path) -> None
               "    f.record('/login', 'c', 'ua', 'bypassed_flag_off', 'r', 'w')\n")
     subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=60)
     assert len(read_lines(path)) == 500
+
+
+# --- audit windows without a file name; a window's end (issue 21, B.7) -------------------------
+
+
+def test_windows_reads_failopen_audit_file_when_no_file_is_named(
+        tmp_path: Path, run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "audit.jsonl"
+    clock = Clock()
+    audit = AuditFile(str(path), time_now=clock)
+    window = window_id("override", T0)
+    audit.mark("enforcement_off", window, "drill")
+    clock.now += 5
+    audit.record("/login", "203.0.113.9", "ua", "bypassed_flag_off", "drill", window)
+    clock.now += 55
+    audit.mark("enforcement_back", window, "override lifted")
+    audit.close()
+    monkeypatch.setenv("FAILOPEN_AUDIT_FILE", str(path))
+    shown = run("audit", "windows", "--json")
+    assert shown.code == 0, shown.err
+    (found,) = [json.loads(line) for line in shown.out.splitlines()]
+    assert found["requests"] == 1 and found["back_reason"] == "override lifted"
+    assert when(found["enforcement_back"]) == T0 + 60 == when(found["end"])
+    monkeypatch.delenv("FAILOPEN_AUDIT_FILE")
+    missing = run("audit", "windows")
+    assert missing.code == 2 and "FAILOPEN_AUDIT_FILE" in missing.err
+
+
+def test_a_window_nobody_used_is_listed_with_its_end(tmp_path: Path, run: Any) -> None:
+    # An outage without one bypassed request is still a window a review should see.
+    path = tmp_path / "audit.jsonl"
+    clock = Clock()
+    audit = AuditFile(str(path), time_now=clock)
+    window = window_id("watcher", T0)
+    audit.mark("enforcement_off", window, "global component major_outage")
+    clock.now += 90
+    audit.mark("enforcement_back", window, "global component operational")
+    audit.close()
+    shown = run("audit", "windows", "--json", str(path))
+    (found,) = [json.loads(line) for line in shown.out.splitlines()]
+    assert (found["requests"], found["clients"]) == (0, 0)
+    assert (when(found["start"]), when(found["enforcement_back"])) == (T0, T0 + 90)
+    still_off = tmp_path / "open.jsonl"
+    audit = AuditFile(str(still_off), time_now=clock)
+    audit.mark("enforcement_off", window_id("watcher", clock.now), "major_outage")
+    audit.close()
+    table = run("audit", "windows", str(still_off))
+    assert "not recorded" in table.out

@@ -91,9 +91,32 @@ def test_watch_count_0_is_refused(run: Any) -> None:
     assert shown.code == 2 and "--count" in shown.err and "at least 1" in shown.err
 
 
-def test_a_bad_interval_names_the_flag(run: Any) -> None:
-    shown = run("watch", "--interval", "-5", "--status-url", "https://status.example.com")
-    assert shown.code == 2 and "--interval" in shown.err
+@pytest.mark.parametrize("flag", ["--interval", "--poll-interval"])
+def test_a_negative_interval_says_it_is_negative(run: Any, flag: str) -> None:
+    shown = run("watch", flag, "-5", "--status-url", "https://status.example.com")
+    assert shown.code == 2 and "--poll-interval" in shown.err
+    assert "'-5' is negative" in shown.err
+    # With a unit, argparse reads "-5s" as an option unless it is attached with "=".
+    shown = run("watch", f"{flag}=-5s", "--status-url", "https://status.example.com")
+    assert shown.code == 2 and "'-5s' is negative" in shown.err
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (("watch", "--poll-interval", "1h", "--count", "0"), "--count"),
+    (("rai", "sessions", "--timeout", "-1"), "'-1' is negative"),
+    (("rai", "sync", "--timeout", "0"), "'0' is zero"),
+    (("demo", "--step", "-1"), "'-1' is negative"),
+    (("emulate", "rai", "--latency=-2ms"), "'-2ms' is negative")])
+def test_every_duration_flag_reads_units_and_refuses_with_a_reason(run: Any, argv: tuple[str, ...],
+                                                                   said: str) -> None:
+    shown = run(*argv)
+    assert shown.code == 2 and said in shown.err, shown.err
+
+
+def test_watch_takes_the_interval_as_the_variable_writes_it(run: Any) -> None:
+    # FAILOPEN_POLL_INTERVAL=30s and --poll-interval 30s: the same spelling everywhere.
+    shown = run("watch", "--poll-interval", "nonsense")
+    assert shown.code == 2 and "not a duration like 30s, 5m, 1h" in shown.err
 
 
 def test_a_bad_status_url_flag_is_named_as_the_flag(run: Any) -> None:

@@ -358,3 +358,33 @@ def test_protected_views_are_names_not_paths() -> None:
                            ).protected_views == ("accounts:login", "app.views.Login")
     with pytest.raises(ConfigError, match="FAILOPEN_PROTECTED_PATHS"):
         Config(protected_views=("/login/",))
+
+
+# --- durations: one reading for variables, settings and flags (issue 21, B.7) ---------------
+
+
+@pytest.mark.parametrize(("name", "text", "seconds"), [
+    ("FAILOPEN_POLL_INTERVAL", "30s", 30.0), ("FAILOPEN_POLL_INTERVAL", "2m", 120.0),
+    ("FAILOPEN_STATUS_TIMEOUT", "500ms", 0.5), ("FAILOPEN_MAX_STALE_BYPASS", "1h", 3600.0),
+    ("FAILOPEN_FALLBACK_TTL", "5m", 300.0), ("FAILOPEN_FLEET_LEASE", " 45 ", 45.0),
+    ("FAILOPEN_CONFIRM_TTL", "1.5", 1.5)])
+def test_duration_variables_take_units(name: str, text: str, seconds: float) -> None:
+    config = Config.from_env({"FAILOPEN_STATUS_URL": "https://status.example.com", name: text})
+    field = name.removeprefix("FAILOPEN_").lower()
+    assert getattr(config, field) == seconds
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("-5", "'-5' is negative; a duration is above 0"), ("0s", "'0s' is zero"),
+    ("30x", "'30x' is not a duration like 30s, 5m, 1h"), ("thirty", "not a duration")])
+def test_a_bad_duration_variable_names_the_variable_and_what_is_wrong(text: str,
+                                                                      said: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        Config.from_env({"FAILOPEN_POLL_INTERVAL": text})
+    assert str(raised.value).startswith("FAILOPEN_POLL_INTERVAL: ") and said in str(raised.value)
+
+
+def test_a_settings_mapping_takes_durations_too() -> None:
+    config = Config.from_mapping({"POLL_INTERVAL": "10s", "STATUS_TIMEOUT": "2s"}, environ={})
+    assert (config.poll_interval, config.status_timeout) == (10.0, 2.0)
+    assert Config.from_mapping({"POLL_INTERVAL": 7}, environ={}).poll_interval == 7

@@ -410,3 +410,44 @@ def test_a_token_signed_with_another_key_is_unknown() -> None:
         token = _served_tokens(vendor.url)[0]
         assert _verify(api.url, token, key="key-b") == {
             "error": "DENIED ACCESS"}
+
+
+# --- failopen emulate token -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", [None, "another-test-key"])
+def test_emulate_token_prints_fresh_tokens_the_running_fake_accepts_once(
+    capsys: pytest.CaptureFixture[str], key: str | None
+) -> None:
+    # What a person testing by hand needs to log in twice: tokens the fake verify API (its
+    # default key, or the one it was started with) accepts, each once, as a real solve.
+    from failopen.testing.cli import DEFAULT_PRIVATE_KEY
+
+    private_key = key or DEFAULT_PRIVATE_KEY
+    code, out, _err = run(capsys, "emulate", "token", "--count", "2",
+                          *(("--private-key", key) if key else ()))
+    assert code == 0
+    tokens = out.split()
+    assert len(tokens) == 2 and tokens[0] != tokens[1]
+    api = FakeVerifyAPI(private_key=private_key, session_lifetime=None)
+    with httpx.Client(transport=api.transport(), base_url="http://verify.test") as http:
+        def details(token: str, by: str = private_key) -> dict[str, Any]:
+            answer = http.post(api.path, json={"private_key": by, "session_token": token})
+            return dict(answer.json())
+
+        first = details(tokens[0])["session_details"]
+        assert first["solved"] and first["verified"] and not first["previously_verified"]
+        assert details(tokens[0])["session_details"]["previously_verified"] is True
+        assert not details(tokens[1])["session_details"]["previously_verified"]
+    other = FakeVerifyAPI(private_key="not-the-same-key", session_lifetime=None)
+    with httpx.Client(transport=other.transport(), base_url="http://verify.test") as http:
+        answer = http.post(other.path, json={"private_key": "not-the-same-key",
+                                             "session_token": tokens[1]})
+        assert "session_details" not in answer.json()  # signed for another fake: refused
+
+
+def test_emulate_token_refuses_a_count_out_of_range(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["emulate", "token", "--count", "0"])
+    assert exit_.value.code == 2
+    assert "--count" in capsys.readouterr().err

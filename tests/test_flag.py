@@ -273,7 +273,7 @@ def test_reads_are_consistent_under_concurrent_writes() -> None:
 def test_to_dict_shape() -> None:
     flag = EnforcementFlag(clock=FakeClock(start=0))
     data = flag.state.to_dict()
-    assert data["since"] == "1970-01-01T00:00:00Z"
+    assert data["since"] == "1970-01-01T00:00:00.000Z"
     assert set(data) >= {"enforce", "source", "reason", "since", "stale"}
 
 
@@ -331,7 +331,7 @@ def test_overrides_are_transitions_too_and_say_until_when(
         flag.force_on("ops: hold")  # already enforcing: no transition
     assert transitions(caplog) == [
         (logging.WARNING, "enforcement off: source=override reason='ops: vendor down\\nfake line'"
-                          " global_status=None until=1970-01-01T00:01:00Z"),
+                          " global_status=None until=1970-01-01T00:01:00.000Z"),
         (logging.INFO, "enforcement on: source=default reason='no status reading yet' "
                        "global_status=None"),
     ]

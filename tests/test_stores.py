@@ -313,7 +313,7 @@ def test_rfc3339_never_raises(value: float) -> None:
     shown = rfc3339(value)
     assert shown is not None
     assert shown.startswith("invalid time (")
-    assert rfc3339(0.0) == "1970-01-01T00:00:00Z"
+    assert rfc3339(0.0) == "1970-01-01T00:00:00.000Z"
     assert rfc3339(None) is None
 
 

@@ -57,7 +57,7 @@ def test_flag_payload_has_the_issue_keys_and_is_never_cached() -> None:
                       global_status="major_outage")
     payload = flag_payload(state)
     assert {"enforce", "source", "reason", "since", "stale"} <= set(payload)
-    assert payload["enforce"] is False and payload["since"] == "1970-01-01T00:00:00Z"
+    assert payload["enforce"] is False and payload["since"] == "1970-01-01T00:00:00.000Z"
     assert payload["mode"] == "enforce"
     assert ("Cache-Control", "no-store") in FLAG_HEADERS
 

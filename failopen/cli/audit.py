@@ -1,4 +1,5 @@
-"""``failopen audit windows FILE``: the bypass windows of an audit file, for review after an outage.
+"""``failopen audit windows [FILE ...]``: the bypass windows of audit files, for review after an
+outage.
 
 A window is every line with the same window id (see :mod:`failopen.observe.audit_file`); windows of
 the same source whose times overlap (the processes of a fleet, each with the second it saw the
@@ -10,9 +11,12 @@ copy in progress is skipped with a note.
 Output: a table, or with ``--json`` JSON lines, one object per window, oldest first, with the
 keys ``window``, ``ids``, ``source``, ``start``, ``end``, ``reason``, ``requests``, ``clients``,
 ``paths`` (the five busiest, with counts), ``outcomes`` (requests per outcome: a fallback route's
-``bypassed_fallback`` is a bypass too, told apart from the free ``bypassed_flag_off``).
-``start`` is rounded down and ``end`` up to the second, so they can be pasted into
-``failopen rai sessions --from START --to END``.
+``bypassed_fallback`` is a bypass too, told apart from the free ``bypassed_flag_off``),
+``enforcement_back`` (when the flag turned back to enforcing, from the file's
+``enforcement_back`` lines; null when none says so) and ``back_reason``. ``start`` and ``end``
+span the window's lines (its requests, and the flag turning off and back), ``start`` rounded
+down and ``end`` up to the second, so they can be pasted into ``failopen rai sessions --from
+START --to END``. With no FILE, ``FAILOPEN_AUDIT_FILE`` names it, as for the servers.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from failopen._internal.terminal import printable
 
 __all__ = ["Window", "audit_files", "read_windows", "register_audit"]
 
-EXIT_OK, EXIT_UNREADABLE = 0, 2
+EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 2, 2
 # Malformed lines shown on stderr one by one; the rest are only counted.
 _SHOWN = 5
 
@@ -52,10 +56,19 @@ class Window:
     #: How each request was admitted: free (``bypassed_flag_off``), with a solved proof of work
     #: (``bypassed_fallback``), or after a failing verify call (``bypassed_confirmed_outage``).
     outcomes: Counter[str] = field(default_factory=Counter)
+    #: When enforcement came back (the latest ``enforcement_back`` line of the window's
+    #: processes) and why; None when no line says so (still off, or the process died first).
+    back: float | None = None
+    back_reason: str = ""
 
     def add(self, at: float, line: dict[str, Any]) -> None:
-        """Count one line."""
+        """Count one line: a bypassed request, or the flag turning (``event``)."""
         self.start, self.end = min(self.start, at), max(self.end, at)
+        event = line.get("event")
+        if event is not None:
+            if event == "enforcement_back" and (self.back is None or at >= self.back):
+                self.back, self.back_reason = at, str(line.get("reason", ""))
+            return
         self.requests += 1
         self.reasons[str(line.get("reason", ""))] += 1
         self.clients.add(str(line.get("client", "")))
@@ -71,6 +84,8 @@ class Window:
         self.clients |= other.clients
         self.paths.update(other.paths)
         self.outcomes.update(other.outcomes)
+        if other.back is not None and (self.back is None or other.back >= self.back):
+            self.back, self.back_reason = other.back, other.back_reason
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; times to the second, start down and end up (a window that covers)."""
@@ -81,6 +96,8 @@ class Window:
             "requests": self.requests, "clients": len(self.clients),
             "paths": dict(self.paths.most_common(5)),
             "outcomes": dict(sorted(self.outcomes.items())),
+            "enforcement_back": _second(math.ceil(self.back)) if self.back is not None else None,
+            "back_reason": self.back_reason if self.back is not None else None,
         }
 
 
@@ -185,23 +202,28 @@ def read_windows(paths: Iterable[str], problems: Problems) -> list[Window]:
 
 
 def _table(windows: list[Window], out: IO[str]) -> None:
-    rows = [("START", "END", "REQUESTS", "CLIENTS", "SOURCE", "REASON")]
+    rows = [("START", "END", "ENFORCING AGAIN", "REQUESTS", "CLIENTS", "SOURCE", "REASON")]
     for window in windows:
         shown = window.to_dict()
         # Source and reason come from the file: escaped before the widths are measured, so
         # the columns line up as the operator sees them.
-        rows.append((shown["start"], shown["end"], str(shown["requests"]),
-                     str(shown["clients"]), printable(shown["source"]),
+        rows.append((shown["start"], shown["end"], shown["enforcement_back"] or "not recorded",
+                     str(shown["requests"]), str(shown["clients"]), printable(shown["source"]),
                      printable(shown["reason"])))
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    widths = [max(len(row[i]) for row in rows) for i in range(6)]
     for row in rows:
-        cells = [row[i].ljust(widths[i]) for i in range(5)] + [row[5]]
+        cells = [row[i].ljust(widths[i]) for i in range(6)] + [row[6]]
         out.write("  ".join(cells) + "\n")
 
 
 def _cmd_windows(args: argparse.Namespace) -> int:
     problems = Problems()
-    paths = audit_files(args.files)
+    names = args.files or [os.environ.get("FAILOPEN_AUDIT_FILE", "").strip()]
+    if not names[0]:
+        print("failopen audit windows: name an audit file, or set FAILOPEN_AUDIT_FILE as the "
+              "servers have it", file=sys.stderr)
+        return EXIT_USAGE
+    paths = audit_files(names)
     try:
         windows = read_windows(paths, problems)
     except OSError as exc:
@@ -235,9 +257,9 @@ def register_audit(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -
     kinds = audit.add_subparsers(dest="audit_verb", metavar="VERB", required=True)
     windows = kinds.add_parser(
         "windows", help="the bypass windows: start, end, reason, requests, distinct clients")
-    windows.add_argument("files", nargs="+", metavar="FILE",
+    windows.add_argument("files", nargs="*", metavar="FILE",
                          help="an audit file (its .1 .. .N backups are read too); several "
-                              "files (one per host) are merged")
+                              "files (one per host) are merged (default: FAILOPEN_AUDIT_FILE)")
     windows.add_argument("--json", action="store_true",
                          help="JSON lines: one object per window, oldest first")
     windows.set_defaults(func=_cmd_windows)

@@ -24,7 +24,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TextIO
 
 from failopen._internal.terminal import printable
@@ -204,8 +203,9 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     runtime = FailOpen(config, on_poll=on_poll)
 
     def on_transition(old: FlagState, new: FlagState) -> None:
-        # A new poll error while stale is in the next poll line, not a transition.
-        if not args.json and old != replace(new, error=old.error):
+        # Only real transitions (the value changed): a new reason, source or poll error under
+        # the same value is in the next poll line.
+        if not args.json and old.enforce != new.enforce:
             print(printable(f"transition: enforce {old.enforce} -> {new.enforce} "
                             f"({new.source}: {new.reason})"), flush=True)
 
@@ -260,8 +260,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     watch = verbs.add_parser("watch", help="run the status watcher in the foreground")
     watch.add_argument("--status-url", help="default: FAILOPEN_STATUS_URL")
-    watch.add_argument("--interval", type=positive_float,
-                       help="seconds between polls (default: FAILOPEN_POLL_INTERVAL, 30)")
+    # Named as the variable is (FAILOPEN_POLL_INTERVAL); --interval is the older spelling.
+    watch.add_argument("--poll-interval", "--interval", dest="interval", type=positive_float,
+                       help="time between polls: 30s, 5m, ... (default: "
+                            "FAILOPEN_POLL_INTERVAL, 30s)")
     watch.add_argument("--store", help="override store URL (default: FAILOPEN_STORE)")
     watch.add_argument("--json", action="store_true",
                        help="one JSON object per poll, with the outage policies")
@@ -286,8 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     register_check(verbs)
 
     demo = verbs.add_parser("demo", help="play an outage against the embedded fakes")
-    demo.add_argument("--step", type=float, default=None,
-                      help="seconds per scene of the terminal story (default 0.6)")
+    demo.add_argument("--step", type=positive_float, default=None,
+                      help="time per scene of the terminal story (default 0.6s)")
     demo.add_argument("--web", action="store_true",
                       help="serve the demo as a page on 127.0.0.1 until Ctrl-C")
     demo.add_argument("--port", type=int, default=None,

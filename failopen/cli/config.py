@@ -14,19 +14,21 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from failopen._internal.durations import duration_arg, duration_or_zero_arg
 from failopen.config import Config
 from failopen.exceptions import ConfigError
 
 __all__ = [
     "OUTAGE_FIELDS", "OUTAGE_KEYS", "STATUS_FIELDS", "STORE_FIELDS", "WATCH_FIELDS",
-    "command_config", "config_using", "poll_count", "positive_float", "watch_config",
+    "command_config", "config_using", "duration_or_zero", "poll_count", "positive_float",
+    "watch_config",
 ]
 
 ConfigFactory = Callable[..., Config]
 
 #: The flag that sets a Config field, for errors that name what the user typed.
 _FLAGS = {"status_url": "--status-url", "global_component": "--global-component",
-          "poll_interval": "--interval", "store": "--store"}
+          "poll_interval": "--poll-interval", "store": "--store"}
 
 # The settings each verb uses; any other one that is bad is warned about and left out.
 STATUS_FIELDS = frozenset({
@@ -149,15 +151,9 @@ def _named_as_typed(exc: ConfigError, overrides: dict[str, Any]) -> ConfigError:
     return exc
 
 
-def positive_float(text: str) -> float:
-    """argparse type: seconds above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
-    return value
+#: argparse types: seconds, also written 500ms, 30s, 5m, 1h or 1d (above 0; 0 or more).
+positive_float = duration_arg
+duration_or_zero = duration_or_zero_arg
 
 
 def poll_count(text: str) -> int:

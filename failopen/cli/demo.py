@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TextIO
 
 from failopen._internal.terminal import printable
@@ -308,13 +308,17 @@ def run_demo(*, step: float = 0.6, out: TextIO | None = None) -> int:
             )
 
         def on_transition(old: FlagState, new: FlagState) -> None:
-            if old == replace(new, error=old.error):
-                return  # only the poll error changed: the poll line shows it
-            stale = " (stale: no good reading lately)" if new.stale else ""
-            printer.line(
-                f"  >> flag: enforce {old.enforce} -> {new.enforce} [{new.source}] "
-                f"{new.reason}{stale}"
-            )
+            # Only real transitions: the value changed. A new reason or source under the same
+            # value is in the poll lines; going stale is worth its own line.
+            if old.enforce != new.enforce:
+                stale = " (stale: no good reading lately)" if new.stale else ""
+                printer.line(
+                    f"  >> flag: enforce {old.enforce} -> {new.enforce} [{new.source}] "
+                    f"{new.reason}{stale}"
+                )
+            elif new.stale and not old.stale:
+                printer.line(f"  .. flag: still enforce={new.enforce}, but stale: no good "
+                             f"reading lately")
 
         runtime = FailOpen(config, on_poll=on_poll)
         runtime.flag.add_listener(on_transition)

@@ -31,7 +31,7 @@ HELP: dict[tuple[str, ...], tuple[str, str, str]] = {
     ("watch",): (
         "Run the status watcher in the foreground, one line per poll, until Ctrl-C.",
         "0 stopped (Ctrl-C, SIGTERM or --count reached), 2 bad arguments or settings",
-        "failopen watch --interval 10 --count 3 --json"),
+        "failopen watch --poll-interval 10s --count 3 --json"),
     ("override",): (
         "Force enforcement off or on for the whole site, or hand back to the status page.",
         "0 done, 2 bad arguments, a memory: store, or a store that cannot be used",
@@ -76,6 +76,10 @@ HELP: dict[tuple[str, ...], tuple[str, str, str]] = {
         "Serve the vendor's client script (api.js) for browsers on 127.0.0.1.",
         _SERVE_CODES,
         "failopen emulate vendor --port 8404 --mode error_then_ok:2"),
+    ("emulate", "token"): (
+        "Print fresh tokens that the running fake verify API accepts once each.",
+        "0 printed, 2 bad arguments",
+        "failopen emulate token --count 2 --private-key test-private-key"),
     ("emulate", "rai"): (
         "Serve the session-intelligence API emulator on 127.0.0.1 until Ctrl-C.",
         _SERVE_CODES,

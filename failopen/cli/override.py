@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
+import time
 from typing import Any
 
+from failopen._internal import durations
 from failopen._internal.terminal import printable
 from failopen.cli.config import STORE_FIELDS, command_config
-from failopen.engine.flag import EnforcementFlag
+from failopen.engine.flag import EnforcementFlag, Override, check_stored_override
 from failopen.exceptions import ConfigError, StoreError, StoreUnavailable
 from failopen.stores import OverrideStore, open_store
 from failopen.web import describe_override
@@ -23,16 +24,8 @@ __all__ = ["parse_duration", "register_override"]
 
 EXIT_OK, EXIT_UNKNOWN = 0, 2
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text: str) -> float:
-    """``90``, ``90s``, ``30m``, ``2h``, ``1d`` -> seconds."""
-    match = _DURATION.match(text.lower())
-    if not match or float(match.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90s, 30m, 2h or 1d")
-    return float(match.group(1)) * _UNITS[match.group(2)]
+#: argparse type of ``--ttl``: ``90``, ``90s``, ``30m``, ``2h``, ``1d`` -> seconds above 0.
+parse_duration = durations.duration_arg
 
 
 def _override_store(args: argparse.Namespace) -> OverrideStore:
@@ -47,16 +40,15 @@ def _override_store(args: argparse.Namespace) -> OverrideStore:
     return open_store(url, prefix=config.redis_prefix, password=config.store_password)
 
 
-def _stored_override(store: OverrideStore) -> EnforcementFlag:
-    """A flag holding exactly what the store says; StoreError when it cannot be used.
+def _stored_override(store: OverrideStore) -> Override | None:
+    """What the store says, as servers would apply it now; StoreError when it cannot be used.
 
-    Not ``EnforcementFlag(store=...)``: that logs an unusable store and carries on with no
-    override, as a server must, which here would print "no override" over a refused or corrupt
-    file that the servers are ignoring.
+    Not through ``EnforcementFlag(store=...)``: that logs an unusable store and carries on with
+    no override, as a server must, which here would print "no override" over a refused or corrupt
+    file that the servers are ignoring; and applying it logs a transition (a WARNING for a
+    force-off) that ``show``, which changes nothing, must not.
     """
-    flag = EnforcementFlag()
-    flag.apply_override(store.load())  # drops an expired one, refuses an endless force-off
-    return flag
+    return check_stored_override(store.load(), time.time())
 
 
 def _cmd_override(args: argparse.Namespace) -> int:
@@ -94,7 +86,7 @@ def _check_reachable(store: OverrideStore) -> None:
 def _apply(args: argparse.Namespace, store: OverrideStore) -> int:
     if args.verb == "show":
         try:
-            flag = _stored_override(store)
+            override = _stored_override(store)
         except StoreUnavailable:
             raise
         except StoreError as exc:
@@ -118,7 +110,8 @@ def _apply(args: argparse.Namespace, store: OverrideStore) -> int:
         except ValueError as exc:  # a --ttl beyond the limits; the message names them
             print(f"failopen override {args.verb}: --ttl: {exc}", file=sys.stderr)
             return EXIT_UNKNOWN
-    shown = describe_override(flag.override)
+        override = flag.override
+    shown = describe_override(override)
     if args.json:
         sys.stdout.write(json.dumps(shown, sort_keys=True) + "\n")
     elif shown["override"] is None:

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from failopen._internal.terminal import printable
+from failopen.engine.flag_state import rfc3339
 
 __all__ = ["TerminalLogFormatter", "log_to_terminal"]
 
@@ -23,6 +24,10 @@ def _lines(text: str) -> str:
 
 class TerminalLogFormatter(logging.Formatter):
     """A formatter whose every record is one line of text (a traceback keeps its lines)."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        """RFC 3339 UTC with milliseconds: the format of every time the command prints."""
+        return rfc3339(record.created) or ""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         """The record's line, with a message's newlines and escapes shown escaped."""

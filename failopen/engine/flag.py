@@ -54,12 +54,26 @@ __all__ = [
     "FlagState",
     "Override",
     "EnforcementFlag",
+    "check_stored_override",
     "Source",
     "Listener",
     "rfc3339",
 ]
 
 logger = logging.getLogger("failopen.flag")
+
+def check_stored_override(override: Override | None, now: float) -> Override | None:
+    """The stored ``override`` as it stands at ``now``: None once expired; StoreError for a
+    force-off that would end more than seven days from now (set in the future: its own window
+    looks short, but it would keep protection off for as long)."""
+    if (override is not None and not override.enforce and override.expires_at is not None
+            and override.expires_at > now + FORCE_OFF_MAX_TTL + CLOCK_SKEW):
+        raise StoreError(
+            f"an override forcing enforcement off ends {rfc3339(override.expires_at)}, more "
+            f"than {FORCE_OFF_MAX_TEXT} from now; place it again with a ttl"
+        )
+    return None if override is None or override.expired(now) else override
+
 
 class EnforcementFlag:
     """The in-process flag every adapter consults. Thread-safe; reads take no lock."""
@@ -200,13 +214,7 @@ class EnforcementFlag:
         ``placements``: the count read before the store was (nothing is adopted if this process
         placed or lifted an override since).
         """
-        now = self._clock.time()
-        if (override is not None and not override.enforce and override.expires_at is not None
-                and override.expires_at > now + FORCE_OFF_MAX_TTL + CLOCK_SKEW):
-            raise StoreError(
-                f"an override forcing enforcement off ends {rfc3339(override.expires_at)}, more "
-                f"than {FORCE_OFF_MAX_TEXT} from now; place it again with a ttl"
-            )
+        check_stored_override(override, self._clock.time())
         with self._lock:
             if placements is not None and placements != self._placements:
                 return self._state  # older than this process's own placement: it stands

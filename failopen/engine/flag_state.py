@@ -38,7 +38,8 @@ def rfc3339(timestamp: float | None) -> str | None:
     except (ValueError, OverflowError, OSError, TypeError):
         shown = repr(timestamp) if isinstance(timestamp, float) else type(timestamp).__name__
         return f"invalid time ({shown})"
-    return moment.isoformat().replace("+00:00", "Z")
+    # Milliseconds, always: one format in every JSON answer, log line and terminal line.
+    return f"{moment.strftime('%Y-%m-%dT%H:%M:%S')}.{moment.microsecond // 1000:03d}Z"
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,21 @@ class ReadingHysteresis:
         self._last_good: float | None = None
         self._last_error: str | None = None
         self._last_regions: tuple[str, ...] = ()
+        self._impaired: tuple[tuple[str, str], ...] = ()
+
+    # Read by the flag endpoint per request: one attribute each, written whole (no lock needed).
+
+    @property
+    def last_poll_error(self) -> str | None:
+        """The last poll's error (one line, credentials removed), from the first failed poll
+        until a good reading; None otherwise."""
+        return self._last_error
+
+    @property
+    def impaired_regions(self) -> tuple[tuple[str, str], ...]:
+        """``(region, status)`` of each region the last good reading showed not operational
+        (diagnosis only: regions never decide anything)."""
+        return self._impaired
 
     def forget_streaks(self) -> None:
         """Forget the reading streaks (a bypass ended without them): opening again needs new
@@ -187,9 +202,9 @@ class ReadingHysteresis:
     # --- internals --------------------------------------------------------------------------
 
     def _log_regions(self, report: StatusReport) -> None:
-        impaired = tuple(
-            f"{c.description or c.name}={c.status}" for c in report.impaired_regions()
-        )
+        regions = tuple((c.description or c.name, c.status) for c in report.impaired_regions())
+        self._impaired = regions
+        impaired = tuple(f"{name}={status}" for name, status in regions)
         if impaired != self._last_regions:
             self._last_regions = impaired
             if impaired:

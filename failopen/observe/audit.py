@@ -60,6 +60,16 @@ class _Window(Protocol):
     def since(self) -> float: ...
 
 
+class _Turn(_Window, Protocol):
+    """A flag state as a listener sees it: also whether it enforces, and why."""
+
+    @property
+    def enforce(self) -> bool: ...
+
+    @property
+    def reason(self) -> str: ...
+
+
 class BypassAudit:
     """Writes bypasses to the audit log, one by one or summarised. Thread-safe; never raises."""
 
@@ -141,6 +151,20 @@ class BypassAudit:
         self.flush()
         if self.file is not None:
             self.file.close()
+
+    def flag_changed(self, old: _Turn, new: _Turn) -> None:
+        """A flag listener: write to the audit file when enforcement turned off or came back,
+        naming the window as its bypass lines are named. Never raises."""
+        try:
+            if self.file is None or old.enforce == new.enforce:
+                return
+            if new.enforce:
+                self.file.mark("enforcement_back", window_id(old.source, old.since), new.reason)
+            else:
+                self.file.mark("enforcement_off", window_id(new.source, new.since), new.reason)
+        except Exception:  # noqa: BLE001 - a listener must never fail the flag's writer
+            audit.exception("failopen: the audit file could not note a flag change",
+                            extra={"event": "failopen.audit_error"})
 
     def _window_id(self) -> str:
         """The current bypass window's id, computed once per flag state."""

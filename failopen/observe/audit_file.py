@@ -1,4 +1,5 @@
-"""The audit file: one JSON line per request admitted without a check (``FAILOPEN_AUDIT_FILE``).
+"""The audit file: one JSON line per request admitted without a check (``FAILOPEN_AUDIT_FILE``),
+and one each time this process's flag turned off or back on.
 
 What a security team reviews after an outage (``failopen audit windows FILE``). A line::
 
@@ -13,6 +14,9 @@ What a security team reviews after an outage (``failopen audit windows FILE``). 
   override's time comes from the shared store, so every process of a fleet writes the same id;
   a status-page window starts when each process saw the outage, so processes differ by seconds
   and ``failopen audit windows`` joins overlapping windows of the same source into one.
+- When the flag turns, a line without ``path``/``client``/``ua``/``outcome`` says so:
+  ``{"time": ..., "window": ..., "event": "enforcement_off" | "enforcement_back", "reason":
+  ..., "pid": ...}`` (the window that opened or ended), so a review sees when each ended.
 - Paths, clients and reasons are cut to a bounded length, and JSON escapes every control
   character: a request cannot forge a line.
 
@@ -67,7 +71,8 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _POLL = 0.25
 
 Writer = Callable[[int, bytes], int]
-Entry = tuple[float, str, str, str, str, str, str]
+# (time, path (None: the flag turned), client, User-Agent, outcome or event, reason, window)
+Entry = tuple[float, str | None, str, str, str, str, str]
 
 
 def check_audit_path(path: object, setting: str = "FAILOPEN_AUDIT_FILE") -> str:
@@ -213,6 +218,19 @@ class AuditFile(BackgroundThread):
             with self._counts_lock:
                 self.failed += 1
 
+    def mark(self, event: str, window: str, reason: str) -> None:
+        """Queue a line saying the flag turned (``enforcement_off`` or ``enforcement_back``), so
+        a review sees when a window ended, not only its last bypassed request. Never raises."""
+        try:
+            self.ensure_running()
+            if len(self._pending) < self.queue_size:
+                self._pending.append((self._now(), None, "", "", event, _cut(reason, _MAX_REASON),
+                                      window))
+                self._wake.set()
+        except Exception:  # noqa: BLE001 - called from a flag listener: never into it
+            with self._counts_lock:
+                self.failed += 1
+
     def drain(self, timeout: float = 5.0) -> None:
         """Return once every line queued so far is written (or failed); for shutdown and tests."""
         deadline = time.monotonic() + timeout
@@ -313,6 +331,10 @@ class AuditFile(BackgroundThread):
         stamp = f"{self._stamp}.{int((at - second) * 1000):03d}Z"
         # The JSON encoder's ASCII quoting: every control and non-ASCII character is escaped,
         # so a line is a line. Keys in a fixed order, built by hand: the writer keeps up.
+        if path is None:  # the flag turned: no request, so no path, client or User-Agent
+            return (f'{{"time": "{stamp}", "window": {_quote(window)}, '
+                    f'"event": {_quote(outcome)}, "reason": {_quote(reason)}, '
+                    f'"pid": {self._pid}}}\n').encode("ascii")
         return (
             f'{{"time": "{stamp}", "window": {_quote(window)}, '
             f'"path": {_quote(_cut(path, _MAX_PATH))}, '

@@ -126,6 +126,9 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
     "failopen.audit_file_back": (
         "failopen.audit", "WARNING", "the audit file is written again after an error",
         "file, error, lost"),
+    "failopen.audit_error": (
+        "failopen.audit", "ERROR", "a bug noting a flag change in the audit file (the flag and "
+        "requests go on)", "-"),
     "failopen.audit_file_dropped": (
         "failopen.audit", "WARNING", "audit lines dropped: more bypasses than the writer keeps "
         "up with", "file, dropped"),

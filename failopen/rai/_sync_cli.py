@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from failopen._internal.durations import duration_arg
 from failopen.rai._arguments import check_public_keys, to_instant
 from failopen.rai._client import Client
 from failopen.rai._command import (
@@ -203,8 +204,8 @@ def register_sync(
     sync.add_argument("--page-size", type=page_size_arg, default=DEFAULT_PAGE_SIZE,
                       help=f"records per request, 1-1000 (default: {DEFAULT_PAGE_SIZE})")
     max_pages_flag(sync)
-    sync.add_argument("--timeout", type=float, default=30.0,
-                      help="seconds per attempt (default: 30)")  # fmt: skip
+    sync.add_argument("--timeout", type=duration_arg, default=30.0,
+                      help="time per attempt: 30s, 2m, ... (default: 30s)")  # fmt: skip
     sync.add_argument("--max-attempts", type=int, default=4,
                       help="attempts per request on server or network errors (default: 4)")
     # The factory is cli.py's, which owns the exports' client (this module cannot import that

@@ -15,6 +15,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from datetime import datetime
 from typing import Any, TypeAlias
 
+from failopen._internal.durations import duration_arg
 from failopen.rai import Client, RaiError
 from failopen.rai._arguments import check_cohort_id, check_id, check_public_keys, check_window
 from failopen.rai._base import DEFAULT_MAX_PAGES
@@ -297,8 +298,8 @@ def _common(parser: argparse.ArgumentParser, *, paged: bool) -> None:
         parser.add_argument("--page-size", type=page_size_arg, default=DEFAULT_PAGE_SIZE,
                             help=f"records per request, 1-1000 (default: {DEFAULT_PAGE_SIZE})")
         max_pages_flag(parser)
-    parser.add_argument("--timeout", type=float, default=30.0,
-                        help="seconds per attempt (default: 30)")  # fmt: skip
+    parser.add_argument("--timeout", type=duration_arg, default=30.0,
+                        help="time per attempt: 30s, 2m, ... (default: 30s)")  # fmt: skip
     parser.add_argument("--max-attempts", type=int, default=4,
                         help="attempts per request on server or network errors (default: 4)")
 

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from failopen._internal.durations import duration_arg, duration_or_zero_arg
 from failopen.testing._control_cli import control
 from failopen.testing._emulate_basics import DEFAULT_PORTS, serving_port, usage_error
 
@@ -175,6 +176,31 @@ def _add_control_flags(parser: argparse.ArgumentParser, fake: str, example: str)
                                      f"from --port or {DEFAULT_PORTS[fake]})")
 
 
+def _token(args: argparse.Namespace) -> int:
+    from failopen.testing.verify_api import signed_token
+
+    key = args.private_key if args.private_key is not None else DEFAULT_PRIVATE_KEY
+    # Signed, not registered: the running fake accepts it without being told, once, as it
+    # accepts a solve of `failopen emulate vendor` with the same key.
+    for _ in range(args.count):
+        print(signed_token(key))
+    return 0
+
+
+def _whole_seconds(text: str) -> int:
+    return max(1, round(duration_arg(text)))
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 1000, got {text!r}")
+    return value
+
+
 def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``status``, ``verify`` and ``vendor`` under ``failopen emulate``."""
     from failopen.testing.status_page import FakeStatusPage
@@ -215,6 +241,14 @@ def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.Argume
                              f"verify` must share (a test value; default {DEFAULT_PRIVATE_KEY})")
     _add_control_flags(vendor, "vendor", "down=true, down=false or mode=MODE")
     vendor.set_defaults(func=_vendor)
+
+    token = emulators.add_parser(
+        "token", help="print a fresh token that `failopen emulate verify` accepts once")
+    token.add_argument("--private-key",
+                       help="the key of the running fake verify API (a test value; default "
+                            f"{DEFAULT_PRIVATE_KEY})")
+    token.add_argument("--count", type=_count, default=1, help="how many tokens (default 1)")
+    token.set_defaults(func=_token)
 
 
 def _sessions_range(text: str) -> int | tuple[int, int]:
@@ -272,9 +306,10 @@ def register_emulate_rai(emulate_subparsers: argparse._SubParsersAction[Any]) ->
     emulate.add_argument("--client-id", default="test-client")
     emulate.add_argument("--client-secret", default="test-secret",
                          help="the emulator's test secret (never a real one)")  # fmt: skip
-    emulate.add_argument("--token-ttl", type=int, default=3600, help="token lifetime, seconds")
-    emulate.add_argument("--latency", type=float, default=0.0,
-                         help="seconds of simulated network latency per request")  # fmt: skip
+    emulate.add_argument("--token-ttl", type=_whole_seconds, default=3600,
+                         help="token lifetime: 3600, 1h, ... (default 1h)")
+    emulate.add_argument("--latency", type=duration_or_zero_arg, default=0.0,
+                         help="simulated network latency per request: 0.05, 50ms, ...")
     emulate.add_argument("--fail-every", type=int, metavar="N",
                          help="every Nth data request answers 500 internal")  # fmt: skip
     emulate.add_argument("--slow-pages", type=float, default=0.0, metavar="SECONDS",

@@ -3,7 +3,7 @@ browser snippet, never cached, and without who placed an override."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from failopen.engine.flag import FlagState
 from failopen.engine.outage import ChallengeSource
@@ -11,9 +11,19 @@ from failopen.engine.outage import ChallengeSource
 if TYPE_CHECKING:
     from failopen.engine.probe import VerifyProbe
 
+
+class PollDiagnosis(Protocol):
+    """What the status watcher tells about its polls (:class:`~failopen.StatusWatcher`)."""
+
+    @property
+    def last_poll_error(self) -> str | None: ...
+
+    @property
+    def impaired_regions(self) -> tuple[tuple[str, str], ...]: ...
+
 __all__ = [
-    "ACTOR_START", "CHALLENGE_ENFORCING", "FLAG_HEADERS", "challenge_answer", "flag_payload",
-    "wants_confirm",
+    "ACTOR_START", "CHALLENGE_ENFORCING", "FLAG_HEADERS", "PollDiagnosis", "challenge_answer",
+    "flag_payload", "wants_confirm",
 ]
 
 # What handle_override appends to an override's reason: " (by <actor>)".
@@ -33,7 +43,7 @@ def wants_confirm(value: str | None) -> bool:
 
 def flag_payload(
     state: FlagState, *, mode: str = "enforce", probe: VerifyProbe | None = None,
-    outage_policy: str | None = None,
+    outage_policy: str | None = None, poll: PollDiagnosis | None = None,
 ) -> dict[str, Any]:
     """The flag endpoint's JSON (an override's reason without who placed it).
 
@@ -41,6 +51,10 @@ def flag_payload(
     under ``probe``; without it ``probe`` is null. ``outage_policy`` is what the route the
     browser asked about (``?path=``) does while enforcement is off: ``open``, ``fallback`` or
     ``closed``; null when it is not a protected route (or none was asked about).
+
+    ``poll`` (the runtime's status watcher) makes ``error`` the last poll's error from the first
+    poll that fails, not only once the reading is stale, and adds ``impaired_regions``
+    (``[{"region", "status"}]``, diagnosis only): what an operator asks first in an incident.
 
     In shadow mode the server enforces whatever the flag says, so the browser is told to enforce
     too (a browser skipping the challenge would only collect 403s); ``shadow.enforce`` (and
@@ -56,6 +70,12 @@ def flag_payload(
     payload["mode"] = mode
     payload["probe"] = probe.public() if probe is not None else None
     payload["outage_policy"] = outage_policy
+    if poll is not None:
+        payload["error"] = poll.last_poll_error or state.error
+        payload["impaired_regions"] = [{"region": region, "status": status}
+                                       for region, status in poll.impaired_regions]
+    else:
+        payload["impaired_regions"] = []
     if mode == "shadow":
         payload["would_bypass"] = not state.enforce
         payload["shadow"] = {"enforce": state.enforce}

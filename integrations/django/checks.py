@@ -26,6 +26,8 @@
                    the list misses: the others are features the install does not use
 ``failopen.W010``  the Redis password sits in FAILOPEN['STORE'] (or FAILOPEN_STORE), which
                    Django's debug page and error e-mails show: use STORE_PASSWORD
+``failopen.W011``  the static files finders cannot find the snippet (failopen/failopen.js) or
+                   its solver: ``{% failopen_script %}`` would link a 404
 =================  ===============================================================================
 """
 
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core import checks
 from django.urls import NoReverseMatch, get_resolver, reverse
@@ -52,9 +55,12 @@ __all__ = ["check_settings", "register"]
 _MIDDLEWARE = "failopen.integrations.django.middleware.FailOpenMiddleware"
 _WHERE = "set FAILOPEN['{key}'] or the FAILOPEN_{key} environment variable"
 # ConfigError messages that have a check of their own, by the start of the message.
+# Either spelling: the message names a setting as the user wrote it (dict key or variable).
 _SPECIFIC = (
     ("FAILOPEN_STATUS_URL: plain http", "failopen.E003"),
+    ("FAILOPEN['STATUS_URL']: plain http", "failopen.E003"),
     ("FAILOPEN_PRIVATE_KEY: required", "failopen.E004"),
+    ("FAILOPEN['PRIVATE_KEY']: required", "failopen.E004"),
 )
 
 
@@ -134,7 +140,32 @@ def _check_config(config: Config) -> list[checks.CheckMessage]:
         found.append(checks.Warning(
             "FailOpenMiddleware is not in MIDDLEWARE: no request is checked.",
             hint=f"Add {_MIDDLEWARE!r} to MIDDLEWARE.", id="failopen.W003"))
-    return found
+    return found + _check_snippet_files()
+
+
+def _check_snippet_files() -> list[checks.CheckMessage]:
+    """W011: {% failopen_script %} would link a file the static finders cannot find (so
+    ``collectstatic`` would not collect it, and the page would get a 404 in production)."""
+    if not apps.is_installed("django.contrib.staticfiles"):
+        return []  # static files served some other way: nothing here can tell
+    from django.contrib.staticfiles import finders
+
+    missing = []
+    for name in ("failopen/failopen.js", "failopen/failopen-solver.js"):
+        try:
+            if not finders.find(name):
+                missing.append(name)
+        except Exception:  # a broken finder setting has Django's own checks
+            return []
+    if not missing:
+        return []
+    return [checks.Warning(
+        f"the static files finders cannot find {', '.join(missing)}: the script tag would "
+        "link a file that collectstatic does not collect (a 404 for the snippet).",
+        hint="Add 'failopen.integrations.django' to INSTALLED_APPS (found by "
+             "AppDirectoriesFinder, Django's default), or add "
+             "'failopen.integrations.django.finders.SnippetFinder' to STATICFILES_FINDERS.",
+        id="failopen.W011")]
 
 
 def _check_override(config: Config) -> list[checks.CheckMessage]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -108,10 +109,24 @@ def config_factory(**overrides: Any) -> Config:
     except ConfigError as exc:
         if str(exc).startswith("unknown failopen setting"):  # say which mapping holds them
             raise ConfigError(f"settings.FAILOPEN: {exc}") from None
-        if "is not a protected route" in str(exc):
-            raise ConfigError(f"{exc}; in Django, also the URL name of a view marked "
-                              "@protect") from None
-        raise
+        message = _as_written(str(exc), core)
+        if "is not a protected route" in message:
+            message += "; in Django, also the URL name of a view marked @protect"
+        raise ConfigError(message) from None
+
+
+_VARIABLE = re.compile(r"\bFAILOPEN_([A-Z][A-Z0-9_]*)")
+
+
+def _as_written(message: str, given: Mapping[str, Any]) -> str:
+    """``message`` naming each setting as the user wrote it: ``FAILOPEN['POLL_INTERVAL']`` for
+    a key of ``settings.FAILOPEN``, the variable's name for one read from the environment."""
+    message = _VARIABLE.sub(lambda m: f"FAILOPEN['{m.group(1)}']" if m.group(1) in given
+                            else m.group(0), message)
+    head, colon, rest = message.partition(": ")
+    if colon and head in given:  # a value's type error names the key bare: "POLL_INTERVAL: ..."
+        message = f"FAILOPEN['{head}']: {rest}"
+    return message
 
 
 def _with_marked_views(core: Mapping[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

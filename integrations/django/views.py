@@ -66,7 +66,8 @@ def flag(request: HttpRequest) -> HttpResponse:
             runtime.ensure_started()
             state = runtime.state
         return _json(200, flag_payload(state, mode=runtime.config.mode, probe=runtime.probe,
-                                       outage_policy=policy_of_path(request.GET.get("path"))))
+                                       outage_policy=policy_of_path(request.GET.get("path")),
+                                       poll=runtime.watcher))
     except Exception:
         logger.exception("failopen flag endpoint failed")
         # The snippet reads any error as "enforce": the safe side.

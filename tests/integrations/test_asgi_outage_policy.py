@@ -30,7 +30,8 @@ POLICIES = {"outage_policy_routes": "/login=fallback,/raw=closed", "fallback_sec
 # browser snippet and operators' scripts read; anything else added here must be on purpose.
 FLAG_KEYS_BEFORE_ISSUE_20 = {"enforce", "source", "reason", "since", "expires_at", "global_status",
                              "stale", "error", "mode", "probe"}
-FLAG_KEYS = FLAG_KEYS_BEFORE_ISSUE_20 | {"outage_policy"}
+# issue 20 added outage_policy, issue 21 impaired_regions
+FLAG_KEYS = FLAG_KEYS_BEFORE_ISSUE_20 | {"outage_policy", "impaired_regions"}
 
 
 def outage(stack: Stack) -> None:
@@ -136,7 +137,8 @@ async def test_the_flag_endpoint_names_the_policy_of_the_asked_path(make_asgi: M
         assert answer.json()["outage_policy"] == policy, path
 
 
-async def test_the_flag_endpoint_shape_is_unchanged_but_outage_policy(make_asgi: Make) -> None:
+async def test_the_flag_endpoint_only_gains_outage_policy_and_impaired_regions(
+        make_asgi: Make) -> None:
     stack = make_asgi(**POLICIES)
     for query in ({}, {"path": "/login"}, {"path": "/elsewhere"}, {"confirm": "1"}):
         answer = await stack.client.get("/failopen/flag", params=query)

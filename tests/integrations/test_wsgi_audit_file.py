@@ -21,6 +21,9 @@ def test_a_bypass_reaches_the_audit_file_with_client_and_user_agent(
                                  environ_base={"REMOTE_ADDR": "192.0.2.44"})
     assert response.status_code == 200
     stack.runtime.guard.audit.file.drain()
-    (line,) = [json.loads(raw) for raw in path.read_text().splitlines()]
+    lines = [json.loads(raw) for raw in path.read_text().splitlines()]
+    # The flag turning off has a line of its own; the request's is the one with a path.
+    assert [entry.get("event") for entry in lines] == ["enforcement_off", None]
+    line = lines[1]
     assert line["client"] == "192.0.2.44" and line["ua"] == hash_user_agent("curl/8.5")
     assert line["outcome"] == "bypassed_flag_off"

@@ -208,7 +208,7 @@ class DemoSite:
         with self._lock:
             transitions, decisions = list(self.transitions), list(self.decisions)
         return {
-            "flag": flag_payload(runtime.state),
+            "flag": flag_payload(runtime.state, poll=runtime.watcher),
             "fakes": {"status": StatusPageControls(self.page).state(),
                       "verify": VerifyAPIControls(self.verify).state(),
                       "vendor": VendorScriptControls(self.script).state()},

@@ -32,7 +32,10 @@ def test_a_bypass_is_written_with_the_hashed_user_agent(
     assert response.status_code == 200 and response.json()["failopen"]["bypassed"] is True
     assert runtime.guard.audit.file is not None
     runtime.guard.audit.file.drain()
-    (line,) = [json.loads(raw) for raw in path.read_text().splitlines()]
+    lines = [json.loads(raw) for raw in path.read_text().splitlines()]
+    # The flag turning off has a line of its own; the request's is the one with a path.
+    assert [entry.get("event") for entry in lines] == ["enforcement_off", None]
+    line = lines[1]
     assert line["path"] == "/login/" and line["client"] == "127.0.0.1"  # the test clients' address
     assert line["ua"] == hash_user_agent("Mozilla/5.0 (Django test)")
     assert line["window"].startswith("watcher:")

@@ -83,7 +83,7 @@ def test_messages_name_the_setting_and_hide_secrets(fo_settings: dict[str, Any])
     with override_settings(FAILOPEN={**fo_settings, "ADMIN_TOKEN": "short-secret-value"}):
         (message,) = check_settings()
     assert message.id == "failopen.E001"
-    assert "FAILOPEN_ADMIN_TOKEN" in message.msg
+    assert "FAILOPEN['ADMIN_TOKEN']" in message.msg  # as the settings file writes it
     assert "short-secret-value" not in message.msg
     with override_settings(FAILOPEN={**fo_settings, "STATUS_URL": None}):
         (message,) = check_settings()
@@ -96,3 +96,19 @@ def test_memory_store_warning_recommends_only_what_is_built(fo_settings: dict[st
     assert message.id == "failopen.W002"
     assert "file:///" in message.hint
     assert "redis" not in message.hint.lower()  # no redis store exists yet
+
+
+def test_a_snippet_the_static_finders_cannot_find_is_a_warning(
+        fo_settings: dict[str, Any]) -> None:
+    # The app left out of INSTALLED_APPS' finders: {% failopen_script %} would link a file that
+    # collectstatic never collects, and production answers the script tag with a 404.
+    finders_without = ["django.contrib.staticfiles.finders.FileSystemFinder"]
+    with override_settings(FAILOPEN=fo_settings, STATICFILES_FINDERS=finders_without,
+                           STATICFILES_DIRS=[]):
+        found = [m for m in check_settings() if m.id == "failopen.W011"]
+    assert len(found) == 1
+    assert "failopen/failopen.js" in found[0].msg and "failopen-solver.js" in found[0].msg
+    assert "INSTALLED_APPS" in found[0].hint
+    app_finder = ["django.contrib.staticfiles.finders.AppDirectoriesFinder"]
+    with override_settings(FAILOPEN=fo_settings, STATICFILES_FINDERS=app_finder):
+        assert "failopen.W011" not in {m.id for m in check_settings()}

@@ -23,7 +23,8 @@ POLICIES = {"PROTECTED_PATHS": ["/login/"], "PROTECTED_VIEWS": ["signup"],
 # browser snippet and operators' scripts read; anything else added here must be on purpose.
 FLAG_KEYS_BEFORE_ISSUE_20 = {"enforce", "source", "reason", "since", "expires_at", "global_status",
                              "stale", "error", "mode", "probe"}
-FLAG_KEYS = FLAG_KEYS_BEFORE_ISSUE_20 | {"outage_policy"}
+# issue 20 added outage_policy, issue 21 impaired_regions
+FLAG_KEYS = FLAG_KEYS_BEFORE_ISSUE_20 | {"outage_policy", "impaired_regions"}
 
 
 @pytest.fixture(autouse=True)
@@ -104,7 +105,7 @@ def test_protect_refuses_an_unknown_outage_policy() -> None:
         protect(outage="shut")
 
 
-def test_the_flag_endpoint_shape_is_unchanged_but_outage_policy(
+def test_the_flag_endpoint_only_gains_outage_policy_and_impaired_regions(
         use_failopen: Callable[..., FailOpen | None], client: Any,
         fake_status_page: FakeStatusPage) -> None:
     runtime = use_failopen(**POLICIES)

@@ -32,7 +32,7 @@ def ready() -> None:
     ({"status_url": "https://status.example.com"}, "'status_url' (did you mean 'STATUS_URL'?)"),
     ({"STATUS_ULR": "https://status.example.com"}, "'STATUS_ULR' (did you mean 'STATUS_URL'?)"),
     ({"PROTECTED_VIEW": ["accounts:login"]}, "did you mean 'PROTECTED_VIEWS'?"),
-    ({"POLL_INTERVAL": "soon"}, "POLL_INTERVAL: 'soon' is not valid"),
+    ({"POLL_INTERVAL": "soon"}, "FAILOPEN['POLL_INTERVAL']: 'soon' is not a duration"),
     ({"reject_view": "django_test_urls.site_reject"}, "did you mean 'REJECT_VIEW'?"),
     ({"REJECT_VEIW": "django_test_urls.site_reject"}, "did you mean 'REJECT_VIEW'?"),
 ])
@@ -115,3 +115,43 @@ def test_server_refuses_to_start_with_a_lower_case_key(tmp_path: Path, server: s
         pytest.fail(f"{server} started with a settings key failopen drops: {output.decode()}")
     assert proc.returncode != 0
     assert "'status_url' (did you mean 'STATUS_URL'?)" in output.decode()
+
+
+@pytest.mark.parametrize(("settings_given", "named"), [
+    ({"POLL_INTERVAL": -5}, "FAILOPEN['POLL_INTERVAL']: must be greater than 0"),
+    ({"POLL_INTERVAL": "soon"}, "FAILOPEN['POLL_INTERVAL']: 'soon' is not a duration"),
+    # Not written in the settings: named as either place would hold it, the variable's way.
+    ({"OUTAGE_POLICY": "fallback"}, "FAILOPEN_FALLBACK_SECRET: required"),
+    ({"FALLBACK_SECRET": "short", "OUTAGE_POLICY": "fallback"},
+     "FAILOPEN['FALLBACK_SECRET']: must be at least 32 characters"),
+])
+def test_errors_name_a_setting_as_the_django_user_wrote_it(
+        fo_settings: dict[str, Any], settings_given: dict[str, Any], named: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A Django user wrote FAILOPEN["POLL_INTERVAL"], not the environment variable: the message
+    # names what they can find in their settings file.
+    from django.test import override_settings
+    from failopen.integrations.django.conf import config_factory
+
+    from failopen.exceptions import ConfigError
+
+    monkeypatch.delenv("FAILOPEN_FALLBACK_SECRET", raising=False)
+    with override_settings(FAILOPEN={**fo_settings, **settings_given}), \
+            pytest.raises(ConfigError) as raised:
+        config_factory()
+    assert named in str(raised.value)
+    assert "FAILOPEN_POLL_INTERVAL" not in str(raised.value)
+
+
+def test_a_variable_from_the_environment_keeps_its_name(
+        fo_settings: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.test import override_settings
+    from failopen.integrations.django.conf import config_factory
+
+    from failopen.exceptions import ConfigError
+
+    monkeypatch.setenv("FAILOPEN_POLL_INTERVAL", "-3")
+    settings_without = {k: v for k, v in fo_settings.items() if k != "POLL_INTERVAL"}
+    with override_settings(FAILOPEN=settings_without), pytest.raises(ConfigError) as raised:
+        config_factory()
+    assert str(raised.value).startswith("FAILOPEN_POLL_INTERVAL: ")

@@ -57,6 +57,22 @@ def test_flag_endpoint_shows_the_flag_off(
     assert data["source"] == "watcher"
 
 
+def test_flag_endpoint_says_a_failed_poll_at_once_and_the_impaired_regions(
+    client: Any, use_failopen: Any, fake_status_page: FakeStatusPage
+) -> None:
+    runtime = use_failopen()
+    fake_status_page.set_region("eu-west-1", "partial_outage")
+    runtime.poll_now()
+    fake_status_page.set_fault("malformed")
+    runtime.poll_now()
+    data = client.get("/failopen/flag").json()
+    assert data["stale"] is False and data["error"]  # one failed poll: said, not yet stale
+    assert data["impaired_regions"] == [{"region": "eu-west-1", "status": "partial_outage"}]
+    fake_status_page.set_fault(None)
+    runtime.poll_now()
+    assert client.get("/failopen/flag").json()["error"] is None
+
+
 def test_flag_endpoint_starts_the_watcher(
     client: Any, use_failopen: Any, fake_status_page: FakeStatusPage
 ) -> None:
