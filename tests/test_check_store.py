@@ -288,7 +288,8 @@ def test_another_deployment_in_the_same_prefix_is_a_warning(
     assert shown.code == 0 and run("check", "--strict").code == 1
     status, detail = lines(shown.out)["fleet identity"]
     assert status == "warning"
-    assert "leader staging-1:7:cd since 1970-01-01T00:00:01.000Z watches another status page" in detail
+    assert ("leader staging-1:7:cd since 1970-01-01T00:00:01.000Z watches another status page"
+            in detail)
     assert "1 processes seen in the last minute, 1 of them watching another status page" in detail
     assert "give each deployment its own FAILOPEN_REDIS_PREFIX" in detail
 
