@@ -13,11 +13,14 @@ Per ``http`` request, in this order::
     protected method + path (any case of the method; the path with or without root_path,
     merged slashes, resolved dot segments, cut at a control character, whitespace or ";",
     decoded once more; "/x/" also covers "/x" and "/x\n")
-                                                               token -> guard -> 403 / 503 / 413,
-                                                               or the app, with the Decision in
+                                                               token -> guard -> 403 / 429 /
+                                                               503 / 413, or the app, with the
+                                                               Decision in
                                                                scope["state"]["failopen"] (flag
                                                                off: the app, body left unread)
     anything else ............................................ the app, receive untouched
+
+A refusal is failopen's JSON, or the site's own page: ``reject=`` (``_asgi_reject``).
 
 Built around a Django application it refuses to start: Django's own middleware decides from the
 resolved view. Building it logs what keeps failopen from its job (no status URL: ERROR; the
@@ -46,6 +49,7 @@ from failopen.engine.guard import Decision, fail_closed
 from failopen.runtime import FailOpen
 
 from . import _asgi_body as raw
+from ._asgi_reject import Reject, site_page
 from ._shared import adapter_runtime, adapter_snippet, check_prefix, report_misconfiguration
 
 SOLUTION_HEADER = web.SOLUTION_HEADER.lower().encode("ascii")
@@ -90,7 +94,9 @@ class FailOpenMiddleware:
         runtime: FailOpen | None = None,
         prefix: str = "/failopen",
         snippet_path: Path | None = None,
+        reject: Reject | None = None,
     ) -> None:
+        self._page = site_page(reject)  # first: a TypeError here leaves no watcher behind
         runtime = adapter_runtime(app, config=config, runtime=runtime, kind="ASGI")
         self.app = app
         self.runtime = runtime
@@ -170,10 +176,17 @@ class FailOpenMiddleware:
         elif outcome is None:
             return  # the client left while sending its body: nobody to answer
         elif not outcome[0].allow:
-            await raw.rejection(outcome[0]).send(send, head=head)
+            await self._refuse(scope, outcome[1], send, outcome[0], head)
         else:
             # Outside the try: the app's own exceptions reach the server unchanged.
             await self.app(scope, outcome[1], send)
+
+    async def _refuse(self, scope: raw.Scope, receive: raw.Receive, send: raw.Send,
+                      decision: Decision, head: bool) -> None:
+        if self._page is not None and await self._page.send(scope, receive, send, decision,
+                                                            head=head):
+            return
+        await raw.rejection(decision).send(send, head=head)
 
     async def _decide(
         self, scope: raw.Scope, receive: raw.Receive, path: str
