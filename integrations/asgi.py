@@ -20,7 +20,8 @@ Per ``http`` request, in this order::
                                                                off: the app, body left unread)
     anything else ............................................ the app, receive untouched
 
-A refusal is failopen's JSON, or the site's own page: ``reject=`` (``_asgi_reject``).
+A refusal is JSON for API clients and a small HTML page for browsers (``web.prefers_json``, as
+WSGI and Django choose), or the site's own page: ``reject=`` (``_asgi_reject``).
 
 Built around a Django application it refuses to start: Django's own middleware decides from the
 resolved view. Building it logs what keeps failopen from its job (no status URL: ERROR; the
@@ -186,7 +187,13 @@ class FailOpenMiddleware:
         if self._page is not None and await self._page.send(scope, receive, send, decision,
                                                             head=head):
             return
-        await raw.rejection(decision).send(send, head=head)
+        try:
+            as_json = raw.wants_json(scope)
+        except Exception:
+            if decision is not self._internal_error:  # else already logged, with its cause
+                logger.exception("failopen failed on a protected route; refusing the request")
+            as_json, decision = True, self._internal_error
+        await raw.rejection(decision, as_json=as_json).send(send, head=head)
 
     async def _decide(
         self, scope: raw.Scope, receive: raw.Receive, path: str
@@ -194,7 +201,10 @@ class FailOpenMiddleware:
         client = scope.get("client")
         address = client[0] if client else ""
         if self._trusted:  # behind our own proxies: the client they forwarded for
-            address = web.client_address(address, _forwarded_for(scope), self._trusted)
+            # Every X-Forwarded-For, joined in order as Django and WSGI servers join them: a
+            # proxy appends to the last one, so the right-most entries are its own.
+            address = web.client_address(address, raw.joined_header(scope, b"x-forwarded-for"),
+                                         self._trusted)
         # Scanned for only when the audit file keeps its hash.
         agent = _user_agent(scope) if self.runtime.wants_user_agent else ""
         route, policy, solution = "", "open", None
@@ -262,7 +272,7 @@ class FailOpenMiddleware:
             response = await route(scope, receive)
         except Exception:
             logger.exception("failopen route %s failed", scope["path"])
-            response = raw.rejection(self._internal_error)
+            response = raw.rejection(self._internal_error, as_json=True)
         if response is not None:
             await response.send(send, head=scope["method"].upper() == "HEAD")
 
@@ -349,14 +359,6 @@ class FailOpenMiddleware:
         # An app without lifespan support raises here as it would unwrapped: the server then
         # runs without lifespan, and the watcher starts on the first guarded request.
         await self.app(scope, lifespan_receive, lifespan_send)
-
-
-def _forwarded_for(scope: raw.Scope) -> str | None:
-    """Every X-Forwarded-For header, joined in order (as Django and WSGI servers join them): a
-    proxy appends to the last one, so the right-most entries are its own."""
-    values = [bytes(value).decode("latin-1") for name, value in scope.get("headers", ())
-              if name == b"x-forwarded-for"]
-    return ",".join(values) if values else None
 
 
 def _user_agent(scope: raw.Scope) -> str:

@@ -79,8 +79,11 @@ async def make_asgi(
 
         app = FailOpenMiddleware(dispatch, runtime=runtime, prefix=prefix,
                                  snippet_path=snippet_path, reject=reject)
+        # An API client's Accept, as make_wsgi's posts send: a refusal is then JSON (a browser's
+        # Accept gets the HTML page; tests that want it say so).
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app, client=(CLIENT_IP, 4711)),
-                                   base_url="http://testserver")
+                                   base_url="http://testserver",
+                                   headers={"Accept": "application/json"})
         stack = Stack(page, verify, runtime, app, recorder, client)
         stacks.append(stack)
         if started:
