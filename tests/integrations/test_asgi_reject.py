@@ -8,6 +8,7 @@ refusal. The protected app is never called and never sees the refused body.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -96,6 +97,29 @@ async def test_every_refusal_kind_gets_the_page_with_its_status_and_retry_after(
         assert int(response.headers["retry-after"]) >= 1
     else:
         assert "retry-after" not in response.headers
+
+
+class AsyncPage:
+    """A callable object whose __call__ is async: awaited on the loop like an async function."""
+
+    async def __call__(self, scope: Any, decision: Decision) -> Response:
+        return HTMLResponse("object", status_code=decision.status_code)
+
+
+async def _tagged(scope: Any, decision: Decision, tag: str) -> Response:
+    return HTMLResponse(tag, status_code=decision.status_code)
+
+
+@pytest.mark.parametrize(("reject", "body"), [
+    (AsyncPage(), b"object"),
+    (functools.partial(_tagged, tag="partial"), b"partial"),
+    (lambda scope, decision: _tagged(scope, decision, "coroutine"), b"coroutine"),
+], ids=["async __call__", "partial of async", "plain returning a coroutine"])
+async def test_every_way_of_being_async_is_awaited(make_asgi: Make, reject: Any,
+                                                   body: bytes) -> None:
+    reply = await drive(make_asgi(reject=reject).app, http_scope("/raw"),
+                        [{"type": "http.request", "body": b""}])
+    assert (reply.status, reply.body) == (403, body)
 
 
 async def test_the_pages_own_status_and_retry_after_are_kept(make_asgi: Make) -> None:

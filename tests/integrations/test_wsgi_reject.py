@@ -96,6 +96,14 @@ def test_the_app_is_not_called_and_an_admitted_request_never_meets_the_page(
     assert [d.outcome for d in seen] == ["missing_token"]
 
 
+def test_a_body_over_the_cap_is_413_before_any_page_is_asked(make_wsgi: Make) -> None:
+    seen: list[Decision] = []
+    stack = make_wsgi(reject=lambda environ, decision: seen.append(decision),
+                      max_body_bytes=1024)
+    response = stack.post(data={"username": "a" * 4096}, headers={"Accept": BROWSER})
+    assert response.status_code == 413 and seen == []
+
+
 def test_the_pages_own_status_and_retry_after_are_kept_its_caching_is_not(
     make_wsgi: Make
 ) -> None:
