@@ -22,8 +22,8 @@ __all__ = [
     "ASGIApp", "BODY_TOO_LARGE", "DISCONNECTED", "FORBIDDEN", "Message", "NOT_FOUND", "Receive",
     "Replay", "Response", "SNIPPET_CACHE", "Scope", "Send", "TOO_LARGE", "UNAUTHORIZED",
     "body_may_carry_token", "declared_length", "encode_headers", "etag_listed", "header",
-    "json_response", "method_not_allowed", "raw_response", "read_body", "rejection",
-    "snippet_responses",
+    "joined_header", "json_response", "method_not_allowed", "raw_response", "read_body",
+    "rejection", "snippet_responses", "wants_json",
 ]
 
 Scope = MutableMapping[str, Any]
@@ -142,6 +142,13 @@ def header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+def joined_header(scope: Scope, name: bytes) -> str | None:
+    """Every value of header ``name``, joined with "," in order (None when absent)."""
+    values = [bytes(value).decode("latin-1") for key, value in scope.get("headers", ())
+              if key == name]
+    return ",".join(values) if values else None
+
+
 def etag_listed(if_none_match: str, etag: str) -> bool:
     """True when If-None-Match names ``etag`` or ``*`` (weak comparison, RFC 9110 13.1.2)."""
     tags = {tag.strip().removeprefix("W/") for tag in if_none_match.split(",")}
@@ -168,21 +175,28 @@ UNAUTHORIZED = json_response(
 FORBIDDEN = json_response(403, {"error": {"code": "forbidden", "message": "Not allowed."}})
 
 
-_REJECTIONS: dict[tuple[int, str, int | None], Response] = {}
+_REJECTIONS: dict[tuple[int, str, int | None, bool], Response] = {}
 
 
-def rejection(decision: Decision) -> Response:
-    """The guard's refusal as JSON (``failopen.web``), built once per status/outcome/Retry-After."""
-    # Under attack, refusals are the hot path; their bytes depend on these three fields only.
-    key = (decision.status_code, decision.outcome, decision.retry_after)
+def rejection(decision: Decision, *, as_json: bool) -> Response:
+    """The guard's refusal as JSON or HTML (``failopen.web``), built once per kind."""
+    # Under attack, refusals are the hot path; their bytes depend on these four only.
+    key = (decision.status_code, decision.outcome, decision.retry_after, as_json)
     response = _REJECTIONS.get(key)
     if response is None:
+        body = web.rejection_json(decision) if as_json else web.rejection_html(decision)
         response = raw_response(decision.status_code,
-                                web.rejection_headers(decision, json_body=True),
-                                web.rejection_json(decision))
+                                web.rejection_headers(decision, json_body=as_json), body)
         if len(_REJECTIONS) < 256:  # Retry-After hints vary: keep the cache bounded
             _REJECTIONS[key] = response
     return response
+
+
+def wants_json(scope: Scope) -> bool:
+    """Whether a refusal of this request is JSON or the HTML page, as the other adapters decide
+    (``web.prefers_json``)."""
+    # Every Accept header, joined as WSGI servers and Django join repeated headers.
+    return web.prefers_json(joined_header(scope, b"accept"), header(scope, b"content-type"))
 
 
 # The snippet URL carries no version, so a day of caching revalidated by ETag rather than

@@ -1,9 +1,11 @@
-"""What the ASGI and WSGI middlewares share: the prefix check, the Django refusal's detection and
-the start-up report. No framework is imported here."""
+"""What the ASGI and WSGI middlewares share: the prefix and ``reject=`` checks, the Django
+refusal's detection and the start-up report. No framework is imported here."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import logging
 import os
 from pathlib import Path
@@ -16,9 +18,8 @@ from failopen.runtime import FailOpen
 
 from ._announce import announce, protection_text
 
-__all__ = ["INNER_APPS", "adapter_runtime", "adapter_snippet", "check_prefix", "django_handler_in",
-           "referenced",
-           "report_misconfiguration"]
+__all__ = ["INNER_APPS", "adapter_runtime", "adapter_snippet", "check_prefix", "check_reject",
+           "django_handler_in", "is_async_callable", "referenced", "report_misconfiguration"]
 
 
 def check_prefix(prefix: object) -> str:
@@ -30,6 +31,36 @@ def check_prefix(prefix: object) -> str:
             f"'/', no trailing '/', no spaces, query or fragment), got {prefix!r}"
         )
     return prefix
+
+
+def is_async_callable(function: object) -> bool:
+    """True for an ``async def`` function, method, callable object or partial of one."""
+    while isinstance(function, functools.partial):
+        function = function.func
+    # An object's async __call__ counts too (B004 is about testing callability: not done here).
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        getattr(function, "__call__", None))  # noqa: B004
+
+
+def check_reject(reject: object, request: str, *, sync_only: bool = False) -> None:
+    """``reject=`` is None or callable as ``reject(<request>, decision)``: a TypeError now
+    rather than failopen's own page, and an ERROR line, on every refusal."""
+    if reject is None:
+        return
+    usage = f"reject({request}, decision) returning the response"
+    if not callable(reject):
+        raise TypeError(f"FailOpenMiddleware(reject=...): expected a callable {usage}, or None; "
+                        f"got {type(reject).__name__}")
+    if sync_only and is_async_callable(reject):
+        raise TypeError(f"FailOpenMiddleware(reject=...): WSGI cannot await {reject!r}; give "
+                        f"a plain function {usage}")
+    try:
+        inspect.signature(reject).bind(None, None)
+    except ValueError:  # no signature to read (a builtin): its first refusal will tell
+        return
+    except TypeError as error:  # a Response itself, say, where a function returning one goes
+        raise TypeError(f"FailOpenMiddleware(reject=...): it is called as {usage}, and "
+                        f"{reject!r} cannot be: {error}") from None
 
 
 # Where ASGI and WSGI middleware, routers and wrappers keep the app they hand requests to

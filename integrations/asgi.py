@@ -13,11 +13,15 @@ Per ``http`` request, in this order::
     protected method + path (any case of the method; the path with or without root_path,
     merged slashes, resolved dot segments, cut at a control character, whitespace or ";",
     decoded once more; "/x/" also covers "/x" and "/x\n")
-                                                               token -> guard -> 403 / 503 / 413,
-                                                               or the app, with the Decision in
+                                                               token -> guard -> 403 / 429 /
+                                                               503 / 413, or the app, with the
+                                                               Decision in
                                                                scope["state"]["failopen"] (flag
                                                                off: the app, body left unread)
     anything else ............................................ the app, receive untouched
+
+A refusal is JSON for API clients and a small HTML page for browsers (``web.prefers_json``, as
+WSGI and Django choose), or the site's own page: ``reject=`` (``_asgi_reject``).
 
 Built around a Django application it refuses to start: Django's own middleware decides from the
 resolved view. Building it logs what keeps failopen from its job (no status URL: ERROR; the
@@ -46,6 +50,7 @@ from failopen.engine.guard import Decision, fail_closed
 from failopen.runtime import FailOpen
 
 from . import _asgi_body as raw
+from ._asgi_reject import Reject, site_page
 from ._shared import adapter_runtime, adapter_snippet, check_prefix, report_misconfiguration
 
 SOLUTION_HEADER = web.SOLUTION_HEADER.lower().encode("ascii")
@@ -90,7 +95,9 @@ class FailOpenMiddleware:
         runtime: FailOpen | None = None,
         prefix: str = "/failopen",
         snippet_path: Path | None = None,
+        reject: Reject | None = None,
     ) -> None:
+        self._page = site_page(reject)  # first: a TypeError here leaves no watcher behind
         runtime = adapter_runtime(app, config=config, runtime=runtime, kind="ASGI")
         self.app = app
         self.runtime = runtime
@@ -170,10 +177,23 @@ class FailOpenMiddleware:
         elif outcome is None:
             return  # the client left while sending its body: nobody to answer
         elif not outcome[0].allow:
-            await raw.rejection(outcome[0]).send(send, head=head)
+            await self._refuse(scope, outcome[1], send, outcome[0], head)
         else:
             # Outside the try: the app's own exceptions reach the server unchanged.
             await self.app(scope, outcome[1], send)
+
+    async def _refuse(self, scope: raw.Scope, receive: raw.Receive, send: raw.Send,
+                      decision: Decision, head: bool) -> None:
+        if self._page is not None and await self._page.send(scope, receive, send, decision,
+                                                            head=head):
+            return
+        try:
+            as_json = raw.wants_json(scope)
+        except Exception:
+            if decision is not self._internal_error:  # else already logged, with its cause
+                logger.exception("failopen failed on a protected route; refusing the request")
+            as_json, decision = True, self._internal_error
+        await raw.rejection(decision, as_json=as_json).send(send, head=head)
 
     async def _decide(
         self, scope: raw.Scope, receive: raw.Receive, path: str
@@ -181,7 +201,10 @@ class FailOpenMiddleware:
         client = scope.get("client")
         address = client[0] if client else ""
         if self._trusted:  # behind our own proxies: the client they forwarded for
-            address = web.client_address(address, _forwarded_for(scope), self._trusted)
+            # Every X-Forwarded-For, joined in order as Django and WSGI servers join them: a
+            # proxy appends to the last one, so the right-most entries are its own.
+            address = web.client_address(address, raw.joined_header(scope, b"x-forwarded-for"),
+                                         self._trusted)
         # Scanned for only when the audit file keeps its hash.
         agent = _user_agent(scope) if self.runtime.wants_user_agent else ""
         route, policy, solution = "", "open", None
@@ -249,7 +272,7 @@ class FailOpenMiddleware:
             response = await route(scope, receive)
         except Exception:
             logger.exception("failopen route %s failed", scope["path"])
-            response = raw.rejection(self._internal_error)
+            response = raw.rejection(self._internal_error, as_json=True)
         if response is not None:
             await response.send(send, head=scope["method"].upper() == "HEAD")
 
@@ -336,14 +359,6 @@ class FailOpenMiddleware:
         # An app without lifespan support raises here as it would unwrapped: the server then
         # runs without lifespan, and the watcher starts on the first guarded request.
         await self.app(scope, lifespan_receive, lifespan_send)
-
-
-def _forwarded_for(scope: raw.Scope) -> str | None:
-    """Every X-Forwarded-For header, joined in order (as Django and WSGI servers join them): a
-    proxy appends to the last one, so the right-most entries are its own."""
-    values = [bytes(value).decode("latin-1") for name, value in scope.get("headers", ())
-              if name == b"x-forwarded-for"]
-    return ",".join(values) if values else None
 
 
 def _user_agent(scope: raw.Scope) -> str:

@@ -25,6 +25,8 @@ middleware decides from the resolved view. The watcher starts on the first guard
 flag request of each process (gunicorn ``--preload`` workers included). The decision lives in
 ``failopen.engine.guard`` and every wire format in ``failopen.web``: this module only translates
 WSGI.
+
+A site's own refusal page instead: ``reject=`` (``_wsgi_reject``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from failopen.runtime import FailOpen
 
 from . import _wsgi_body as raw
 from ._shared import adapter_runtime, adapter_snippet, check_prefix, report_misconfiguration
+from ._wsgi_reject import Reject, site_page
 
 __all__ = ["FailOpenMiddleware"]
 
@@ -75,7 +78,9 @@ class FailOpenMiddleware:
         runtime: FailOpen | None = None,
         prefix: str = "/failopen",
         snippet_path: Path | None = None,
+        reject: Reject | None = None,
     ) -> None:
+        self._page = site_page(reject)  # first: a TypeError here leaves no watcher behind
         runtime = adapter_runtime(app, config=config, runtime=runtime, kind="WSGI")
         self.app = app
         self.runtime = runtime
@@ -152,6 +157,9 @@ class FailOpenMiddleware:
         head = str(environ.get("REQUEST_METHOD", "")).upper() == "HEAD"
         if isinstance(outcome, raw.Response):
             return outcome.send(start_response, head=head)
+        page = self._page.response(environ, outcome) if self._page is not None else None
+        if page is not None:
+            return page.send(start_response, head=head)
         try:
             as_json = web.prefers_json(environ.get("HTTP_ACCEPT"), environ.get("CONTENT_TYPE"))
         except Exception:

@@ -35,6 +35,7 @@ from failopen.web import (
     rejection_html,
     rejection_json,
     rejection_payload,
+    sealed_page_headers,
     snippet_attributes,
     token_from_body,
     wants_confirm,
@@ -128,6 +129,19 @@ def test_rejection_html_is_a_small_escaped_page() -> None:
     assert page.startswith("<!doctype html>") and "<script>" not in page
     assert "Request refused" in page
     assert "retry" in rejection_html(_reject(503, "cannot_verify", "x", 5)).decode()
+
+
+def test_a_sites_refusal_page_is_never_cached_and_a_503_says_when_to_retry() -> None:
+    page = [("Content-Type", "text/html"), ("cache-control", "public, max-age=600"),
+            ("CDN-Cache-Control", "max-age=600"), ("Surrogate-Control", "max-age=60"),
+            ("Set-Cookie", "csrftoken=abc")]
+    assert sealed_page_headers(page, _reject(503, "cannot_verify", "x", 5)) == [
+        ("Content-Type", "text/html"), ("Set-Cookie", "csrftoken=abc"),
+        ("Cache-Control", "no-store"), ("Retry-After", "5")]
+    own = sealed_page_headers([("retry-after", "60")], _reject(429, "outage_rate_limited", "x", 9))
+    assert own == [("retry-after", "60"), ("Cache-Control", "no-store")]
+    assert sealed_page_headers([], _reject(403, "missing_token", "x")) == [
+        ("Cache-Control", "no-store")]
 
 
 @pytest.mark.parametrize(("accept", "content_type", "expected"), [

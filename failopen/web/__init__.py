@@ -35,6 +35,7 @@ from failopen.web.rejections import (
     rejection_html,
     rejection_json,
     rejection_payload,
+    sealed_page_headers,
 )
 from failopen.web.route_policies import SOLUTION_FIELD, SOLUTION_HEADER, RoutePolicies
 from failopen.web.snippet import (
@@ -72,6 +73,7 @@ __all__ = [
     "rejection_html",
     "rejection_json",
     "rejection_payload",
+    "sealed_page_headers",
     "snippet_attributes",
     "store_is_shared",
     "token_from_body",

@@ -1,11 +1,14 @@
 """Refusals (403, or 429 and 503 with ``Retry-After``), as JSON or a small HTML page for a browser.
 
 Messages are fixed per outcome: the detailed reason (which verify failure, whether an outage was
-confirmed) goes to the log, never to a client probing for a way in."""
+confirmed) goes to the log, never to a client probing for a way in. A site's own refusal page
+(the adapters' ``reject=``) keeps its body and status; :func:`sealed_page_headers` gives it the
+headers every refusal carries."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from html import escape
 from typing import Any
 
@@ -14,6 +17,7 @@ from failopen.web.body_tokens import media_type
 
 __all__ = [
     "prefers_json", "rejection_headers", "rejection_html", "rejection_json", "rejection_payload",
+    "sealed_page_headers",
 ]
 
 _PUBLIC_MESSAGES = {
@@ -72,3 +76,23 @@ def prefers_json(accept: str | None, content_type: str | None = None) -> bool:
         return False
     media = media_type(content_type)
     return media == "application/json" or media.endswith("+json")
+
+
+# Every header by which a response says how caches may keep it: a shared cache (a CDN) obeys its
+# own one (RFC 9213 CDN-Cache-Control, Surrogate-Control) over Cache-Control.
+_CACHING = frozenset({"cache-control", "cdn-cache-control", "surrogate-control"})
+
+
+def sealed_page_headers(
+    headers: Iterable[tuple[str, str]], decision: Decision
+) -> list[tuple[str, str]]:
+    """A site's refusal page's headers: ``Cache-Control: no-store`` over whatever caching it
+    asked for, and the decision's ``Retry-After`` when it set none."""
+    # Forced, not just added: a refusal cached by a CDN (a protected GET, a 503 in an outage)
+    # would be served to everyone after it, and a re-rendered log-in page holds a CSRF token.
+    sealed = [(name, value) for name, value in headers if name.lower() not in _CACHING]
+    sealed.append(("Cache-Control", "no-store"))
+    if decision.retry_after is not None and not any(
+            name.lower() == "retry-after" for name, _ in sealed):
+        sealed.append(("Retry-After", str(decision.retry_after)))
+    return sealed

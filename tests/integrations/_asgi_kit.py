@@ -30,6 +30,8 @@ Message = dict[str, Any]
 PROTECTED = ("/login", "/raw", "/boom")
 ADMIN_TOKEN = "adm-" + "k" * 40
 CLIENT_IP = "203.0.113.9"
+# An API client's Accept, for raw scopes: its refusals are JSON (a browser's get the HTML page).
+API = (("Accept", "application/json"),)
 
 
 async def _login(request: Request) -> JSONResponse:

@@ -68,7 +68,7 @@ async def make_asgi(
 
     def build(*, inner: Any = None, prefix: str = "/failopen", snippet_path: Path | None = None,
               runtime_kwargs: dict[str, Any] | None = None, started: bool = True,
-              **changes: Any) -> Stack:
+              reject: Any = None, **changes: Any) -> Stack:
         page, verify, runtime = runtime_over_fakes(PROTECTED, changes, runtime_kwargs)
         recorder = Recorder()
         app_inner = inner if inner is not None else starlette_app()
@@ -78,9 +78,12 @@ async def make_asgi(
             await target(scope, receive, send)
 
         app = FailOpenMiddleware(dispatch, runtime=runtime, prefix=prefix,
-                                 snippet_path=snippet_path)
+                                 snippet_path=snippet_path, reject=reject)
+        # An API client's Accept, as make_wsgi's posts send: a refusal is then JSON (a browser's
+        # Accept gets the HTML page; tests that want it say so).
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app, client=(CLIENT_IP, 4711)),
-                                   base_url="http://testserver")
+                                   base_url="http://testserver",
+                                   headers={"Accept": "application/json"})
         stack = Stack(page, verify, runtime, app, recorder, client)
         stacks.append(stack)
         if started:
@@ -100,7 +103,7 @@ def make_wsgi() -> Iterator[Callable[..., WsgiStack]]:
 
     def build(*, inner: Any = None, prefix: str = "/failopen", snippet_path: Path | None = None,
               runtime_kwargs: dict[str, Any] | None = None, started: bool = True,
-              **changes: Any) -> WsgiStack:
+              reject: Any = None, **changes: Any) -> WsgiStack:
         page, verify, runtime = runtime_over_fakes(WSGI_PROTECTED, changes, runtime_kwargs)
         recorder = WsgiRecorder()
         app_inner = inner if inner is not None else flask_app()
@@ -109,7 +112,8 @@ def make_wsgi() -> Iterator[Callable[..., WsgiStack]]:
             target = recorder if environ.get("PATH_INFO", "").startswith("/raw") else app_inner
             return target(environ, start_response)
 
-        app = WsgiMiddleware(dispatch, runtime=runtime, prefix=prefix, snippet_path=snippet_path)
+        app = WsgiMiddleware(dispatch, runtime=runtime, prefix=prefix, snippet_path=snippet_path,
+                             reject=reject)
         client = Client(app)
         stack = WsgiStack(page, verify, runtime, app, recorder, client)
         stacks.append(stack)

@@ -18,6 +18,7 @@ import httpx
 import pytest
 from _asgi_kit import (
     ADMIN_TOKEN,
+    API,
     CLIENT_IP,
     PROTECTED,
     Recorder,
@@ -238,7 +239,7 @@ async def test_a_failure_inside_the_middleware_falls_closed_with_503(
     stack = make_asgi()
     if break_scope != "no headers":  # with the flag off, the headers are never read
         stack.runtime.flag.force_off("even with the flag off, a failure never admits")
-    scope = http_scope("/raw")
+    scope = http_scope("/raw", headers=[("Accept", "application/json")])
     if break_scope == "immutable state":
         scope["state"] = MappingProxyType({})
     elif break_scope == "no headers":
@@ -638,7 +639,7 @@ async def test_starlette_add_middleware_form(make_asgi: Make) -> None:
 async def test_a_lower_case_method_is_guarded(make_asgi: Make, method: str) -> None:
     # Django's ASGI handler upper-cases scope["method"]: "post" runs the POST view.
     stack = make_asgi()
-    reply = await drive(stack.app, http_scope("/raw", method=method),
+    reply = await drive(stack.app, http_scope("/raw", method=method, headers=API),
                         [{"type": "http.request", "body": b""}])
     assert (reply.status, reply.json()["error"]["code"]) == (403, "missing_token")
     assert stack.recorder.calls == []

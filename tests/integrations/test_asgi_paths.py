@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _asgi_kit import Stack, drive, http_scope
+from _asgi_kit import API, Stack, drive, http_scope
 from failopen.integrations.asgi import FailOpenMiddleware
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -68,7 +68,7 @@ async def test_every_encoded_spelling_is_refused_without_a_token(
 async def test_combined_spellings_are_guarded(make_asgi: Make, path: str, root_path: str) -> None:
     # Beyond what httpx sends: a raw scope, as a server builds it from "//login%0A" and the like.
     stack = make_asgi(protected_paths=("/login/",))
-    reply = await drive(stack.app, http_scope(path, root_path=root_path),
+    reply = await drive(stack.app, http_scope(path, root_path=root_path, headers=API),
                         [{"type": "http.request", "body": b""}])
     assert (reply.status, reply.json()["error"]["code"]) == (403, "missing_token"), path
 

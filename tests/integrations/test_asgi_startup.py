@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from _asgi_kit import LifespanServer, Recorder, drive, http_scope
+from _asgi_kit import API, LifespanServer, Recorder, drive, http_scope
 from failopen.integrations.asgi import FailOpenMiddleware
 from starlette.applications import Starlette
 
@@ -43,7 +43,8 @@ async def test_no_status_url_is_reported_once_as_the_server_starts(
         await server.startup()
         # Not refused: the app started, and its protected routes still enforce.
         assert server.sent == [{"type": "lifespan.startup.complete"}]
-        reply = await drive(app, http_scope("/raw"), [{"type": "http.request", "body": b""}])
+        reply = await drive(app, http_scope("/raw", headers=API),
+                            [{"type": "http.request", "body": b""}])
         assert (reply.status, reply.json()["error"]["code"]) == (403, "missing_token")
         await server.shutdown()
     errors = _errors(caplog)

@@ -191,3 +191,16 @@ def test_login_page_carries_the_snippet_tag_and_the_flag_is_served(server: Serve
     assert "test-private-key" not in page.text
     flag = httpx.get(server.url + "/failopen/flag", timeout=5)
     assert flag.headers["cache-control"] == "no-store"
+
+
+@pytest.mark.slow
+def test_refusals_are_a_page_for_a_browser_and_json_for_an_api_client(server: Server) -> None:
+    browser = httpx.post(server.url + "/login", data={"username": "ann"}, timeout=5, headers={
+        "Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"})
+    assert browser.status_code == 403
+    assert browser.headers["content-type"] == "text/html; charset=utf-8"
+    assert "<h1>Request refused</h1>" in browser.text
+    assert browser.headers["cache-control"] == "no-store"
+    api = httpx.post(server.url + "/login", data={"username": "ann"}, timeout=5,
+                     headers={"Accept": "application/json"})
+    assert (api.status_code, api.json()["error"]["code"]) == (403, "missing_token")

@@ -82,11 +82,11 @@ async def test_asgi_a_closed_route_stays_closed_under_root_path(make_asgi: Make)
     """``/app/`` (the whole mount, open) and ``/login`` (as the app routes it, closed): the
     request ``/app/login`` reaches the closed route, so it is closed, whichever spelling
     matched first."""
-    from _asgi_kit import drive, http_scope
+    from _asgi_kit import API, drive, http_scope
 
     stack = make_asgi(protected_paths=("/app/", "/login"), outage_policy_routes="/login=closed")
     _outage(stack.runtime, stack.page)
-    reply = await drive(stack.app, http_scope("/app/login", root_path="/app"))
+    reply = await drive(stack.app, http_scope("/app/login", root_path="/app", headers=API))
     assert reply.status == 503 and reply.json()["error"]["code"] == "outage_closed"
 
 

@@ -33,7 +33,7 @@ from failopen.config import Config
 from failopen.engine.guard import Decision
 from failopen.fallback.settings import INSTALL as _INSTALL
 from failopen.testing.control import loopback_refusal
-from failopen.web import snippet_attributes
+from failopen.web import rejection_payload, snippet_attributes
 
 __all__ = ["build_app"]
 
@@ -258,4 +258,10 @@ def build_app(site: DemoSite) -> Any:
         Route("/demo/state", state), Route("/demo/scene", scene, methods=["POST"]),
         Route("/demo/override", override, methods=["POST"]),
     ])
-    return _DecisionRecorder(middleware(app, runtime=runtime), site)
+
+    async def refusal(scope: Scope, decision: Decision) -> Response:
+        # The page reads a form frame's answer as JSON, refusals included (their code is the
+        # verdict it shows), although a frame's Accept asks for HTML.
+        return JSONResponse(rejection_payload(decision), status_code=decision.status_code)
+
+    return _DecisionRecorder(middleware(app, runtime=runtime, reject=refusal), site)
