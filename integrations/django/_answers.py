@@ -39,8 +39,12 @@ def finish_custom(response: Any, decision: Decision) -> HttpResponseBase:
     render = getattr(response, "render", None)
     if render is not None and not getattr(response, "is_rendered", True):
         render()
-    if not response.has_header("Cache-Control"):
-        response["Cache-Control"] = "no-store"
+    # Forced, as ASGI and WSGI force it (web.sealed_page_headers): a cached refusal would be
+    # served to everyone after it, and a re-rendered log-in page holds a CSRF token.
+    for name in ("CDN-Cache-Control", "Surrogate-Control"):
+        if response.has_header(name):
+            del response[name]
+    response["Cache-Control"] = "no-store"
     if decision.retry_after is not None and not response.has_header("Retry-After"):
         response["Retry-After"] = str(decision.retry_after)
     return response

@@ -61,6 +61,14 @@ async def asite_reject(request: HttpRequest, decision: object) -> HttpResponse:
     return site_reject(request, decision)
 
 
+def cached_reject(request: HttpRequest, decision: object) -> HttpResponse:
+    """A REJECT_VIEW that asks caches to keep its page (a site-wide cache header, say)."""
+    response = site_reject(request, decision)
+    response["Cache-Control"] = "public, max-age=600"
+    response["CDN-Cache-Control"] = "max-age=600"
+    return response
+
+
 def broken_reject(request: HttpRequest, decision: object) -> HttpResponse:
     raise RuntimeError("the site's rejection page is broken")
 

@@ -244,6 +244,16 @@ def test_reject_view_renders_the_sites_own_page(
     assert unavailable["Retry-After"] == "5"
 
 
+def test_a_reject_view_cannot_make_a_refusal_cacheable(client: Any, use_failopen: Any) -> None:
+    # As ASGI and WSGI: a refusal a CDN kept would be served to everyone after it, and a
+    # re-rendered log-in page holds a CSRF token.
+    use_failopen(REJECT_VIEW="django_test_urls.cached_reject")
+    response = client.post("/login/")
+    assert response.status_code == 403 and response.content == b"site says no: missing_token"
+    assert response["Cache-Control"] == "no-store"
+    assert not response.has_header("CDN-Cache-Control")
+
+
 def test_broken_reject_view_falls_back_to_the_default_page(
     client: Any, use_failopen: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
