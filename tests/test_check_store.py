@@ -269,7 +269,7 @@ def test_the_fleet_line_names_the_page_a_process_acts_on(
     client.set("failopen:leader", json.dumps({"id": "web-1:10:ab", "since": 1.0, "page": page}))
     shown = run("check")
     status, detail = lines(shown.out)["fleet identity"]
-    assert status == "ok" and "leader web-1:10:ab since 1970-01-01T00:00:01Z" in detail
+    assert status == "ok" and "leader web-1:10:ab since 1970-01-01T00:00:01.000Z" in detail
 
 
 @needs_redis
@@ -288,7 +288,8 @@ def test_another_deployment_in_the_same_prefix_is_a_warning(
     assert shown.code == 0 and run("check", "--strict").code == 1
     status, detail = lines(shown.out)["fleet identity"]
     assert status == "warning"
-    assert "leader staging-1:7:cd since 1970-01-01T00:00:01Z watches another status page" in detail
+    assert ("leader staging-1:7:cd since 1970-01-01T00:00:01.000Z watches another status page"
+            in detail)
     assert "1 processes seen in the last minute, 1 of them watching another status page" in detail
     assert "give each deployment its own FAILOPEN_REDIS_PREFIX" in detail
 

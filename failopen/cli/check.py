@@ -107,7 +107,8 @@ class _Running:
         if self.thread.is_alive():
             return Check(self.name, "problem", f"no answer within {self.seconds:g}s")
         if self.error is not None or self.check is None:
-            logger.debug("failopen check %s failed", self.name, exc_info=self.error)
+            logger.debug("failopen check %s failed", self.name, exc_info=self.error,
+                         extra={"event": "failopen.check_error"})
             # The type only: an exception's text may quote what it was given.
             return Check(self.name, "problem",
                          f"unexpected error: {type(self.error).__name__} (run with -v)")

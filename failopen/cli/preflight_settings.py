@@ -24,7 +24,8 @@ __all__ = ["check_configuration", "check_outage_policies"]
 
 _EXTRAS = ("altcha", "limits")
 _MAX_ERRORS = 10
-_NAMED = re.compile(r"FAILOPEN_([A-Z_]+):")
+# A variable's name, or a Django settings key as Django's errors write it (FAILOPEN['STORE']:).
+_NAMED = re.compile(r"FAILOPEN(?:_([A-Z_]+)|\['([A-Z_]+)'\]):")
 _DEFAULTS = {spec.name: spec.default for spec in dataclasses.fields(Config)}
 
 
@@ -69,7 +70,7 @@ def check_configuration(factory: Callable[..., Config], environ: Mapping[str, st
 def _field_named(message: str) -> str | None:
     """The Config field an error message begins with (``FAILOPEN_STORE: ...``), or None."""
     found = _NAMED.match(message)
-    name = found.group(1).lower() if found else None
+    name = (found.group(1) or found.group(2)).lower() if found else None
     return name if name in _DEFAULTS else None
 
 

@@ -114,6 +114,9 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
     "failopen.status_fallback": (
         "failopen.status", "INFO", "components.json failed; status.json was tried",
         "error, fallback_error"),
+    "failopen.check_error": (
+        "failopen.check", "DEBUG", "a check of `failopen check` failed unexpectedly (its line says "
+        "so; -v shows the traceback)", "-"),
     "failopen.probe_error": (
         "failopen.probe", "ERROR", "a bug in the verify probe (no evidence either way; the "
         "watcher goes on)", "-"),

@@ -112,10 +112,12 @@ class Site:
                                headers={"Accept": "application/json", **(headers or {})})
 
     def audit_lines(self) -> list[dict[str, Any]]:
-        """The audit file's lines so far (a background thread appends them)."""
+        """The audit file's request lines so far (a background thread appends them; the
+        flag's own lines, with an ``event``, are left out)."""
         if not self.audit.exists():
             return []
-        return [json.loads(line) for line in self.audit.read_text().splitlines()]
+        return [line for line in map(json.loads, self.audit.read_text().splitlines())
+                if "event" not in line]
 
 
 @pytest.fixture(scope="module", params=sorted(EXAMPLES))

@@ -132,7 +132,7 @@ def test_no_django_secret_in_the_output(fo_settings: dict[str, Any], broken: boo
             assert code == 1
             assert "recognisable" not in out + err
     if broken:
-        assert "FAILOPEN_ADMIN_TOKEN: must be at least 24 characters" in out
+        assert "FAILOPEN['ADMIN_TOKEN']: must be at least 24 characters" in out
 
 
 @pytest.mark.slow
