@@ -51,7 +51,7 @@ def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
                                           cutoff=0.6)
         hint = (f"did you mean {stems[close[0]]}?" if close else
                 "failopen reads no variable of that name or close to it (see the "
-                "configuration table in the README)")
+                "configuration reference, docs/configuration.md)")
         found.append(f"the environment variable {name} is ignored; {hint}")
     return found
 

@@ -141,7 +141,7 @@ async def _answer(request: Request) -> JSONResponse:
 
 @pytest.fixture
 def policed() -> Iterator[tuple[FailOpen, Any]]:
-    """A real ASGI site with one route per policy, as the README configures it."""
+    """A real ASGI site with one route per policy, as docs/outage-policies.md sets it."""
     verify = FakeVerifyAPI()
     config = Config.from_env(environ={
         "FAILOPEN_PROTECTED_PATHS": "/login,/signup,/password-reset",

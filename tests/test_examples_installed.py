@@ -1,9 +1,9 @@
-"""The README's commands serve each example from a normal (non-editable) install of the wheel.
+"""The manual's commands serve each example from a normal (non-editable) install of the wheel.
 
 Run from the repository root, ``uvicorn examples.asgi_app:app`` puts the root on ``sys.path``,
 so ``import failopen`` finds the source folder, which has no ``failopen.integrations`` (that
 lives in ``integrations/`` and only the installed package has it): the example cannot start.
-The README's commands keep the root off ``sys.path``; this test runs them, word for word, with
+The manual's commands keep the root off ``sys.path``; this test runs them, word for word, with
 the venv's console scripts, from the repository root, against the test kit's fakes.
 """
 
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from _manual import manual
 from _serving import fakes_env, served
 from _wheel import ROOT, installed_venv
 
@@ -22,7 +23,7 @@ from failopen.testing import FakeStatusPage, FakeVerifyAPI, free_port
 
 pytestmark = pytest.mark.slow
 
-#: The README's command for each example, word for word; ``{port}`` is added here. gunicorn
+#: The manual's command for each example, word for word; ``{port}`` is added here. gunicorn
 #: always puts the directory it starts in on ``sys.path`` (``--chdir`` only adds another), so
 #: the Flask example starts from ``examples/``.
 COMMANDS = {
@@ -51,10 +52,12 @@ def test_the_installed_package_is_the_wheel_not_the_source(venv: Path) -> None:
     assert Path(where).is_relative_to(venv), where
 
 
-def test_the_readme_shows_these_commands() -> None:
-    readme = (ROOT / "README.md").read_text()
-    missing = [command for command in COMMANDS.values() if command not in readme]
-    assert not missing, f"the README no longer shows {missing}: update COMMANDS here too"
+def test_the_manual_shows_these_commands() -> None:
+    pages = {"asgi": "docs/asgi.md", "flask": "docs/wsgi.md", "django": "docs/django.md"}
+    texts = manual()
+    missing = [command for example, command in COMMANDS.items()
+               if command not in texts[pages[example]]]
+    assert not missing, f"the manual no longer shows {missing}: update COMMANDS here too"
 
 
 @pytest.mark.parametrize("example", sorted(COMMANDS))

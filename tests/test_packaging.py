@@ -6,6 +6,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from _manual import page
 from _wheel import build_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,22 +50,22 @@ def test_wheel_has_no_top_level_integrations(tmp_path_factory: pytest.TempPathFa
     assert not missing, f"modules left out of the wheel (add their package to pyproject): {missing}"
 
 
-def test_readme_lists_every_fault_of_the_fakes() -> None:
+def test_the_test_kit_page_lists_every_fault_of_the_fakes() -> None:
     from failopen.testing import FakeStatusPage, FakeVerifyAPI
 
-    readme = (ROOT / "README.md").read_text()
+    kit = page("testing.md")
     for fake in (FakeStatusPage, FakeVerifyAPI):
-        row = next(line for line in readme.splitlines() if line.startswith(f"| `{fake.__name__}`"))
+        row = next(line for line in kit.splitlines() if line.startswith(f"| `{fake.__name__}`"))
         missing = [fault for fault in fake.FAULTS if f"`{fault}`" not in row]
-        assert not missing, f"README's {fake.__name__} row lacks {missing}"
+        assert not missing, f"docs/testing.md's {fake.__name__} row lacks {missing}"
 
 
-def test_readme_documents_every_config_variable() -> None:
+def test_the_configuration_page_documents_every_config_variable() -> None:
     import dataclasses
 
     from failopen.config import Config, env_name
 
-    readme = (ROOT / "README.md").read_text()
+    reference = page("configuration.md")
     undocumented = [env_name(f.name) for f in dataclasses.fields(Config)
-                    if f"`{env_name(f.name)}`" not in readme]
-    assert not undocumented, f"add to the README's configuration table: {undocumented}"
+                    if f"`{env_name(f.name)}`" not in reference]
+    assert not undocumented, f"add to docs/configuration.md's table: {undocumented}"

@@ -374,7 +374,7 @@ def test_without_a_status_url_overrides_still_reach_running_processes(tmp_path: 
 def test_an_override_reaches_a_running_process_within_seconds_at_the_default_refresh(
     tmp_path: Path,
 ) -> None:
-    # The README promises "within about a second" with the default FAILOPEN_STORE_REFRESH.
+    # docs/operations.md promises "within about a second" with the default FAILOPEN_STORE_REFRESH.
     config = Config(store=(tmp_path / "override.json").as_uri())
     assert config.store_refresh == 1.0
     runtime = FailOpen(config)

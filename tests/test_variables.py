@@ -40,10 +40,10 @@ def test_every_variable_the_code_names_is_known() -> None:
 
 def test_the_known_list_is_every_config_field_and_what_the_code_reads_beside() -> None:
     """Every Config field's variable, and every variable read outside Config (found by the
-    README test's scan of environment reads): nothing more, nothing less."""
+    configuration table test's scan of environment reads): nothing more, nothing less."""
     import dataclasses
 
-    from test_readme_config import _variables_read
+    from test_docs_config import _variables_read
 
     fields = {env_name(spec.name) for spec in dataclasses.fields(Config)}
     read = set(_variables_read())

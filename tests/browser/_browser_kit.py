@@ -32,7 +32,7 @@ from failopen.testing._server import FakeRequest, Reply
 
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[2]
-#: Where the screenshots go; the README names this path.
+#: Where the screenshots go; docs/snippet.md names this path.
 ARTEFACTS = ROOT / "test-artifacts" / "browser"
 PUBLIC_KEY = "test-public-key"
 FINAL = ("completed", "bypassed", "failed")
@@ -227,7 +227,7 @@ class Visit:
             return response.status, text
 
     def screenshot(self, name: str) -> Path:
-        """A screenshot under ARTEFACTS (the README names the folder)."""
+        """A screenshot under ARTEFACTS (docs/snippet.md names the folder)."""
         ARTEFACTS.mkdir(parents=True, exist_ok=True)
         path = ARTEFACTS / f"{name}.png"
         self.page.screenshot(path=str(path), full_page=True)

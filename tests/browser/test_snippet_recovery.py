@@ -149,8 +149,8 @@ def test_starting_over_clears_the_message_while_it_works(
 def test_the_readme_recipe_failopen_emulate_vendor_down_then_back(
     fakes: Vendor, visit: Callable[..., Visit], server_process: Callable[..., str]
 ) -> None:
-    """README, "Testing an outage locally": ``failopen emulate vendor`` in one terminal, the
-    site, ``--set down=true`` and ``--set down=false`` in another; the open page recovers."""
+    """docs/testing.md, "Testing an outage locally": ``failopen emulate vendor`` in one terminal,
+    the site, ``--set down=true`` and ``--set down=false`` in another; the open page recovers."""
     emulator = server_process([str(FAILOPEN), "emulate", "vendor", "--port", "{port}"], {},
                               "/_control")
     env = vendor_env(fakes, FAILOPEN_VENDOR_URL=emulator,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _manual import page, section
 from failopen.integrations.wsgi import FailOpenMiddleware
 from failopen.integrations.wtforms import EnforcementTokenField
 from flask import Flask, jsonify, render_template_string, request
@@ -33,7 +34,6 @@ DID_NOT_FINISH = "The security check did not finish"
 NOT_ACCEPTED = "The security check was not accepted"
 CANNOT_VERIFY = "We cannot verify this form right now"
 UNAVAILABLE = "This action is briefly unavailable"
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 PAGE = """<form method="post">{{ form.hidden_tag() }}{{ form.email() }}
 {% for error in form.token.errors %}<p class="error">{{ error }}</p>{% endfor %}</form>"""
 
@@ -307,19 +307,19 @@ def test_two_forms_of_one_request_verify_the_token_once(make_site: Callable[...,
     assert site.verify.requests == 1
 
 
-def test_the_readmes_flask_example_works(make_site: Callable[..., Site],
+def test_the_manuals_flask_example_works(make_site: Callable[..., Site],
                                          tmp_path: Path) -> None:
     site = make_site()
-    section = README.split("### Flask-WTF and WTForms forms\n", 1)[1]
-    code = re.search(r"```python\n(.*?)^```", section, re.S | re.M)
+    recipe = section(page("wsgi.md"), "## Flask-WTF and WTForms forms")
+    code = re.search(r"```python\n(.*?)^```", recipe, re.S | re.M)
     assert code is not None
     (tmp_path / "signup.html").write_text(PAGE)
     app = Flask("readme_example", template_folder=str(tmp_path))
     app.config.update(SECRET_KEY="not-a-secret", WTF_CSRF_ENABLED=False)
-    # What the README leaves to the reader: the app, and a Config (here without a status page:
+    # What the manual leaves to the reader: the app, and a Config (here without a status page:
     # nothing to poll over the network; the fake's verifier goes in below).
     config = dataclasses.replace(site.runtime.config, status_url=None)
-    exec(code.group(1), {"__name__": "readme_example", "app": app,  # the README's own code
+    exec(code.group(1), {"__name__": "readme_example", "app": app,  # the manual's own code
                          "config": config})
     runtime = app.wsgi_app.runtime  # type: ignore[attr-defined]
     runtime.guard.verifier = site.runtime.guard.verifier  # the fake's in-process transport

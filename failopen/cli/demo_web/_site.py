@@ -44,7 +44,7 @@ POLL_INTERVAL = 0.5
 OVERRIDE_OFF_TTL = 300.0
 TIMELINE = 30
 
-#: The site's outage settings, written as a site writes them in its environment (README,
+#: The site's outage settings, written as a site writes them in its environment (the manual,
 #: "Outage policies"); the fallback's secret is made for each run and never shown.
 OUTAGE_SETTINGS = {
     "FAILOPEN_PROTECTED_PATHS": "/login,/signup,/password-reset",

@@ -78,7 +78,7 @@ if not settings.configured:
             "failopen.integrations.django",
             *ALLAUTH_APPS,
         ],
-        # allauth's middleware before failopen's, where the README puts failopen: last.
+        # allauth's middleware before failopen's, where the manual puts failopen: last.
         MIDDLEWARE=[*MIDDLEWARE[:-1], *ALLAUTH_MIDDLEWARE, MIDDLEWARE[-1]],
         ROOT_URLCONF="django_test_urls",
         DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3",

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _readme_allauth import allauth_blocks
+from _docs_allauth import allauth_blocks
 from django.core import mail
 from django.test import override_settings
 from django.urls import resolve
@@ -63,7 +63,7 @@ def _allauth(django_db: None) -> Iterator[None]:
 
 @pytest.fixture
 def protected(use_failopen: Callable[..., FailOpen | None]) -> FailOpen:
-    """failopen in front of allauth, as the README's recipe sets it: PROTECTED_VIEWS only."""
+    """failopen in front of allauth, as the manual's recipe sets it: PROTECTED_VIEWS only."""
     runtime = use_failopen(PROTECTED_PATHS=[], PROTECTED_VIEWS=ALLAUTH_VIEWS)
     assert runtime is not None
     return runtime
@@ -219,7 +219,7 @@ POLICIES = {
 @pytest.fixture
 def outage(use_failopen: Callable[..., FailOpen | None],
            fake_status_page: FakeStatusPage) -> FailOpen:
-    """A confirmed outage, with the README's policies: sign-up fallback, reset closed."""
+    """A confirmed outage, with the manual's policies: sign-up fallback, reset closed."""
     runtime = use_failopen(PROTECTED_PATHS=[], PROTECTED_VIEWS=ALLAUTH_VIEWS, **POLICIES)
     assert runtime is not None
     fake_status_page.set_global("major_outage")
@@ -261,7 +261,7 @@ def test_during_an_outage_each_allauth_route_follows_its_policy(outage: FailOpen
 
 @pytest.fixture
 def recipe_template(tmp_path: Path) -> Iterator[None]:
-    """The README's template override, in a templates folder searched before allauth's."""
+    """The manual's template override, in a templates folder searched before allauth's."""
     from django.conf import settings
 
     layout = tmp_path / "allauth" / "layouts" / "entrance.html"

@@ -139,7 +139,7 @@ def test_no_django_secret_in_the_output(fo_settings: dict[str, Any], broken: boo
 def test_manage_py_failopen_check_of_the_example(fake_status_page: Any,
                                                  fake_verify_api: FakeVerifyAPI) -> None:
     # The real manage.py in a process of its own: the example site's @protect views and its
-    # settings from the environment, as in the README's steps.
+    # settings from the environment, as in the manual's steps.
     import os
     import subprocess
     import sys

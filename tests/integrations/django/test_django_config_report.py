@@ -85,7 +85,8 @@ def test_every_unknown_variable_is_named_once_even_with_a_failopen_dict(
         "failopen: the environment variable FAILOPEN_RAI_CLIENTID is ignored; did you mean "
         "FAILOPEN_RAI_CLIENT_ID?",
         "failopen: the environment variable FAILOPEN_SIGNUP is ignored; failopen reads no "
-        "variable of that name or close to it (see the configuration table in the README)",
+        "variable of that name or close to it (see the configuration reference, "
+        "docs/configuration.md)",
     ]
 
 

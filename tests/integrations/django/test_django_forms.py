@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _manual import page as manual_page
 from django.test import override_settings
 
 from failopen.observe.audit_file import hash_user_agent
@@ -29,7 +30,6 @@ DID_NOT_FINISH = "The security check did not finish"
 NOT_ACCEPTED = "The security check was not accepted"
 CANNOT_VERIFY = "We cannot verify this form right now"
 UNAVAILABLE = "This action is briefly unavailable"
-README = (Path(__file__).resolve().parents[3] / "README.md").read_text()
 
 
 @pytest.fixture(autouse=True)
@@ -86,16 +86,15 @@ def test_the_token_may_come_in_the_header_a_script_sends(
     assert response.json()["outcome"] == "valid" and fake_verify_api.tokens_seen == [GOOD]
 
 
-def test_the_readmes_example_form_works(use_failopen: Any,
+def test_the_manuals_example_form_works(use_failopen: Any,
                                         fake_verify_api: FakeVerifyAPI) -> None:
     from django.test import RequestFactory
 
     use_failopen()
-    section = README.split("### Django forms\n", 1)[1]
-    code = re.search(r"```python\n(.*?)^```", section, re.S | re.M)
+    code = re.search(r"```python\n(.*?)^```", manual_page("django-forms.md"), re.S | re.M)
     assert code is not None
     example: dict[str, Any] = {"__name__": "readme_example"}
-    exec(code.group(1), example)  # the README's own code, as a reader pastes it
+    exec(code.group(1), example)  # the manual's own code, as a reader pastes it
     data = {"email": EMAIL, "enforcement-token": GOOD}
     form = example["SignupForm"](data)
     form.request = RequestFactory().post("/signup/", data)

@@ -1,27 +1,31 @@
-"""What the README tells a user to type exists: every ``failopen`` verb and flag it shows is one
-the command line accepts, and the test kit's token names are the fakes' own."""
+"""What the manual tells a user to type exists: every ``failopen`` verb and flag shown in the
+README or a page under docs/ is one the command line accepts, the test kit's token names are the
+fakes' own, and every link to a section lands on one."""
 
 from __future__ import annotations
 
 import argparse
+import posixpath
 import re
 import shlex
-from pathlib import Path
+
+from _manual import ROOT, manual, page, shown
 
 from failopen.cli.command import build_parser
 from failopen.testing import FakeVerifyAPI
 
-ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
-# What a reader sees: not the notes left in HTML comments.
-SHOWN = re.sub(r"<!--.*?-->", "", README, flags=re.S)
+#: The README and every page of docs/, as a reader sees them (not the notes in HTML comments).
+SHOWN = {path: shown(text) for path, text in manual().items()}
 
 
 def _code() -> list[str]:
-    """Every fenced block's lines and every inline code span of the README."""
-    blocks = re.findall(r"^```[a-z]*\n(.*?)^```", SHOWN, re.S | re.M)
-    spans = re.findall(r"`([^`\n]+)`", re.sub(r"^```.*?^```", "", SHOWN, flags=re.S | re.M))
-    return [line for block in blocks for line in block.splitlines()] + spans
+    """Every fenced block's lines and every inline code span of the README and the pages."""
+    found: list[str] = []
+    for text in SHOWN.values():
+        blocks = re.findall(r"^```[a-z]*\n(.*?)^```", text, re.S | re.M)
+        spans = re.findall(r"`([^`\n]+)`", re.sub(r"^```.*?^```", "", text, flags=re.S | re.M))
+        found += [line for block in blocks for line in block.splitlines()] + spans
+    return found
 
 
 def _commands() -> list[list[str]]:
@@ -70,12 +74,14 @@ def _problems(words: list[str]) -> list[str]:
 
 def test_the_scan_sees_the_commands() -> None:
     verbs = {words[0] for words in _commands()}
-    assert {"status", "override", "watch", "emulate", "rai", "demo"} <= verbs, verbs
+    assert {"status", "override", "watch", "emulate", "rai", "demo", "check", "fleet",
+            "audit"} <= verbs, verbs
+    assert len(SHOWN) > 20, sorted(SHOWN)  # the README and the pages, not the README alone
 
 
-def test_every_failopen_command_in_the_readme_exists() -> None:
+def test_every_failopen_command_in_the_manual_exists() -> None:
     problems = sorted({p for words in _commands() for p in _problems(words)})
-    assert not problems, "the README shows commands the CLI refuses:\n" + "\n".join(problems)
+    assert not problems, "the manual shows commands the CLI refuses:\n" + "\n".join(problems)
 
 
 def test_a_wrong_flag_would_be_caught() -> None:
@@ -86,12 +92,13 @@ def test_a_wrong_flag_would_be_caught() -> None:
 
 
 def test_the_token_names_are_the_fakes() -> None:
-    row = next(line for line in README.splitlines() if line.startswith("| `FakeVerifyAPI`"))
+    kit = page("testing.md")
+    row = next(line for line in kit.splitlines() if line.startswith("| `FakeVerifyAPI`"))
     for name in ("GOOD", "BAD", "DENIED", "UNVERIFIED"):
         value = getattr(FakeVerifyAPI, name)
         assert f'`{name}` (`"{value}"`' in row, f"the FakeVerifyAPI row: show {name} as {value}"
     # What `failopen emulate verify` prints and the browser recipes use.
-    assert FakeVerifyAPI.GOOD == "good-token" and "`good-token`" in README
+    assert FakeVerifyAPI.GOOD == "good-token" and "`good-token`" in kit
 
 
 def _slugs(markdown: str) -> set[str]:
@@ -102,24 +109,23 @@ def _slugs(markdown: str) -> set[str]:
 
 
 def test_every_link_to_a_section_resolves() -> None:
-    targets = {"": _slugs(README)}
-    for doc in (ROOT / "docs").glob("*.md"):
-        targets[f"docs/{doc.name}"] = _slugs(doc.read_text())
-    links = [("README.md", m) for m in re.findall(r"\]\(([^)\s]*)\)", SHOWN)]
-    for doc in (ROOT / "docs").glob("*.md"):
-        links += [(f"docs/{doc.name}", m)
-                  for m in re.findall(r"\]\(([^)\s]*)\)", doc.read_text())]
+    """Links between the README and the pages, and between pages, by GitHub's anchors (the
+    manual's toc uses the same, so a link works on the site and in the forge alike). The site's
+    build checks the pages' links again (``mkdocs build --strict``, tests/test_docs.py); this
+    one also covers the README, which the site does not contain."""
+    targets = {path: _slugs(text) for path, text in manual().items()}
     broken = []
-    for source, link in links:
-        if link.startswith(("http://", "https://")):
-            continue
-        page, _, anchor = link.partition("#")
-        if source.startswith("docs/") and page == "":
-            page = source
-        if page not in targets:
-            if not (ROOT / page).exists():
+    for source, text in SHOWN.items():
+        for link in re.findall(r"\]\(([^)\s]*)\)", text):
+            if link.startswith(("http://", "https://")):
+                continue
+            target, _, anchor = link.partition("#")
+            path = source if target == "" else posixpath.normpath(
+                posixpath.join(posixpath.dirname(source), target))
+            if path not in targets:
+                if not (ROOT / path).exists():
+                    broken.append(f"{source}: {link}")
+                continue
+            if anchor and anchor not in targets[path]:
                 broken.append(f"{source}: {link}")
-            continue
-        if anchor and anchor not in targets[page]:
-            broken.append(f"{source}: {link}")
     assert not broken, f"links to nowhere: {broken}"

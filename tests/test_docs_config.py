@@ -1,5 +1,5 @@
-"""The README's configuration table lists every setting: each Config field and each FAILOPEN_*
-variable the code reads from the environment.
+"""The manual's configuration table (docs/configuration.md) lists every setting: each Config
+field and each FAILOPEN_* variable the code reads from the environment, and nothing else.
 
 Config fields come from the dataclass itself (through ``env_name``, the one function that names
 their variables). Variables read outside Config (the ``rai`` commands' credentials, and any a
@@ -13,21 +13,22 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from pathlib import Path
+
+from _manual import ROOT, page, section
 
 from failopen.config import Config, env_name
 
-ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("failopen", "integrations")
 
 
 def _configuration_table() -> list[str]:
-    """The first cell of each row of the table under '## Configuration'."""
-    text = (ROOT / "README.md").read_text()
-    match = re.search(r"^## Configuration\n(.*?)(?=^## )", text, re.S | re.M)
-    assert match, "the README has a '## Configuration' section"
-    rows = [line for line in match.group(1).splitlines() if line.startswith("|")]
-    assert rows, "the configuration section has a table"
+    """The first cell of each row of the one table on the configuration reference page (the
+    text under its title, before its first section)."""
+    reference = section(page("configuration.md"), "# Configuration reference")
+    reference = reference.split("\n## ", 1)[0]
+    rows = [line for line in reference.splitlines() if line.startswith("|")]
+    assert rows, "the configuration reference has a table"
+    assert rows[0].startswith("| Variable | Default | Meaning |"), rows[0]
     return [row.split("|")[1] for row in rows[2:]]  # past the header and its rule
 
 
@@ -88,7 +89,7 @@ def test_every_config_field_is_in_the_configuration_table() -> None:
     missing = [env_name(f.name) for f in dataclasses.fields(Config)
                if env_name(f.name) not in documented]
     assert not missing, (
-        f"add a row to the README's configuration table for: {', '.join(missing)}")
+        f"add a row to the configuration table (docs/configuration.md) for: {', '.join(missing)}")
 
 
 def test_every_variable_the_code_reads_is_in_the_configuration_table() -> None:
@@ -98,13 +99,14 @@ def test_every_variable_the_code_reads_is_in_the_configuration_table() -> None:
     missing = sorted(f"{name} (read in {where})" for name, where in read.items()
                      if name not in _documented())
     assert not missing, (
-        f"add a row to the README's configuration table for: {', '.join(missing)}")
+        f"add a row to the configuration table (docs/configuration.md) for: {', '.join(missing)}")
 
 
 def test_the_table_names_no_setting_that_does_not_exist() -> None:
     known = {env_name(f.name) for f in dataclasses.fields(Config)} | set(_variables_read())
     stale = sorted(_documented() - known)
-    assert not stale, f"the README's configuration table documents unknown settings: {stale}"
+    assert not stale, (
+        f"the configuration table (docs/configuration.md) documents unknown settings: {stale}")
 
 
 def test_the_scan_finds_each_way_of_reading_the_environment() -> None:

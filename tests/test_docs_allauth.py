@@ -1,11 +1,11 @@
-"""The README's django-allauth recipe, followed in a new ``startproject`` site with a standard
+"""The manual's django-allauth recipe, followed in a new ``startproject`` site with a standard
 allauth install (``allauth`` and ``allauth.account``: no headless API, no MFA, no log-in by code).
 
 The five steps' settings and URLs, then allauth as its own documentation installs it (our lines),
-then the recipe's settings and template as the README prints them. ``manage.py check`` must find
-nothing (most names of ALLAUTH_VIEWS are not routed by such an install: they are not typos); then,
-under Django's own server, allauth's log-in page carries the snippet, and a real log-in is
-refused without a token and signs the person in with one.
+then the recipe's settings and template as docs/allauth.md prints them. ``manage.py check`` must
+find nothing (most names of ALLAUTH_VIEWS are not routed by such an install: they are not
+typos); then, under Django's own server, allauth's log-in page carries the snippet, and a real
+log-in is refused without a token and signs the person in with one.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from _readme_allauth import allauth_blocks
+from _docs_allauth import allauth_blocks
 from _serving import served
-from test_readme_django import _steps
+from test_docs_django import _steps
 
 from failopen.testing import FakeStatusPage, FakeVerifyAPI, free_port
 
@@ -28,7 +28,7 @@ pytest.importorskip("allauth", reason="django-allauth is not installed (it needs
 
 pytestmark = pytest.mark.slow
 
-# allauth's own quick start, not the README's: what a site with allauth already has.
+# allauth's own quick start, not the manual's: what a site with allauth already has.
 ALLAUTH_INSTALLED = '''
 INSTALLED_APPS += ["allauth", "allauth.account"]
 MIDDLEWARE.insert(MIDDLEWARE.index(
