@@ -16,9 +16,10 @@ challenge (``altcha``), the verify call, the audit. A refusal, 503-type ones inc
 field's validation with a fixed message in ``field.errors``; ``field.decision`` holds the
 decision either way, and ``environ["failopen.decision"]`` too, as the middleware sets it.
 
-Which FailOpen: ``runtime=`` on the field, else Flask's ``current_app.extensions["failopen"]``,
-else one built once per process from the ``FAILOPEN_*`` variables (as ``FailOpenMiddleware(app)``
-builds its own). Which request: ``meta={"request": ...}`` on the form (a WSGI environ, or a
+Which FailOpen: ``runtime=`` on the field, else Flask's ``current_app.extensions["failopen"]``
+(the FailOpen, or the middleware that holds it; anything else there refuses the form), else one
+built once per process from the ``FAILOPEN_*`` variables (as ``FailOpenMiddleware(app)`` builds
+its own). Which request: ``meta={"request": ...}`` on the form (a WSGI environ, or a
 request with ``.environ``), else Flask's ``request``. Without one the field refuses and logs why.
 A request the WSGI middleware already judged is not judged again (a token is good once at the
 vendor) unless the field asks for a stricter outage policy. Nothing raises into the view.
@@ -187,15 +188,27 @@ def _environ_of(form: Any) -> dict[str, Any] | None:
 
 
 def _flask_runtime() -> FailOpen | None:
-    """``current_app.extensions["failopen"]`` inside a Flask app context, else None."""
+    """``current_app.extensions["failopen"]`` inside a Flask app context (a FailOpen, or the
+    WSGI middleware, whose ``.runtime`` it is), else None.
+
+    TypeError for anything else there: the site meant to name the FailOpen, and one built from
+    the variables instead would keep a flag of its own, which an operator's override placed
+    through the middleware never reaches. The field then refuses, saying why in the log.
+    """
     try:
         from flask import current_app, has_app_context
     except ImportError:
         return None
     if not has_app_context():
         return None
-    runtime = current_app.extensions.get("failopen")
-    return runtime if isinstance(runtime, FailOpen) else None
+    given = current_app.extensions.get("failopen")
+    if given is None:
+        return None
+    runtime = given if isinstance(given, FailOpen) else getattr(given, "runtime", None)
+    if not isinstance(runtime, FailOpen):
+        raise TypeError(f"app.extensions['failopen'] holds a {type(given).__name__}, not the "
+                        "FailOpen to ask (the WSGI middleware's .runtime)")
+    return runtime
 
 
 _lock = threading.Lock()

@@ -444,3 +444,36 @@ def test_a_window_nobody_used_is_listed_with_its_end(tmp_path: Path, run: Any) -
     audit.close()
     table = run("audit", "windows", str(still_off))
     assert "not recorded" in table.out
+
+
+def test_the_end_of_a_window_is_written_through_a_flood_of_bypasses(
+    tmp_path: Path, run: Any,
+) -> None:
+    # The queue is full of bypassed requests (a flood at the end of an outage, faster than the
+    # disk): the line saying enforcement came back is the one a review needs, so it is kept; a
+    # line that cannot be kept is counted as dropped, never lost without a word.
+    release = threading.Event()
+    entered = threading.Event()
+
+    def slow(fd: int, data: bytes) -> int:
+        entered.set()
+        release.wait(10)
+        return os.write(fd, data)
+
+    path = tmp_path / "audit.jsonl"
+    window = window_id("watcher", T0)
+    audit = AuditFile(str(path), queue_size=2, write=slow)
+    audit.record("/login", "a", "", "bypassed_flag_off", "outage", window)
+    assert entered.wait(5)  # the writer is stuck on the disk
+    for _ in range(10):
+        audit.record("/login", "b", "", "bypassed_flag_off", "outage", window)
+    audit.mark("enforcement_back", window, "global component operational")
+    for _ in range(1000):  # a marker that cannot be kept any more is counted
+        audit.mark("enforcement_off", window, "flapping")
+    release.set()
+    audit.close()
+    stats = audit.stats()
+    assert stats["written"] + stats["dropped"] == 1 + 10 + 1 + 1000
+    shown = run("audit", "windows", "--json", str(path))
+    (found,) = [json.loads(line) for line in shown.out.splitlines()]
+    assert found["back_reason"] == "global component operational"

@@ -61,6 +61,8 @@ DEFAULT_AUDIT_MAX_BYTES = 10 * 1024 * 1024
 DEFAULT_AUDIT_BACKUPS = 5
 #: Lines waiting for the writer; beyond this, lines are dropped (and counted), never waited for.
 QUEUE_SIZE = 10_000
+# Flag-turn lines queued beyond QUEUE_SIZE: kept through a flood of bypassed requests.
+_MARK_RESERVE = 64
 # Lengths kept of what the caller chose: a line stays small, and one write() each.
 _MAX_PATH, _MAX_CLIENT, _MAX_REASON = 512, 100, 300
 # A chunk written in one call: whole lines only, so processes sharing a file never interleave.
@@ -223,10 +225,15 @@ class AuditFile(BackgroundThread):
         a review sees when a window ended, not only its last bypassed request. Never raises."""
         try:
             self.ensure_running()
-            if len(self._pending) < self.queue_size:
-                self._pending.append((self._now(), None, "", "", event, _cut(reason, _MAX_REASON),
-                                      window))
-                self._wake.set()
+            # Beyond a queue full of bypassed requests (a flood as an outage ends): this is the
+            # line a review needs most, and there are few (one per turn of the flag).
+            if len(self._pending) >= self.queue_size + _MARK_RESERVE:
+                with self._counts_lock:
+                    self.dropped += 1
+                return
+            self._pending.append((self._now(), None, "", "", event, _cut(reason, _MAX_REASON),
+                                  window))
+            self._wake.set()
         except Exception:  # noqa: BLE001 - called from a flag listener: never into it
             with self._counts_lock:
                 self.failed += 1

@@ -165,8 +165,8 @@ class FailOpenMiddleware:
 
     def _process_view(self, request: HttpRequest, view: Any, args: Any, kwargs: Any) -> Any:
         """Judge a request for a protected view that its path did not already judge."""
-        if getattr(request, "failopen", None) is not None:
-            return None  # judged by its path in __call__: once is enough
+        if _admitted(request):
+            return None  # judged by its path in __call__ (or a form field): once is enough
         settings = conf.loaded()
         if not _protects_view(settings, request, view):
             return None
@@ -175,7 +175,7 @@ class FailOpenMiddleware:
     async def _aprocess_view(self, request: HttpRequest, view: Any, args: Any,
                              kwargs: Any) -> Any:
         """The async twin of ``_process_view``."""
-        if getattr(request, "failopen", None) is not None:
+        if _admitted(request):
             return None
         settings = conf.loaded()
         if not _protects_view(settings, request, view):
@@ -264,6 +264,15 @@ class FailOpenMiddleware:
             except Exception:
                 logger.exception("failopen REJECT_VIEW failed; answering with the default page")
         return rejection(request, decision)
+
+
+def _admitted(request: HttpRequest) -> bool:
+    """True when an earlier decision of this request let it through. A refusal found here was
+    not this middleware's (its own refusals end the request): a form field cleaned before the
+    view was resolved (another middleware's ``__call__``) leaves one, and it must not pass for
+    "judged already" and open a protected view that carries no field."""
+    earlier = getattr(request, "failopen", None)
+    return earlier is not None and bool(getattr(earlier, "allow", False))
 
 
 def _outage(request: HttpRequest, settings: conf.Loaded,

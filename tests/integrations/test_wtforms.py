@@ -354,3 +354,40 @@ class _MultiDict(dict[str, list[str]]):
 
     def getlist(self, name: str) -> list[str]:
         return list(self.get(name, []))
+
+
+def test_the_middleware_itself_in_app_extensions_is_the_failopen_the_field_asks(
+        make_site: Callable[..., Site], monkeypatch: pytest.MonkeyPatch,
+        fake_status_page: FakeStatusPage, fake_verify_api: FakeVerifyAPI) -> None:
+    # A careless line: the middleware in app.extensions, not its .runtime. The field must still
+    # ask the middleware's FailOpen. Another one, built from the FAILOPEN_* variables, keeps a
+    # flag of its own: an operator's "enforce" placed through the middleware never reaches it.
+    from failopen.integrations import wtforms as module
+
+    monkeypatch.setattr(module, "_runtime", None)
+    for name, value in {"FAILOPEN_STATUS_URL": fake_status_page.url,
+                        "FAILOPEN_VERIFY_URL": fake_verify_api.verify_url,
+                        "FAILOPEN_PRIVATE_KEY": fake_verify_api.private_key,
+                        "FAILOPEN_POLL_INTERVAL": "1h"}.items():
+        monkeypatch.setenv(name, value)
+    fake_status_page.set_global("major_outage")  # the page the variables name says outage
+    site = make_site(middleware=True, register=False)
+    site.app.extensions["failopen"] = site.app.wsgi_app
+    site.outage()
+    site.runtime.flag.force_on("the outage is not ours: enforce", set_by="on-call")
+    try:
+        page = html(site.post("/signup/open", {"email": EMAIL}))
+        assert DID_NOT_FINISH in page
+    finally:
+        if module._runtime is not None:
+            module._runtime.stop()
+
+
+def test_something_else_in_app_extensions_refuses_the_form_and_says_why(
+        make_site: Callable[..., Site], caplog: pytest.LogCaptureFixture) -> None:
+    site = make_site(register=False)
+    site.app.extensions["failopen"] = {"runtime": site.runtime}  # not a FailOpen
+    with caplog.at_level(logging.ERROR, logger="failopen.wtforms"):
+        page = html(site.post("/signup/open", {"email": EMAIL, "enforcement-token": GOOD}))
+    assert CANNOT_VERIFY in page and site.verify.requests == 0
+    assert "app.extensions['failopen'] holds a dict" in caplog.text

@@ -89,6 +89,25 @@ def protected(request: HttpRequest, kind: str) -> HttpResponse:
     return signup(request, kind)
 
 
+@protect
+def reset(request: HttpRequest) -> HttpResponse:
+    """A protected view with no form field of its own (the middleware is its only check)."""
+    return JsonResponse({"ran": True})
+
+
+class PeekMiddleware:
+    """A site's middleware after FailOpenMiddleware that looks at the sign-up form before any
+    view runs (to log who tried), and goes on whatever it finds."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.method == "POST":
+            RequestForm(request.POST, request=request).is_valid()
+        return self.get_response(request)  # type: ignore[no-any-return]
+
+
 class SignupView(FormView):  # type: ignore[type-arg]
     form_class = SignupForm
     template_name = "forms_signup.html"
@@ -104,6 +123,7 @@ urlpatterns = [
     path("forms/disabled/", disabled),
     path("forms/view/", SignupView.as_view()),
     path("forms/protected/<str:kind>/", protected, name="forms-protected"),
+    path("forms/reset/", reset),
     path("forms/<str:kind>/", signup, name="forms-signup"),
     path("failopen/", include("failopen.integrations.django.urls")),
 ]

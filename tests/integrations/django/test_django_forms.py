@@ -320,3 +320,21 @@ def test_the_field_has_no_switch_to_skip_the_check() -> None:
             EnforcementTokenField(**switch)
     with pytest.raises(ValueError, match="open, fallback, closed"):
         EnforcementTokenField(outage="shut")
+
+
+def test_a_form_refused_before_the_view_does_not_open_a_protected_view(
+        client: Any, use_failopen: Any, fake_verify_api: FakeVerifyAPI) -> None:
+    # A middleware after failopen's cleans a form (the field leaves its refusal on
+    # request.failopen) before Django resolves the view: the @protect view must still be judged,
+    # not taken as judged already.
+    from django.conf import settings
+
+    use_failopen()
+    peek = [*settings.MIDDLEWARE, "django_test_urls_forms.PeekMiddleware"]
+    with override_settings(MIDDLEWARE=peek):
+        response = client.post("/forms/reset/", {"email": EMAIL})
+        assert response.status_code == 403 and b"ran" not in response.content
+        # A valid token still opens it, verified once (the form's check is the view's too).
+        response = client.post("/forms/reset/", {"email": EMAIL, "enforcement-token": GOOD})
+        assert response.json() == {"ran": True}
+    assert fake_verify_api.requests == 1
