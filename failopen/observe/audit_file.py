@@ -14,9 +14,8 @@ What a security team reviews after an outage (``failopen audit windows FILE``). 
   override's time comes from the shared store, so every process of a fleet writes the same id;
   a status-page window starts when each process saw the outage, so processes differ by seconds
   and ``failopen audit windows`` joins overlapping windows of the same source into one.
-- When the flag turns, a line without ``path``/``client``/``ua``/``outcome`` says so:
-  ``{"time": ..., "window": ..., "event": "enforcement_off" | "enforcement_back", "reason":
-  ..., "pid": ...}`` (the window that opened or ended), so a review sees when each ended.
+- When the flag turns, a line with ``event`` (``enforcement_off`` | ``enforcement_back``) in place
+  of ``path``, ``client``, ``ua`` and ``outcome`` names the window that opened or ended.
 - Paths, clients and reasons are cut to a bounded length, and JSON escapes every control
   character: a request cannot forge a line.
 
