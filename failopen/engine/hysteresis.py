@@ -28,7 +28,10 @@ from failopen.engine.turns import ProbeTurn
 from failopen.exceptions import StatusUnavailable
 from failopen.vendor.status import StatusReport
 
-__all__ = ["ReadingHysteresis"]
+__all__ = ["MAX_SHOWN_REGIONS", "ReadingHysteresis"]
+
+#: Impaired regions kept for the flag endpoint (diagnosis only); the log line names them all.
+MAX_SHOWN_REGIONS = 20
 
 # The watcher's logger: these lines were always the watcher's, wherever the code sits.
 logger = logging.getLogger("failopen.watcher")
@@ -90,7 +93,7 @@ class ReadingHysteresis:
     @property
     def impaired_regions(self) -> tuple[tuple[str, str], ...]:
         """``(region, status)`` of each region the last good reading showed not operational
-        (diagnosis only: regions never decide anything)."""
+        (diagnosis only: regions never decide anything); at most :data:`MAX_SHOWN_REGIONS`."""
         return self._impaired
 
     def forget_streaks(self) -> None:
@@ -203,7 +206,9 @@ class ReadingHysteresis:
 
     def _log_regions(self, report: StatusReport) -> None:
         regions = tuple((c.description or c.name, c.status) for c in report.impaired_regions())
-        self._impaired = regions
+        # The flag endpoint is public and asked by every page: what a status page lists there is
+        # kept short (at most MAX_SHOWN_REGIONS), whatever size the page itself has.
+        self._impaired = regions[:MAX_SHOWN_REGIONS]
         impaired = tuple(f"{name}={status}" for name, status in regions)
         if impaired != self._last_regions:
             self._last_regions = impaired

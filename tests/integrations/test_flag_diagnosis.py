@@ -54,3 +54,27 @@ async def test_asgi_flag_shows_the_poll_error_and_regions(make_asgi: Callable[..
     assert flag["error"] and flag["stale"] is False
     # The last good reading's regions stand while the page cannot be read.
     assert flag["impaired_regions"] == [{"region": "us-east-1", "status": "degraded_performance"}]
+
+
+def test_a_status_page_cannot_make_the_public_flag_answer_large() -> None:
+    # Every page load asks the flag endpoint: a status page listing hundreds of impaired regions
+    # must not make each answer as large as the page.
+    from failopen.config import Config
+    from failopen.engine.hysteresis import MAX_SHOWN_REGIONS
+    from failopen.runtime import FailOpen
+    from failopen.testing import FakeStatusPage
+    from failopen.web import flag_payload
+
+    labels = [f"region-{n:03d}" for n in range(200)]
+    page = FakeStatusPage(regions=labels)
+    for label in labels:
+        page.set_region(label, "major_outage")
+    runtime = FailOpen(Config(status_url="https://status.test", poll_interval=3600.0),
+                       status_transport=page.transport())
+    try:
+        runtime.poll_now()
+        shown = flag_payload(runtime.state, poll=runtime.watcher)["impaired_regions"]
+    finally:
+        runtime.stop()
+    assert len(shown) == MAX_SHOWN_REGIONS == 20
+    assert shown[0] == {"region": "region-000", "status": "major_outage"}
