@@ -186,8 +186,9 @@ def test_demo_web_through_every_button(
         assert re.fullmatch(r"solving a proof-of-work challenge… done in \d+\.\d s", solved), solved
         assert ui.attribute("#solve-signup", "data-state") == "done"
         assert "proof-of-work challenge was solved" in ui.text("#result-signup")
-        newest = ui.text("#decisions li:first-child")
-        assert "/signup · bypassed_fallback" in newest, newest
+        # The decision log refreshes on its own poll, after the form's verdict: wait for it.
+        ui.until(lambda: "/signup · bypassed_fallback" in ui.text("#decisions li:first-child"),
+                 "the sign-up's decision in the log")
         ui.shot("global-outage-signup-solves-proof-of-work")
 
         #    Password reset (closed): "briefly unavailable", and nothing reaches the server.
@@ -237,7 +238,8 @@ def test_demo_web_through_every_button(
         ui.form("login", "ready")
         assert ui.submit("login") == ("refused", "cannot_verify")
         ui.flag("on")
-        assert "cannot verify now" in ui.text("#decisions li:first-child")
+        ui.until(lambda: "cannot verify now" in ui.text("#decisions li:first-child"),
+                 "the refusal in the decision log")
         ui.shot("verify-api-down-refused-503")
 
         # 9. The operator's override: off for five minutes, with its expiry shown.
