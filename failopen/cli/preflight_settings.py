@@ -19,6 +19,7 @@ from failopen.cli.preflight_store import several_workers
 from failopen.config import Config
 from failopen.exceptions import ConfigError
 from failopen.fallback.settings import INSTALL
+from failopen.stores.urls import REDIS_SCHEMES
 
 __all__ = ["check_configuration", "check_outage_policies"]
 
@@ -77,7 +78,7 @@ def _field_named(message: str) -> str | None:
 def check_outage_policies(config: Config, environ: Mapping[str, str]) -> Check:
     """What each protected route does while enforcement is off, and what that needs here."""
     extras = {name: find_spec(name) is not None for name in _EXTRAS}
-    fleet = config.store.split(":", 1)[0].lower() in ("redis", "rediss", "unix")
+    fleet = config.store.split(":", 1)[0].lower() in REDIS_SCHEMES
     routes = dict(config.outage_policy_routes)
     protected = [*config.protected_paths, *config.protected_views]
     counted = config.outage_rate != "none" and extras["limits"]

@@ -37,6 +37,7 @@ from failopen.exceptions import ConfigError, StoreError
 from failopen.stores import OverrideStore, open_store
 from failopen.stores.file import FileStore
 from failopen.stores.redis import RedisStore
+from failopen.stores.urls import REDIS_SCHEMES
 from failopen.web import describe_override
 
 __all__ = ["check_fleet_identity", "check_store", "several_workers"]
@@ -157,7 +158,7 @@ def check_fleet_identity(config: Config, environ: Mapping[str, str]) -> Check:
     watched = Watched.of(config.status_url, config.global_component,
                          config.verify_url if config.probe else None)
     host = socket.gethostname()[:60]
-    fleet = config.store.split(":", 1)[0].lower() in ("redis", "rediss", "unix")
+    fleet = config.store.split(":", 1)[0].lower() in REDIS_SCHEMES
     facts: dict[str, Any] = {
         "fleet": fleet, "process": f"{host}:<pid>:<random>", "page": watched.page,
         "verify": watched.verify, "mode": config.mode, "evidence": sorted(config.evidence),

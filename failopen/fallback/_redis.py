@@ -20,6 +20,7 @@ from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.observe.paced import PacedLog
 from failopen.stores._redis_errors import explain_failure
 from failopen.stores.redis import check_redis_url
+from failopen.stores.sentinel import open_client
 from failopen.stores.urls import shown_url, split_password
 
 __all__ = ["RETRY_AFTER", "RedisLink"]
@@ -38,14 +39,14 @@ class RedisLink:
         check_redis_url(url)
         url, in_url = split_password(url)  # no attribute holds a password in clear
         password = password or in_url
-        import redis
+        import redis  # its errors; the client comes from open_client (a Sentinel URL too)
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
         self.prefix = prefix
         self.shown = shown_url(url, password=bool(password))
         self.purpose = purpose
-        self.client: Any = redis.Redis.from_url(
+        self.client: Any = open_client(
             url, password=password, socket_timeout=timeout, socket_connect_timeout=timeout,
             health_check_interval=0, retry=Retry(NoBackoff(), 0))
         self.errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)

@@ -58,8 +58,10 @@ class OutageRateLimit:
         if redis_url is not None:
             self.link = RedisLink(redis_url, password=password, prefix=prefix, timeout=timeout,
                                   purpose="outage rate limit", clock=clock)
-            # Our client's pool: its timeouts and no retries, and a unix:// URL as redis-py
-            # reads it (limits itself would want redis+unix://).
+            # Our client's pool: its timeouts and no retries, a unix:// URL as redis-py reads it
+            # (limits itself would want redis+unix://), and with a Sentinel URL the pool that
+            # asks the sentinels for the primary under the same timeouts (limits' own Sentinel
+            # storage gives the sentinels none unless told).
             storage = RedisStorage("redis://", connection_pool=self.link.client.connection_pool,
                                    key_prefix=f"{prefix}fallback:rate")
             self._shared = MovingWindowRateLimiter(storage)

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from failopen.exceptions import ConfigError
+from failopen.stores.sentinel import is_sentinel_url, parse_sentinel_url
+
 __all__ = ["explain_failure"]
 
 _FIX_URL = "redis://[USER]:PASSWORD@host:port/db"
@@ -56,8 +59,14 @@ def explain_failure(exc: BaseException, *, what: str, shown: str, client: Any,
     from redis import exceptions as rex
 
     store, settings = f"Redis store {shown}", _settings(client)
-    address = _address(settings)
-    if address.lower() != _address_shown(shown).lower():
+    if is_sentinel_url(shown):
+        sentinel = _sentinel_failure(exc, what=what, store=store, shown=shown, client=client)
+        if sentinel is not None:
+            return sentinel
+        address = _primary(shown, client)
+    else:
+        address = _address(settings)
+    if not is_sentinel_url(shown) and address.lower() != _address_shown(shown).lower():
         # redis-py read the URL otherwise than it is written (an unescaped "/" in a password
         # ends the host part early): its host and port may hold part of the password.
         return (f"{store}: {what} failed, and the store URL does not parse as written: "
@@ -85,3 +94,48 @@ def explain_failure(exc: BaseException, *, what: str, shown: str, client: Any,
         return f"{store}: the server refused {what} ({type(exc).__name__})"
     return (f"{store}: {address} did not answer {what} as Redis does "
             f"({type(exc).__name__}); is that the Redis server's host and port?")
+
+
+def _where(shown: str) -> str:
+    try:
+        return parse_sentinel_url(shown).where()
+    except ConfigError:  # a URL shown as scheme://*** (no telling its hosts): say no more
+        return "the primary the sentinels name"
+
+
+def _primary(shown: str, client: Any) -> str:
+    """The primary the sentinels last named (``host:port``), else which primary it is."""
+    where = _where(shown)
+    try:
+        host, port = client.connection_pool.master_address
+    except (AttributeError, TypeError, ValueError):
+        return where
+    return f"{where}, at [{host}]:{port}" if ":" in str(host) else f"{where}, at {host}:{port}"
+
+
+def _sentinel_failure(exc: BaseException, *, what: str, store: str, shown: str,
+                      client: Any) -> str | None:
+    """The words for a Sentinel's own failures (no sentinel answered, none knows the service, the
+    old primary now a replica); None for a failure of the primary itself."""
+    from redis import exceptions as rex
+    from redis.sentinel import MasterNotFoundError
+
+    if isinstance(exc, MasterNotFoundError):
+        # redis-py's text lists each sentinel's error; its class names say which, and are no
+        # secret (the text itself is never quoted: a server may echo the password).
+        text = str(exc)
+        if "AuthenticationError" in text or "AuthenticationWrongNumberOfArgsError" in text:
+            why = ("a sentinel refused the password: failopen authenticates to the sentinels "
+                   "with the store's password (FAILOPEN_STORE or FAILOPEN_STORE_PASSWORD); give "
+                   "them that password (requirepass in sentinel.conf)")
+        elif "Error" in text:
+            why = ("no sentinel answered: are they up, and is each host:port a sentinel's "
+                   "(26379 by default)?")
+        else:
+            why = ("the sentinels answered, and none names a healthy primary for that service: "
+                   "is that the name in 'sentinel monitor', or is a failover under way?")
+        return f"{store}: {_where(shown)}: not found ({what}): {why}"
+    if isinstance(exc, rex.ConnectionError) and "now a slave" in str(exc):
+        return (f"{store}: {what} reached the previous primary, now a replica: a failover "
+                "happened; the next call asks the sentinels for the new one")
+    return None

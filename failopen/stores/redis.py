@@ -39,6 +39,12 @@ from failopen._internal.forksafe import renew_locks_after_fork
 from failopen.exceptions import ConfigError, StoreError, StoreUnavailable
 from failopen.stores._redis_errors import explain_failure
 from failopen.stores.override import Override
+from failopen.stores.sentinel import (
+    await_replica,
+    is_sentinel_url,
+    open_client,
+    parse_sentinel_url,
+)
 from failopen.stores.urls import REDIS_SCHEMES, mask_url, shown_url, split_password
 
 __all__ = ["REDIS_SCHEMES", "RedisStore", "check_redis_url"]
@@ -94,6 +100,9 @@ def check_redis_url(url: str) -> None:
             f"FAILOPEN_STORE: {mask_url(url)} needs redis-py, which is not installed: "
             f"{_INSTALL}"
         )
+    if is_sentinel_url(url):
+        parse_sentinel_url(url)
+        return
     scheme, _, rest = url.partition("://")
     if scheme.lower() == "unix" and not rest.startswith("/"):
         raise ConfigError(f"FAILOPEN_STORE: {mask_url(url)}: expected unix:///path/to/redis.sock")
@@ -156,7 +165,7 @@ class RedisStore:
         self.shown = shown_url(url, password=bool(password))
         self._time = clock_time if clock_time is not None else time.time
         try:
-            self.client: Any = redis.Redis.from_url(
+            self.client: Any = open_client(
                 url, socket_timeout=timeout, socket_connect_timeout=timeout,
                 health_check_interval=0, retry_on_timeout=False, password=password,
             )
@@ -164,11 +173,13 @@ class RedisStore:
             # redis-py's message may quote the URL: replaced with the masked one.
             raise ConfigError(f"FAILOPEN_STORE: {self.shown} is not a Redis URL redis-py can "
                               "open; expected redis://[:password@]host:port/db") from None
-        self._quick: Any = redis.Redis.from_url(
+        self._quick: Any = open_client(
             url, socket_timeout=min(timeout, CONFIRM_TIMEOUT),
             socket_connect_timeout=min(timeout, CONFIRM_TIMEOUT), health_check_interval=0,
             retry_on_timeout=False, password=password)
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        # Behind Sentinel an override's write waits for a replica (it must survive a failover).
+        self._replicated_within = timeout if is_sentinel_url(url) else None
         self.key_override = prefix + "override"
         self.key_reading = prefix + "reading"
         self.key_probe = prefix + "probe"
@@ -243,6 +254,9 @@ class RedisStore:
             self._writes += 1  # counted first: a snapshot racing the write is not adopted
         try:
             self.call(what, fn)
+            if self._replicated_within is not None:
+                await_replica(self.client, timeout=self._replicated_within, shown=self.shown,
+                              what=what, errors=self._errors)
         finally:
             with self._raw_lock:
                 # Counted again once applied: a snapshot taken while the write was on its way

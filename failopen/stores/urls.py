@@ -12,9 +12,11 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlencode, urlsplit
 
 from failopen.exceptions import ConfigError
 
-__all__ = ["MASK", "REDIS_SCHEMES", "mask_url", "shown_url", "split_password"]
+__all__ = ["MASK", "REDIS_SCHEMES", "SENTINEL_SCHEMES", "mask_url", "shown_url", "split_password"]
 
-REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
+#: Redis Sentinel (:mod:`failopen.stores.sentinel`): the sentinels name the primary.
+SENTINEL_SCHEMES = frozenset({"redis+sentinel", "rediss+sentinel"})
+REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"}) | SENTINEL_SCHEMES
 
 MASK = "***"
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}")
@@ -90,7 +92,7 @@ def shown_url(url: object, *, password: bool) -> str:
     return mask_url(url)
 
 
-def _userinfo_cut_short(rest: str, parts: SplitResult) -> bool:
+def _userinfo_cut_short(rest: str, parts: SplitResult, *, hosts: bool = False) -> bool:
     """True when a ``/``, ``?`` or ``#`` in the password ended the userinfo early for urlsplit
     (and redis-py): the ``@`` that closes it lies after the authority, in the path, a query
     parameter's name or the fragment, or after an authority that names no usable host."""
@@ -101,6 +103,10 @@ def _userinfo_cut_short(rest: str, parts: SplitResult) -> bool:
     path, _, query = before_fragment.partition("?")
     if "@" in path or "@" in fragment:
         return True
+    if hosts:
+        # A Sentinel URL lists hosts ("h1:26379,h2:26379"): urlsplit reads no port there, and the
+        # hosts are checked one by one (failopen.stores.sentinel).
+        return any("@" in item.partition("=")[0] for item in query.split("&"))
     try:
         parts.port  # noqa: B018 - raises for the start of a password read as the port
     except ValueError:
@@ -121,7 +127,8 @@ def split_password(url: str) -> tuple[str, str | None]:
     if not sep or scheme.lower() not in REDIS_SCHEMES:
         return url, None
     parts = urlsplit(url)
-    if scheme.lower() != "unix" and _userinfo_cut_short(rest, parts):
+    if scheme.lower() != "unix" and _userinfo_cut_short(
+            rest, parts, hosts=scheme.lower() in SENTINEL_SCHEMES):
         # The URL would stay in Config.store as written, its password in clear for asdict().
         raise ConfigError(f"FAILOPEN_STORE: {mask_url(url)} does not parse as written: "
                           "percent-encode any '/', '?', '#' or '@' in its password, "
