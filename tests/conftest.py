@@ -29,3 +29,4 @@ from _cli_kit import run  # noqa: E402, F401
 
 # The fleet tests' real redis-server (skips, saying why, where it is not installed).
 from _redis_kit import fleet, redis_server, redis_server_with_password  # noqa: E402, F401
+from _sentinel_kit import sentinel_set, sentinel_set_with_password  # noqa: E402, F401

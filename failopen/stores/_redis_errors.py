@@ -8,6 +8,7 @@ arguments, among them the password); only the local OS error (``Connection refus
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from failopen.exceptions import ConfigError
@@ -96,6 +97,13 @@ def explain_failure(exc: BaseException, *, what: str, shown: str, client: Any,
             f"({type(exc).__name__}); is that the Redis server's host and port?")
 
 
+def _sentinel_count(shown: str) -> int:
+    try:
+        return len(parse_sentinel_url(shown).sentinels)
+    except ConfigError:
+        return 1
+
+
 def _where(shown: str) -> str:
     try:
         return parse_sentinel_url(shown).where()
@@ -124,15 +132,18 @@ def _sentinel_failure(exc: BaseException, *, what: str, store: str, shown: str,
         # redis-py's text lists each sentinel's error; its class names say which, and are no
         # secret (the text itself is never quoted: a server may echo the password).
         text = str(exc)
+        # Each sentinel that failed is listed by its client's repr ("...,host=h,port=p,...").
+        failed = len(re.findall(r"[(,]host=[^,()]*,port=\d+", text))
         if "AuthenticationError" in text or "AuthenticationWrongNumberOfArgsError" in text:
             why = ("a sentinel refused the password: failopen authenticates to the sentinels "
                    "with the store's password (FAILOPEN_STORE or FAILOPEN_STORE_PASSWORD); give "
                    "them that password (requirepass in sentinel.conf)")
-        elif "Error" in text:
+        elif failed and failed >= _sentinel_count(shown):
             why = ("no sentinel answered: are they up, and is each host:port a sentinel's "
                    "(26379 by default)?")
         else:
-            why = ("the sentinels answered, and none names a healthy primary for that service: "
+            why = ((f"{failed} sentinel(s) did not answer, and " if failed else "")
+                   + "the sentinels that answered name no healthy primary for that service: "
                    "is that the name in 'sentinel monitor', or is a failover under way?")
         return f"{store}: {_where(shown)}: not found ({what}): {why}"
     if isinstance(exc, rex.ConnectionError) and "now a slave" in str(exc):

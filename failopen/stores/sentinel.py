@@ -44,8 +44,7 @@ _SERVICE = re.compile(r"[A-Za-z0-9._-]{1,100}")
 _TLS_OPTIONS = frozenset({"ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile",
                           "ssl_cert_reqs", "ssl_check_hostname"})
 _CERT_REQS = frozenset({"none", "optional", "required"})
-_BOUNDS = ("socket_timeout", "socket_connect_timeout", "retry", "retry_on_timeout",
-           "health_check_interval")
+_BOUNDS = ("socket_timeout", "socket_connect_timeout", "health_check_interval")
 _BOOLEAN = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
@@ -172,6 +171,8 @@ def open_client(url: str, **kwargs: Any) -> Any:
     if not is_sentinel_url(url):
         return redis.Redis.from_url(url, **kwargs)
     from redis import sentinel as redis_sentinel
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
 
     # redis-py leaves its Sentinel class untyped: called through Any.
     sentinel_class: Any = redis_sentinel.Sentinel
@@ -186,6 +187,9 @@ def open_client(url: str, **kwargs: Any) -> Any:
     # redis-py copies no timeout to them, and a frozen sentinel would freeze every new
     # connection behind it.
     bounds: dict[str, Any] = {name: kwargs[name] for name in _BOUNDS if name in kwargs}
+    # No retry against one sentinel: the next sentinel in the list is the retry (redis-py's
+    # default would back off seconds on a sentinel that is down before asking the next).
+    bounds["retry"] = Retry(NoBackoff(), 0)
     sentinel = sentinel_class(list(parsed.sentinels), sentinel_kwargs=dict(bounds, **auth, **tls))
     return sentinel.master_for(parsed.service, db=parsed.db, **{**kwargs, **auth, **tls})
 
