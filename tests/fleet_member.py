@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -16,6 +17,7 @@ from typing import Any
 
 from failopen.engine.flag import FlagState
 from failopen.runtime import FailOpen
+from failopen.testing.verify_api import signed_token
 
 WATCHER = "failopen.status-watcher"
 
@@ -34,16 +36,27 @@ def main() -> None:
         return inner(*args, **kwargs)
 
     store.call = call
-    counts = {"decisions": 0, "errors": 0, "bypassed": 0, "turned_off": 0}
+    counts = {"decisions": 0, "errors": 0, "bypassed": 0, "turned_off": 0,
+              "valid_sent": 0, "valid_allowed": 0, "missing_allowed": 0}
+    # FLEET_MEMBER_TOKENS=1: every other request carries a fresh valid token (the fake verify
+    # API accepts tokens signed with the private key), so a wrong refusal shows.
+    tokens = os.environ.get("FLEET_MEMBER_TOKENS") == "1"
+    key = os.environ.get("FAILOPEN_PRIVATE_KEY", "")
 
     def requests() -> None:
         while True:
+            token = signed_token(key) if tokens and counts["decisions"] % 2 else None
             try:
-                decision = runtime.decide(None)
+                decision = runtime.decide(token)
                 if decision.outcome == "internal_error":
                     counts["errors"] += 1
                 if decision.bypassed:
                     counts["bypassed"] += 1
+                if token is not None:
+                    counts["valid_sent"] += 1
+                    counts["valid_allowed"] += decision.allow
+                elif decision.allow:
+                    counts["missing_allowed"] += 1
             except Exception:
                 counts["errors"] += 1
             counts["decisions"] += 1

@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 from failopen.exceptions import ConfigError
-from failopen.stores.urls import SENTINEL_SCHEMES, mask_url
+from failopen.stores.urls import SENTINEL_SCHEMES, mask_url, split_password
 
 __all__ = ["SENTINEL_SCHEMES", "SentinelURL", "await_replica", "is_sentinel_url", "open_client",
            "parse_sentinel_url"]
@@ -82,11 +82,12 @@ def parse_sentinel_url(url: str) -> SentinelURL:
                            + (" (rediss+sentinel:// for TLS)" if scheme.lower() == "rediss+sentinel"
                               else ""))
 
-    # Everything up to the last "@" is userinfo (a password may hold "/" or "?"): the hosts,
-    # path and query follow it.
-    userinfo, at, tail = rest.rpartition("@")
-    if not at:
-        userinfo, tail = "", rest
+    # The password first, read as redis-py and urlsplit read it (a ConfigError when a "/", "?"
+    # or "#" in it would cut the userinfo short): what is left holds no secret.
+    rest = split_password(url)[0].partition("://")[2]
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    userinfo, at, _hosts = authority.rpartition("@")
+    tail = rest[len(userinfo) + 1:] if at else rest
     tail, _, fragment = tail.partition("#")
     if fragment:
         raise bad("a '#' fragment means nothing here")

@@ -126,7 +126,12 @@ def split_password(url: str) -> tuple[str, str | None]:
     scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower() not in REDIS_SCHEMES:
         return url, None
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # "[zz]", "[::1" (its message is not quoted: it may hold the password)
+        raise ConfigError(f"FAILOPEN_STORE: {mask_url(url)} does not parse: an IPv6 host goes "
+                          "in brackets, as [::1]:6379; percent-encode any '[' or ']' in the "
+                          "password") from None
     if scheme.lower() != "unix" and _userinfo_cut_short(
             rest, parts, hosts=scheme.lower() in SENTINEL_SCHEMES):
         # The URL would stay in Config.store as written, its password in clear for asdict().
