@@ -80,6 +80,7 @@ class SentinelSet:
         self.servers = {name: _Server([
             REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory),
             "--save", "", "--appendonly", "no", "--loglevel", "warning", *auth,
+            "--repl-diskless-sync-delay", "0",  # the replica syncs at once, not after 5 s
             *(["--replicaof", "127.0.0.1", str(self.ports["primary"])] if name == "replica"
               else []),
         ]) for name, port in self.ports.items()}
@@ -102,9 +103,19 @@ class SentinelSet:
     def start(self) -> None:
         for server in self.servers.values():
             server.start()
+        # The replica in sync first: the sentinel's first INFO of the primary then lists it
+        # (the next one comes ten seconds later).
+        assert wait_for(self._replicated, timeout=30), "the replica never synced"
         self.sentinel.start()
         # Ready: the sentinel names the primary and knows a replica in sync with it.
         assert wait_for(self._ready, timeout=30), "the sentinel never saw the replica in sync"
+
+    def _replicated(self) -> bool:
+        try:
+            replication = self.client("replica").info("replication")
+        except Exception:
+            return False
+        return replication.get("master_link_status") == "up"
 
     def _ready(self) -> bool:
         try:

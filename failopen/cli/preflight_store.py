@@ -7,7 +7,8 @@ servers will, and what would a server process report about itself?
 * ``file://``: the directory and file rules the servers apply (:mod:`failopen.stores.file`), the
   override in it, and a temporary file created and removed beside it (what every save does),
   never a write of the override file itself: a preflight must not race an operator's override.
-* ``redis://``: connect and authenticate (PING), then a round trip under the prefix (SET with a
+* ``redis://`` (and ``redis+sentinel://``, naming the primary the sentinels gave): connect and
+  authenticate (PING), then a round trip under the prefix (SET with a
   30 s TTL, GET, DEL of ``<prefix>check:<random>``), then the override. The password is never
   shown: the store names itself masked, and redis-py's words are never quoted.
 
@@ -26,7 +27,7 @@ import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from failopen.cli.fleet import fleet_report
 from failopen.cli.preflight import Check
@@ -37,11 +38,13 @@ from failopen.exceptions import ConfigError, StoreError
 from failopen.stores import OverrideStore, open_store
 from failopen.stores.file import FileStore
 from failopen.stores.redis import RedisStore
+from failopen.stores.sentinel import open_sentinels
 from failopen.stores.urls import REDIS_SCHEMES
 from failopen.web import describe_override
 
 __all__ = ["check_fleet_identity", "check_store", "several_workers"]
 
+_SENTINEL_TIMEOUT = 0.5
 _CHECK_TTL_MS = 30_000  # the round trip's key lapses by itself if the DEL never arrives
 _WORKERS = re.compile(r"(?:^|\s)(?:-w|--workers)(?:\s+|=)(\d+)")
 
@@ -145,10 +148,22 @@ def _check_redis(store: RedisStore) -> Check:
         raise StoreError(f"Redis store {store.shown}: wrote {key} and read back another value: "
                          "is something else answering on that port, or a replica?")
     override, words = _override(store)
-    facts = {"kind": "redis", "store": store.shown, "prefix": store.prefix, "override": override}
+    facts: dict[str, Any] = {"kind": "redis", "store": store.shown, "prefix": store.prefix,
+                             "override": override}
     authenticated = ", authenticated" if client.connection_pool.connection_kwargs.get(
         "password") else " (no password: anyone who reaches it can switch protection off)"
-    return Check("store", "ok",
+    status: Literal["ok", "warning"] = "ok"
+    primary = getattr(client.connection_pool, "master_address", None)
+    if primary is not None:  # Sentinel: which server the sentinels named, so it can be checked
+        facts["primary"] = f"{primary[0]}:{primary[1]}"
+        authenticated += f", to the primary {primary[0]}:{primary[1]} named by the sentinels"
+        facts["open_sentinels"] = found = open_sentinels(store.url, timeout=_SENTINEL_TIMEOUT)
+        if found:
+            status = "warning"
+            authenticated += (f" (sentinels {', '.join(found)} answer without "
+                              "a password: anyone who reaches them can name another primary; "
+                              "give them requirepass)")
+    return Check("store", status,
                  f"{store.shown} (prefix {store.prefix!r}): connected{authenticated}; wrote, "
                  f"read and deleted {store.prefix}check:*; {words}", facts)
 

@@ -134,10 +134,14 @@ def _sentinel_failure(exc: BaseException, *, what: str, store: str, shown: str,
         text = str(exc)
         # Each sentinel that failed is listed by its client's repr ("...,host=h,port=p,...").
         failed = len(re.findall(r"[(,]host=[^,()]*,port=\d+", text))
-        if "AuthenticationError" in text or "AuthenticationWrongNumberOfArgsError" in text:
+        if ("AuthenticationError" in text or "AuthenticationWrongNumberOfArgsError" in text) \
+                and _settings(client).get("password"):
             why = ("a sentinel refused the password: failopen authenticates to the sentinels "
                    "with the store's password (FAILOPEN_STORE or FAILOPEN_STORE_PASSWORD); give "
                    "them that password (requirepass in sentinel.conf)")
+        elif "AuthenticationError" in text:
+            why = ("a sentinel wants a password and the store gives none: add it to "
+                   "FAILOPEN_STORE_PASSWORD (the sentinels and the servers take the same one)")
         elif failed and failed >= _sentinel_count(shown):
             why = ("no sentinel answered: are they up, and is each host:port a sentinel's "
                    "(26379 by default)?")

@@ -7,12 +7,14 @@ options as redis-py spells them: ``ssl_ca_certs``, ``ssl_cert_reqs``, ``ssl_cert
 ``ssl_keyfile``, ``ssl_check_hostname``). A sentinel's port defaults to 26379, the db to 0.
 
 One password (the URL's, or ``FAILOPEN_STORE_PASSWORD``) authenticates to the sentinels and to
-the servers. Why the sentinels too: whoever can send a sentinel commands can point the service at
-a server of their own (``SENTINEL REMOVE`` then ``MONITOR``), and failopen would then read its
-override there and send it the password: an unauthenticated sentinel is a switch that turns
-protection off. Give the sentinels the servers' password (``requirepass`` in sentinel.conf, as
-the Bitnami chart does, and as ``limits`` reads such a URL); a sentinel without one refuses the
-AUTH, and the store says so.
+the servers, as ``limits`` reads such a URL and as the Bitnami chart configures Sentinel. A
+sentinel without a password of its own accepts it (Redis 6 and later let the default user
+authenticate with any password), so one setting covers both set-ups; there is no second password
+to keep apart. Whoever can send a sentinel commands can point the service at a server of their
+own (``SENTINEL REMOVE`` then ``MONITOR``), and failopen would read its override there and send it
+the password: give the sentinels ``requirepass`` (``failopen check`` says when they answer
+without one), list only sentinels you run, and prefer ``rediss+sentinel://`` with certificates
+checked, so a server named by a sentinel must also hold your certificate.
 
 Parsing makes no I/O and never shows a password: every error names the URL through
 :func:`~failopen.stores.urls.mask_url`. redis-py is imported when a client is built.
@@ -30,7 +32,7 @@ from failopen.exceptions import ConfigError
 from failopen.stores.urls import SENTINEL_SCHEMES, mask_url, split_password
 
 __all__ = ["SENTINEL_SCHEMES", "SentinelURL", "await_replica", "is_sentinel_url", "open_client",
-           "parse_sentinel_url"]
+           "open_sentinels", "parse_sentinel_url"]
 
 DEFAULT_SENTINEL_PORT = 26379
 logger = logging.getLogger("failopen.fleet")
@@ -217,3 +219,27 @@ def await_replica(client: Any, *, timeout: float, shown: str, what: str,
             "have it; check it after a failover (failopen override show)", what, shown,
             timeout, extra={"event": "failopen.store_unreplicated", "store": shown})
     return acknowledged >= 1
+
+
+def open_sentinels(url: str, *, timeout: float) -> list[str]:
+    """The sentinels of ``url`` that answer a PING without a password (``host:port`` each), for
+    ``failopen check``: anyone who reaches those can name another primary. One that does not
+    answer, or wants a password, is not listed."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    parsed = parse_sentinel_url(url)
+    tls: dict[str, Any] = {"ssl": True, **parsed.tls_options} if parsed.tls else {}
+    found = []
+    for host, port in parsed.sentinels:
+        client = redis.Redis(host=host, port=port, socket_timeout=timeout,
+                             socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0), **tls)
+        try:
+            if client.ping():
+                found.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        except (redis.RedisError, OSError):
+            pass  # down, or wants a password: either way not open
+        finally:
+            client.close()
+    return found
