@@ -16,6 +16,9 @@ than I last loaded (``changed``, cheap), and record this one (``save``; None lif
 * ``redis://[:password@]host:port/db``, ``rediss://`` (TLS), ``unix:///path.sock`` — every
   process of a fleet, on any machine (:mod:`failopen.stores.redis`; ``failopen[redis]``). The
   override's expiry is a Redis TTL; the fleet also shares one status poller through it.
+* ``redis+sentinel://[:password@]host:port[,host:port...]/service_name/db``,
+  ``rediss+sentinel://`` (TLS) — the same, on the primary the sentinels name, followed through a
+  failover (:mod:`failopen.stores.sentinel`).
 
 A store URL may carry a password (``redis://:password@host``), so it is only ever shown through
 :func:`mask_url`: in errors, logs, ``Config.describe()`` and ``repr``. A URL this version cannot
