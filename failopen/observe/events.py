@@ -165,6 +165,9 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
         "leader"),
     "failopen.fleet_error": (
         "failopen.fleet", "ERROR", "a bug in a fleet sync (the watcher goes on)", "-"),
+    "failopen.store_unreplicated": (
+        "failopen.fleet", "WARNING", "a Sentinel store: no replica acknowledged an override's "
+        "write or lift within the store's timeout (a failover now could lose it)", "store"),
     "failopen.outage_rate_off": (
         "failopen", "WARNING", "the default outage rate limit cannot count: the limits package "
         "is missing (pip install \"failopen[fallback]\"); logged when a runtime is built", ""),
