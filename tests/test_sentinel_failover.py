@@ -94,8 +94,8 @@ def test_the_fleet_follows_a_failover_and_decides_rightly_throughout(
     assert wait_for(lambda: _heartbeats_since(servers, killed_at) == ids, timeout=30)
     followed = time.monotonic() - began
     assert wait_for(lambda: all(m.state()["store"] == "redis" for m in fleet), timeout=20)
-    print(f"\nsentinel promoted the replica {promoted:.2f}s after SIGKILL; every member wrote "
-          f"on it {followed:.2f}s after")
+    print(f"\nsentinel promoted the replica {promoted:.2f}s after SIGKILL; every member had "
+          f"written on it {followed:.2f}s after SIGKILL")
     assert servers.role("replica") == "master"
 
     # One poller afterwards: one leader, holding the lease on the new primary; the followers'
