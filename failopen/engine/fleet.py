@@ -168,7 +168,8 @@ class Fleet:
         self._seen_epoch = True
         # Garbage is a fallback, the same as no answer; an override this process saw lifted is
         # never followed again, whoever put it back.
-        override_raw = self._overrides.observe(store, epoch, override_raw, now)
+        override_raw = self._overrides.observe(store, epoch, override_raw, now,
+                                               self.watcher.flag.override)
         # The override is usable whatever the other keys hold: an operator lifting a force-off
         # (or forcing on) must reach this process even while it polls for itself.
         store.note_synced(override_raw)

@@ -8,8 +8,9 @@ one that did not, so each member remembers the overrides it saw lifted or replac
 superseded) until their own expiry:
 
 * it never restores one (the lift may have reached only this process before the keys went);
-* it never applies one again, whoever put it back: it deletes that exact value from the store
-  (compare-and-delete, so an override placed since is untouched) and keeps what it had.
+* it never applies one again, whoever put it back: it replaces that exact value in the store
+  (compare-and-set, so an override placed since is untouched) with the override it holds itself
+  (what is left of its expiry), or none, and keeps what it had.
 
 A change counts as the operator's only while the epoch marker kept its value between two of this
 member's reads: after lost keys the marker is put back with a new random value, and what the
@@ -24,12 +25,13 @@ processes the lift reached.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 from failopen.engine.override_reach import override_id
 from failopen.stores.override import FORCE_ON_MAX_TTL, Override
-from failopen.stores.redis import RedisStore, parse_override
+from failopen.stores.redis import RedisStore, override_ttl_ms, parse_override
 
 __all__ = ["OverrideMemory"]
 
@@ -37,12 +39,20 @@ logger = logging.getLogger("failopen.fleet")
 
 _MAX_REMEMBERED = 32  # lifted overrides remembered at once (the soonest to expire go first)
 
-# Delete the override only if it is still the value this member refuses.
-_DELETE_IF_SAME = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+# Replace the override only if it is still the value this member refuses: with the one it
+# holds (TTL in ms; 0: until lifted), or with none.
+_REPLACE_IF_SAME = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
 end
-return 0
+if ARGV[2] == '' then
+  redis.call('DEL', KEYS[1])
+elseif ARGV[3] == '0' then
+  redis.call('SET', KEYS[1], ARGV[2])
+else
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+end
+return 1
 """
 
 
@@ -53,12 +63,14 @@ class OverrideMemory:
         self._superseded: dict[str, float] = {}  # override id -> until when it matters
         self._epoch: Any = None
         self._last: Override | None = None
-        self._delete: Any = None
+        self._replace: Any = None
 
-    def observe(self, store: RedisStore, epoch: Any, raw: Any, now: float) -> Any:
+    def observe(self, store: RedisStore, epoch: Any, raw: Any, now: float,
+                held: Override | None) -> Any:
         """The override value this member may follow, given a sync's read of ``epoch`` and
-        ``raw``: ``raw`` itself, or None for an override it knows was lifted (deleted from the
-        store here). StoreError for garbage (a fallback, as no answer)."""
+        ``raw`` and the override it ``held`` (applied): ``raw`` itself; or, for an override it
+        knows was lifted, what it put in its place (``held``'s value, or None). StoreError for
+        garbage (a fallback, as no answer)."""
         override = parse_override(raw)
         last = self._last
         if epoch is not None and epoch == self._epoch and last is not None \
@@ -68,17 +80,23 @@ class OverrideMemory:
         self._forget_expired(now)
         oid = override_id(override)
         if oid is not None and oid in self._superseded:
-            if self._delete is None:
-                self._delete = store.client.register_script(_DELETE_IF_SAME)
-            deleted = store.call("EVAL", self._delete, keys=[store.key_override], args=[raw])
-            if deleted:
-                logger.warning(
-                    "deleted an override an operator had lifted or replaced (a process that "
-                    "never saw the lift put it back after Redis lost its keys); this process "
-                    "keeps following the operator's latest decision",
-                    extra={"event": "failopen.fleet_override_resurrected", "override": oid})
-            self._last = None
-            return None
+            mine = self.restorable(held, now)
+            value = "" if mine is None else json.dumps(mine.to_json(), sort_keys=True)
+            ttl = 0 if mine is None else override_ttl_ms(mine, now) or 0
+            if self._replace is None:
+                self._replace = store.client.register_script(_REPLACE_IF_SAME)
+            if not store.call("EVAL", self._replace, keys=[store.key_override],
+                              args=[raw, value, ttl]):
+                self._last = None
+                return None  # changed meanwhile: the next sync reads what is there now
+            logger.warning(
+                "removed an override an operator had lifted or replaced, which a process that "
+                "never saw the change put back after Redis lost its keys; %s",
+                "put back the override this process follows" if mine is not None else
+                "no override is in force", extra={
+                    "event": "failopen.fleet_override_resurrected", "override": oid})
+            self._last = mine
+            return value.encode() if mine is not None else None
         self._last = override
         return raw
 
