@@ -70,6 +70,11 @@ def test_json_adds_reached_and_processes_beside_the_override(
     # The members report the very override the command placed, by its hash.
     assert all(json.loads(v)["override"] == override_id(stored)
                for v in redis_server.client().mget(redis_server.client().keys("failopen:proc:*")))
+    # failopen fleet shows it per process, for an operator who asked not to wait.
+    shown = run("fleet", "--json").json()["processes"]
+    assert [p["override"] for p in shown] == [override_id(stored)] * 2
+    assert all(p["reports_override"] for p in shown)
+    assert f"applied override {override_id(stored)}" in run("fleet").out
 
 
 def test_no_live_process_is_a_warning_and_exit_code_3(
