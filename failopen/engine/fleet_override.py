@@ -85,16 +85,16 @@ class OverrideMemory:
             ttl = 0 if mine is None else override_ttl_ms(mine, now) or 0
             if self._replace is None:
                 self._replace = store.client.register_script(_REPLACE_IF_SAME)
-            if not store.call("EVAL", self._replace, keys=[store.key_override],
-                              args=[raw, value, ttl]):
-                self._last = None
-                return None  # changed meanwhile: the next sync reads what is there now
-            logger.warning(
-                "removed an override an operator had lifted or replaced, which a process that "
-                "never saw the change put back after Redis lost its keys; %s",
-                "put back the override this process follows" if mine is not None else
-                "no override is in force", extra={
-                    "event": "failopen.fleet_override_resurrected", "override": oid})
+            if store.call("EVAL", self._replace, keys=[store.key_override],
+                          args=[raw, value, ttl]):
+                logger.warning(
+                    "removed an override an operator had lifted or replaced, which a process "
+                    "that never saw the change put back after Redis lost its keys; %s",
+                    "put back the override this process follows" if mine is not None else
+                    "no override is in force", extra={
+                        "event": "failopen.fleet_override_resurrected", "override": oid})
+            # Replaced or not (another process may have been quicker), this process keeps what
+            # it had until its next sync reads the store again: never a turn without its override.
             self._last = mine
             return value.encode() if mine is not None else None
         self._last = override
