@@ -4,6 +4,7 @@ deployment, a warning and exit code 3 when it reached none, and never a number i
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -169,3 +170,20 @@ def test_bad_or_misplaced_wait_is_refused(run: Any, tmp_path: Any, argv: tuple[s
     result = run("override", *argv, "--store", (tmp_path / "o.json").as_uri())
     assert result.code == 2
     assert "--wait" in result.err
+
+
+def test_redis_gone_while_counting_is_not_success(
+    run: Any, cli_env: Config, redis_server: RedisServer
+) -> None:
+    plant(redis_server, "stuck", page=same_deployment(cli_env)["page"],
+          override="ffffffffffffffff")
+    killer = threading.Timer(0.5, redis_server.kill)
+    killer.start()
+    try:
+        result = run("override", "off", "--ttl", "5m", "--wait", "10s", "--json")
+    finally:
+        killer.join()
+    # Written, then Redis died before any process was seen to apply it: it may be lost.
+    assert result.code == 3
+    assert result.json()["reach"] == "unknown" and result.json()["reached"] is None
+    assert "whether any process applied the override is unknown" in result.err

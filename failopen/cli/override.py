@@ -7,7 +7,8 @@ processes of this deployment to apply the change, and say "reached N of M proces
 said to be unmeasured rather than guessed.
 
 Exit codes: 0 done (or shown); 2 bad arguments or settings, an unusable store or override,
-nothing changed; 3 stored, but no live process applied it within the wait (or none was seen).
+nothing changed; 3 stored, but no live process applied it within the wait (or none was seen,
+or the store could not be read again to count them).
 """
 
 from __future__ import annotations
@@ -128,8 +129,8 @@ def _apply(args: argparse.Namespace, store: OverrideStore, page: str | None) -> 
             reach = measure_reach(store, override, page=page,
                                   wait=DEFAULT_WAIT if args.wait is None else args.wait)
         except StoreError as exc:
-            # Stored all the same: say so, and that nobody is known to have applied it.
-            reach = Reach("unmeasured", note=f"reach not measured: {exc}")
+            # Stored, but nobody is known to have applied it: not a success to read as one.
+            reach = Reach("unknown", note=f"the store could not be read after writing: {exc}")
     shown = describe_override(override)
     if reach is not None:
         shown.update(reach.to_json())  # added beside "override", never renaming it
@@ -149,7 +150,7 @@ def _apply(args: argparse.Namespace, store: OverrideStore, page: str | None) -> 
     warning = reach.warning()
     if warning:
         print(f"failopen override {args.verb}: warning: {warning}", file=sys.stderr)
-    return EXIT_NOT_REACHED if reach.reached_none else EXIT_OK
+    return EXIT_NOT_REACHED if reach.unconfirmed else EXIT_OK
 
 
 def register_override(verbs: Any) -> None:

@@ -45,7 +45,7 @@ MAX_WAIT = 30.0
 HEARTBEAT_TTL = 60.0
 _POLL = 0.1  # seconds between two reads of the heartbeats while waiting
 
-How = Literal["measured", "not_waited", "unmeasured", "unattributed"]
+How = Literal["measured", "not_waited", "unmeasured", "unattributed", "unknown"]
 _MIXED: Any = object()  # the live members watch different pages, and we know none
 
 
@@ -73,6 +73,12 @@ class Reach:
         return self.how == "measured" and not self.reached
 
     @property
+    def unconfirmed(self) -> bool:
+        """True when it must not read as done: none reached, or the store went away before the
+        members could be counted (the override may be lost with it)."""
+        return self.reached_none or self.how == "unknown"
+
+    @property
     def partial(self) -> bool:
         """True when some but not all live processes applied it within the wait."""
         return self.how == "measured" and 0 < (self.reached or 0) < (self.processes or 0)
@@ -96,6 +102,9 @@ class Reach:
 
     def warning(self) -> str | None:
         """What the operator must not miss (None: nothing)."""
+        if self.how == "unknown":
+            return (f"{self.note}; whether any process applied the override is unknown, and if "
+                    "Redis lost its keys it is gone: check failopen fleet and place it again")
         if not self.reached_none:
             if self.partial:
                 return (f"{(self.processes or 0) - (self.reached or 0)} of {self.processes} live "

@@ -149,14 +149,14 @@ def handle_override(
     try:
         reach = measure_reach(store, override, page=page, wait=request.wait, clock=clock)
     except StoreError as exc:
-        reach = Reach("unmeasured", note="reach not measured: the store could not be read")
+        reach = Reach("unknown", note="the store could not be read after writing")
         audit.error("override by %r: its reach could not be read: %s", actor, exc,
                     extra={"event": "failopen.override_reach_unknown", "actor": actor})
-    if reach.reached_none:
+    if reach.unconfirmed:
         audit.warning("override by %r reached no live process: %s", actor, reach.warning(),
                       extra={"event": "failopen.override_not_reached", "actor": actor,
                              "processes": reach.processes})
-    return 202 if reach.reached_none else 200, {
+    return 202 if reach.unconfirmed else 200, {
         **describe_override(override), "flag": flag_payload(flag.state, mode=mode),
         **reach.to_json()}
 
