@@ -19,7 +19,14 @@ from failopen.runtime import FailOpen
 from ._announce import announce, protection_text
 
 __all__ = ["INNER_APPS", "adapter_runtime", "adapter_snippet", "check_prefix", "check_reject",
-           "django_handler_in", "is_async_callable", "referenced", "report_misconfiguration"]
+           "django_handler_in", "fleet_page", "is_async_callable", "referenced",
+           "report_misconfiguration"]
+
+
+def fleet_page(runtime: FailOpen) -> str | None:
+    """The hash of the status page this deployment watches: the override endpoints count only
+    the processes of this deployment as reached (None: no fleet, or no status page)."""
+    return runtime.fleet.watched.page if runtime.fleet is not None else None
 
 
 def check_prefix(prefix: object) -> str:

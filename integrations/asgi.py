@@ -51,7 +51,13 @@ from failopen.runtime import FailOpen
 
 from . import _asgi_body as raw
 from ._asgi_reject import Reject, site_page
-from ._shared import adapter_runtime, adapter_snippet, check_prefix, report_misconfiguration
+from ._shared import (
+    adapter_runtime,
+    adapter_snippet,
+    check_prefix,
+    fleet_page,
+    report_misconfiguration,
+)
 
 SOLUTION_HEADER = web.SOLUTION_HEADER.lower().encode("ascii")
 SOLUTION_FIELD = web.SOLUTION_FIELD
@@ -326,10 +332,11 @@ class FailOpenMiddleware:
             return raw.BODY_TOO_LARGE
         if read == raw.DISCONNECTED:
             return None
-        # handle_override may write a file store: keep the event loop free meanwhile.
+        # handle_override writes the store and waits for the fleet to apply it: keep the event
+        # loop free meanwhile.
         status, payload = await asyncio.to_thread(
             web.handle_override, self.runtime.flag, read[0], actor="admin-token",
-            store=self.runtime.store, mode=self.config.mode,
+            store=self.runtime.store, mode=self.config.mode, page=fleet_page(self.runtime),
         )
         return raw.json_response(status, payload)
 

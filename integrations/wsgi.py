@@ -43,7 +43,13 @@ from failopen.engine.guard import Decision, fail_closed
 from failopen.runtime import FailOpen
 
 from . import _wsgi_body as raw
-from ._shared import adapter_runtime, adapter_snippet, check_prefix, report_misconfiguration
+from ._shared import (
+    adapter_runtime,
+    adapter_snippet,
+    check_prefix,
+    fleet_page,
+    report_misconfiguration,
+)
 from ._wsgi_reject import Reject, site_page
 
 __all__ = ["FailOpenMiddleware"]
@@ -263,6 +269,6 @@ class FailOpenMiddleware:
             return raw.BODY_ENDED_EARLY
         status, payload = web.handle_override(
             self.runtime.flag, body if isinstance(body, bytes) else b"", actor="admin-token",
-            store=self.runtime.store, mode=self.config.mode,
+            store=self.runtime.store, mode=self.config.mode, page=fleet_page(self.runtime),
         )
         return raw.json_response(status, payload)

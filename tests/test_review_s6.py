@@ -88,8 +88,9 @@ def test_a_nested_leader_key_is_one_fallback_not_a_traceback_per_sync(
     assert events.count("failopen.fleet_store_unusable") == 1
     assert runtime.fleet.store_state == "local"
     # The operator's force-off still reaches this process.
-    assert main(["override", "off", "--store", redis_server.url, "--ttl", "5m"]) == 0, \
-        capsys.readouterr().err
+    # (It applies it at its next sync, below: the command is not asked to wait for it.)
+    assert main(["override", "off", "--store", redis_server.url, "--ttl", "5m",
+                 "--wait", "0"]) == 0, capsys.readouterr().err
     runtime.fleet.sync()
     runtime.flag.refresh()
     assert not runtime.flag.state.enforce, runtime.flag.state

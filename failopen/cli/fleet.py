@@ -84,6 +84,10 @@ def fleet_report(store: RedisStore, *, now: float | None = None,
             processes.append({"id": seen.get("id"), "pid": seen.get("pid"),
                               "leader": seen.get("leader") is True, "polls": seen.get("polls"),
                               "last_seen_seconds": age,
+                              # The hash of the override it applied (None: none, or it is an
+                              # older failopen that does not say: then the key is absent).
+                              "override": stored_hash(seen.get("override")),
+                              "reports_override": "override" in seen,
                               **_page_of(seen.get("page"), page)})
     report["processes"] = sorted(processes, key=lambda p: str(p["id"]))
     return report
@@ -138,8 +142,10 @@ def _print_text(report: dict[str, Any]) -> None:
               f" by={override['set_by'] or 'unknown'} reason={override['reason']}")
     _say(f"processes seen in the last minute: {len(report['processes'])}")
     for proc in report["processes"]:
+        applied = (f"; applied override {proc['override'] or 'none'}"
+                   if proc["reports_override"] else "")
         _say(f"  {proc['id']}{' (leader)' if proc['leader'] else ''}: "
-             f"{proc['last_seen_seconds']:g}s ago{other if proc['other_page'] else ''}")
+             f"{proc['last_seen_seconds']:g}s ago{applied}{other if proc['other_page'] else ''}")
     strangers = sum(proc["other_page"] for proc in report["processes"])
     if strangers:
         _say(f"warning: {strangers} of these watch another status page than "

@@ -29,7 +29,9 @@ When Redis is down, slow (a command over its timeout), answers garbage or has lo
 the process falls back: it polls the status page itself, keeps the override it last saw until
 that override's own expiry, logs once, and rejoins when Redis answers properly again. A marker
 key without TTL tells lost keys (FLUSHALL) from "no override": the first process to notice puts
-the marker back together with the override it last knew (what is left of its TTL).
+the marker back together with the override it last knew (what is left of its TTL), unless it
+saw an operator lift it (:mod:`failopen.engine.fleet_override`). Heartbeats name the override
+applied, so ``failopen override`` says how many processes it reached.
 """
 
 from __future__ import annotations
@@ -45,10 +47,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from failopen._internal.forksafe import renew_locks_after_fork
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.engine.fleet_identity import ForeignRecords, Watched, stored_hash
+from failopen.engine.fleet_override import OverrideMemory
 from failopen.engine.fleet_reading import FleetReading, Kind, parse_reading
+from failopen.engine.override_reach import HEARTBEAT_TTL, override_id
 from failopen.engine.probe_record import ProbeResult, parse_probe
 from failopen.exceptions import StoreError
-from failopen.stores.redis import parse_override
 from failopen.vendor.status_documents import StatusReport
 
 if TYPE_CHECKING:
@@ -59,8 +62,6 @@ __all__ = ["Fleet", "FleetReading", "HEARTBEAT_TTL", "parse_reading"]
 
 logger = logging.getLogger("failopen.fleet")
 
-#: Seconds a process's heartbeat key lives: ``failopen fleet`` lists those seen in the last minute.
-HEARTBEAT_TTL = 60.0
 _HEARTBEAT_EVERY = 10.0  # or a third of the lease, if shorter
 
 
@@ -93,6 +94,9 @@ class Fleet:
         self._pending: FleetReading | None = None
         self._seq = 0
         self._seen_epoch = False
+        #: Overrides this process saw lifted: never restored nor applied again (fleet_override).
+        self._overrides = OverrideMemory()
+        self._reported: str | None = None  # the override the last heartbeat said was applied
 
     def _reset_identity(self) -> None:
         self._pid = os.getpid()
@@ -152,7 +156,7 @@ class Fleet:
         if epoch is None:
             # No marker: a new store, or one that lost its keys. The first process to notice
             # puts the marker back with the override it knew; the state is then read again.
-            override = self.watcher.flag.override
+            override = self._overrides.restorable(self.watcher.flag.override, now)
             first = store.restore(override)
             if self._seen_epoch:
                 raise StoreError(
@@ -162,7 +166,10 @@ class Fleet:
                 )
             epoch, override_raw, reading_raw, leader_raw, *rest = store.snapshot(probe=probing)
         self._seen_epoch = True
-        parse_override(override_raw)  # garbage is a fallback, the same as no answer
+        # Garbage is a fallback, the same as no answer; an override this process saw lifted is
+        # never followed again, whoever put it back.
+        override_raw = self._overrides.observe(store, epoch, override_raw, now,
+                                               self.watcher.flag.override)
         # The override is usable whatever the other keys hold: an operator lifting a force-off
         # (or forcing on) must reach this process even while it polls for itself.
         store.note_synced(override_raw)
@@ -175,12 +182,16 @@ class Fleet:
             raise _Unfollowable(str(exc)) from None
         self._elect(leader_raw, now, mono)
         self._check_leader(leader_raw)
-        if mono >= self._heartbeat_due:
+        applied, every = override_id(self.watcher.flag.override), min(_HEARTBEAT_EVERY,
+                                                                      self.lease / 3)
+        if mono >= self._heartbeat_due or applied != self._reported:
+            # At once when the applied override changed: ``failopen override`` is waiting.
             store.heartbeat(self.id, json.dumps({
                 "id": self.id, "pid": os.getpid(), "leader": self.leader, "seen": now,
-                "polls": self.watcher.polls, "page": self.watched.page,
+                "polls": self.watcher.polls, "page": self.watched.page, "override": applied,
+                "beat": every,
             }, sort_keys=True), int(HEARTBEAT_TTL * 1000))
-            self._heartbeat_due = mono + min(_HEARTBEAT_EVERY, self.lease / 3)
+            self._heartbeat_due, self._reported = mono + every, applied
         pending, self._pending = self._pending, None
         if pending is not None:
             store.publish(pending.to_json(), self._reading_ttl_ms())

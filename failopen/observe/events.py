@@ -145,6 +145,12 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
         "failopen.audit", "WARNING",
         "the override endpoint refused: the memory: store reaches one process only (409)",
         "actor"),
+    "failopen.override_not_reached": (
+        "failopen.audit", "WARNING", "an override the endpoint stored reached no live process "
+        "of the deployment within the wait (answered 202)", "actor, processes"),
+    "failopen.override_reach_unknown": (
+        "failopen.audit", "ERROR", "an override was stored, but the store could not be read "
+        "to count the processes that applied it", "actor"),
     "failopen.override_refused": (
         "the adapter's", "WARNING", "an override attempt was refused (one line per minute)",
         "why, client, unlogged"),
@@ -163,6 +169,10 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
     "failopen.fleet_foreign_ended": (
         "failopen.fleet", "WARNING", "the poller's lease is no longer another deployment's",
         "leader"),
+    "failopen.fleet_override_resurrected": (
+        "failopen.fleet", "WARNING", "this process removed an override it saw lifted or "
+        "replaced, which a process the change never reached put back after Redis lost its "
+        "keys", "override"),
     "failopen.fleet_error": (
         "failopen.fleet", "ERROR", "a bug in a fleet sync (the watcher goes on)", "-"),
     "failopen.store_unreplicated": (

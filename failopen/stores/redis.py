@@ -11,8 +11,10 @@ Keys, all under ``FAILOPEN_REDIS_PREFIX`` (default ``failopen:``), so several si
   ``FAILOPEN_EVIDENCE=status,probe``).
 * ``confirm`` — a short lock: one on-demand outage confirmation per ``confirm_ttl`` per fleet.
 * ``epoch`` — a marker without TTL; its absence means the keys were lost (FLUSHALL, a fresh
-  replica), which is not the same as "no override".
-* ``proc:<id>`` — each process's heartbeat (TTL one minute), for ``failopen fleet``.
+  replica), which is not the same as "no override". Put back after a loss with a new random
+  value (:mod:`failopen.engine.fleet_override`).
+* ``proc:<id>`` — each process's heartbeat (TTL one minute), for ``failopen fleet``, naming the
+  override it applied (:mod:`failopen.engine.override_reach`).
 
 The reading, the lease, the confirmation lock and the heartbeats carry ``page``, a hash of the
 status page and global component their writer watches (the probe result and a probing leader's
@@ -32,6 +34,7 @@ import contextlib
 import importlib.util
 import json
 import math
+import secrets
 import threading
 from typing import Any
 
@@ -240,7 +243,12 @@ class RedisStore:
         """Place an override (its expiry becomes the key's TTL), or lift it with None."""
         if override is None or override.expired(self._time()):
             # Lifted, or already over: nothing to place (SET PX refuses a TTL of zero or less).
-            self._write(None, lambda: self.client.delete(self.key_override), "DEL")
+            # The marker goes with the lift: a lift landing just after lost keys is the
+            # operator's latest word, which no member's restore may then undo.
+            lift = self.client.pipeline(transaction=True)
+            lift.set(self.key_epoch, "1", nx=True)
+            lift.delete(self.key_override)
+            self._write(None, lift.execute, "DEL")
             return
         value = json.dumps(override.to_json(), sort_keys=True)
         ttl = override_ttl_ms(override, self._time())
@@ -314,7 +322,10 @@ class RedisStore:
             value = json.dumps(override.to_json(), sort_keys=True)
             ttl = override_ttl_ms(override, self._time()) or 0  # 0: until lifted (forcing on)
         keys = [self.key_epoch, self.key_override]
-        return bool(self.call("EVAL", self._restore, keys=keys, args=["1", value, ttl]))
+        # A new marker value each time: a member tells "the keys were lost and put back" from
+        # "an operator changed the override" by whether the marker changed between its reads.
+        marker = secrets.token_hex(8)
+        return bool(self.call("EVAL", self._restore, keys=keys, args=[marker, value, ttl]))
 
     def acquire(self, token: str, lease_ms: int) -> bool:
         """Take the leader lease if nobody holds it."""

@@ -1,7 +1,13 @@
 """The override endpoint (``POST <prefix>/override``): who may place an override (the admin
 token, compared in constant time), what a request may ask (an expiry is required to switch
 enforcement off, at most :data:`~failopen.engine.flag.FORCE_OFF_MAX_TTL`), and the audit line of
-each attempt. Refused attempts are logged paced (:mod:`failopen.web.refusals`)."""
+each attempt. Refused attempts are logged paced (:mod:`failopen.web.refusals`).
+
+After the store is written the endpoint waits (``"wait"``, 5 seconds by default, at most 30, 0 not
+at all) for the live processes of the deployment to apply the change and answers ``"reached"``
+and ``"processes"`` (:mod:`failopen.engine.override_reach`): 200 when at least one did (or the
+reach was not measured, as with a file store), 202 with a ``"warning"`` when none did: stored,
+but nothing applied it yet, which must not read as done."""
 
 from __future__ import annotations
 
@@ -12,7 +18,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.engine.flag import FORCE_OFF_MAX_TTL, EnforcementFlag, Override, rfc3339
+from failopen.engine.override_reach import DEFAULT_WAIT, MAX_WAIT, Reach, measure_reach
 from failopen.exceptions import StoreError
 from failopen.secret import Secret
 from failopen.stores.memory import MemoryStore
@@ -66,6 +74,7 @@ class _OverrideRequest:
     enforce: bool | None
     ttl: float | None
     reason: str
+    wait: float = DEFAULT_WAIT
 
 
 #: The override endpoint's answer when its store lives in this process only (409).
@@ -86,12 +95,16 @@ def store_is_shared(store: OverrideStore) -> bool:
 
 def handle_override(
     flag: EnforcementFlag, body: bytes, *, actor: str, store: OverrideStore,
-    mode: str = "enforce", set_by: str | None = None,
+    mode: str = "enforce", set_by: str | None = None, page: str | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> tuple[int, dict[str, Any]]:
-    """Apply ``{"enforce": false|true|null, "ttl": seconds, "reason": "..."}`` after auth.
+    """Apply ``{"enforce": false|true|null, "ttl": seconds, "reason": "...", "wait": seconds}``
+    after auth.
 
     Returns the status and JSON to answer: 200 with the override (its ``expires_at`` says when
-    it lapses) and the fresh flag, 400 with what is wrong with the request, 409 when ``store``
+    it lapses), the fresh flag and how many live processes applied it (``page``: the hash of the
+    status page this deployment watches; only its processes count), 202 the same when none did
+    within the wait, 400 with what is wrong with the request, 409 when ``store``
     (the one ``flag`` writes) is this process's only, or 503 when the store cannot be written
     (nothing changed either way). Forcing off without a ttl lasts an hour; a ttl beyond the
     flag's limits (off: 7 days, on: 30 days) is a 400 naming the limit. The caller has already
@@ -133,7 +146,19 @@ def handle_override(
                       "event": "failopen.override_request", "enforce": request.enforce,
                       "expires_at": rfc3339(override.expires_at) if override is not None
                       else None, "actor": actor, "reason": request.reason})
-    return 200, {**describe_override(override), "flag": flag_payload(flag.state, mode=mode)}
+    try:
+        reach = measure_reach(store, override, page=page, wait=request.wait, clock=clock)
+    except StoreError as exc:
+        reach = Reach("unknown", note="the store could not be read after writing")
+        audit.error("override by %r: its reach could not be read: %s", actor, exc,
+                    extra={"event": "failopen.override_reach_unknown", "actor": actor})
+    if reach.unconfirmed:
+        audit.warning("override by %r reached no live process: %s", actor, reach.warning(),
+                      extra={"event": "failopen.override_not_reached", "actor": actor,
+                             "processes": reach.processes})
+    return 202 if reach.unconfirmed else 200, {
+        **describe_override(override), "flag": flag_payload(flag.state, mode=mode),
+        **reach.to_json()}
 
 
 def _parse_override(body: bytes) -> _OverrideRequest:
@@ -145,7 +170,7 @@ def _parse_override(body: bytes) -> _OverrideRequest:
         raise ValueError("body is not JSON") from None
     if not isinstance(data, dict):
         raise ValueError('expected a JSON object like {"enforce": false, "ttl": 900}')
-    unknown = sorted(set(data) - {"enforce", "ttl", "reason"})
+    unknown = sorted(set(data) - {"enforce", "ttl", "reason", "wait"})
     if unknown:
         raise ValueError(f"unknown field(s): {', '.join(map(str, unknown))}")
     # Identity, not equality: 0 == False and 1 == True, and a number is not a decision.
@@ -169,4 +194,13 @@ def _parse_override(body: bytes) -> _OverrideRequest:
     reason = data.get("reason", "")
     if not isinstance(reason, str) or len(reason) > _MAX_REASON:
         raise ValueError(f'"reason" must be a string of at most {_MAX_REASON} characters')
-    return _OverrideRequest(enforce=enforce, ttl=ttl, reason=reason.strip())
+    wait = data.get("wait", DEFAULT_WAIT)
+    # A worker waits meanwhile: bounded, and a number of seconds (never a bool, never NaN).
+    try:
+        wait_ok = (not isinstance(wait, bool) and isinstance(wait, (int, float))
+                   and math.isfinite(wait) and 0 <= wait <= MAX_WAIT)
+    except OverflowError:
+        wait_ok = False
+    if not wait_ok:
+        raise ValueError(f'"wait" must be a number of seconds from 0 to {MAX_WAIT:g}')
+    return _OverrideRequest(enforce=enforce, ttl=ttl, reason=reason.strip(), wait=float(wait))

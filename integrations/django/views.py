@@ -29,6 +29,7 @@ from failopen.web import (
     wants_confirm,
 )
 
+from .._shared import fleet_page
 from . import conf
 from .outage import policy_of_path
 
@@ -167,7 +168,7 @@ def override(request: HttpRequest) -> HttpResponse:
         user = getattr(request, "user", None)
         set_by = actor if actor == "admin-token" or user is None else f"django:{user.pk}"
         status, data = handle_override(runtime.flag, body, actor=actor, store=runtime.store,
-                                       mode=config.mode, set_by=set_by)
+                                       mode=config.mode, set_by=set_by, page=fleet_page(runtime))
     except Exception:
         logger.exception("failopen override endpoint failed")
         return _json(503, _UNAVAILABLE)

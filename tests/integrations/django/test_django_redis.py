@@ -43,8 +43,11 @@ def test_staff_override_reaches_the_fleet_with_the_user_id(
     use_failopen(OVERRIDE_ENDPOINT=True, STORE=redis_server.url)
     client = make_client()
     client.force_login(staff)
-    response = override(client, {"enforce": False, "ttl": 90, "reason": "INC-11"})
-    assert response.status_code == 200, response.content
+    response = override(client, {"enforce": False, "ttl": 90, "reason": "INC-11", "wait": 0.3})
+    # Stored, but no process of the fleet runs here to apply it: 202, never a plain 200.
+    assert response.status_code == 202, response.content
+    assert response.json()["reached"] == 0 and response.json()["processes"] == 0
+    assert "no live process" in response.json()["warning"]
     assert response.json()["override"]["set_by"] == f"django:{staff.pk}"
     other = elsewhere(redis_server)
     assert other.override is not None and other.override.set_by == f"django:{staff.pk}"
@@ -56,11 +59,13 @@ def test_admin_token_override_and_lift(
 ) -> None:
     use_failopen(OVERRIDE_ENDPOINT=True, ADMIN_TOKEN=ADMIN_TOKEN, STORE=redis_server.url)
     client = make_client()
-    response = override(client, {"enforce": True}, Authorization=f"Bearer {ADMIN_TOKEN}")
-    assert response.status_code == 200
+    response = override(client, {"enforce": True, "wait": 0},
+                        Authorization=f"Bearer {ADMIN_TOKEN}")
+    assert response.status_code == 200 and response.json()["reach"] == "not_waited"
     assert elsewhere(redis_server).state.source == "override"
     assert elsewhere(redis_server).override.set_by == "admin-token"  # type: ignore[union-attr]
-    response = override(client, {"enforce": None}, Authorization=f"Bearer {ADMIN_TOKEN}")
+    response = override(client, {"enforce": None, "wait": 0},
+                        Authorization=f"Bearer {ADMIN_TOKEN}")
     assert response.status_code == 200
     assert elsewhere(redis_server).override is None
 
@@ -71,7 +76,7 @@ def test_the_management_command_writes_through_redis(
     out, err = io.StringIO(), io.StringIO()
     with override_settings(FAILOPEN={**fo_settings, "STORE": redis_server.url}):
         call_command("failopen", "override", "off", "--ttl", "10m", "--reason", "INC-11",
-                     stdout=out, stderr=err)
+                     "--wait", "0", stdout=out, stderr=err)
     shown = elsewhere(redis_server).override
     assert shown is not None and shown.set_by == "cli" and shown.reason == "INC-11"
     assert 590_000 < redis_server.client().pttl("failopen:override") <= 600_000
