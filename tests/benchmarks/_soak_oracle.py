@@ -1,0 +1,269 @@
+"""The chaos soak's oracle: what the promise says about each request, from the faults as they
+were applied (their real times) and the documented tolerances of :class:`Knobs`.
+
+Evidence (per server: one of the two runs the verify probe):
+
+* the page's global component in an outage: from the moment it is set (a bypass needs a reading,
+  so none can come earlier) until recovery, FAILOPEN_CLOSE_AFTER intervals plus the status
+  time-out after the page reads operational again (docs/configuration.md); a bypass must have
+  begun one interval plus the status time-out after it was set (longer after the page failed:
+  FAILOPEN_BACKOFF_MAX);
+* an override forcing enforcement off: from the command's start until it is lifted or lapses,
+  plus the propagation of an override (docs/fleet.md); a bypass must hold from its propagation on;
+* the verify probe (its server only): no sooner than FAILOPEN_PROBE_OPEN_AFTER failed probes
+  after the verify API began to fail (5xx, time-outs; never a 429), until one probe after it
+  recovered (docs/probe.md). The probe may also never open (it needs the requests' own verify
+  calls to fail too): nothing is required of it.
+
+An override forcing enforcement on forbids every bypass from its propagation until it is lifted.
+Regional impairments, unreadable pages (500s, time-outs, malformed and oversized documents),
+verify failures and 429s are never evidence. Redis faults, a killed leader and recycled workers
+change nothing for requests (docs/fleet.md: "requests are unaffected"); only a *required* bypass
+is excused while the fleet regains its poller (one lease plus a Redis command time-out).
+
+Per request, over its whole time in flight ``[sent, received]``:
+
+* **wrong bypass**: admitted unchecked without evidence at any moment of the request; on a
+  ``closed`` route at all; on a ``fallback`` route without a fresh solution; or a bad token
+  (invalid, missing, replayed) admitted as ``valid``;
+* **wrong refusal**: a fresh valid token refused while no evidence could apply and the verify API
+  was healthy (from the verify time-out before ``sent``); or a request on an ``open`` route
+  refused (not rate limited) while a bypass was required throughout;
+* **failopen 5xx**: a 5xx that is not one of failopen's designed refusals (503 ``cannot_verify``,
+  ``rate_limited``, ``outage_closed``);
+* **transport error**: no answer at all, outside a kill or recycle of that server's processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from _soak_schedule import (
+    FLEET_DISRUPTIONS,
+    LEADER_KILL,
+    OVERRIDE_OFF_LAPSING,
+    OVERRIDE_OFF_LIFTED,
+    OVERRIDE_ON,
+    PROBE_FAILING,
+    REDIS_FAULTS,
+    STATUS_OUTAGE,
+    STATUS_UNREADABLE,
+    VERIFY_FAULTS,
+    WORKERS_RECYCLE,
+    Fault,
+    Knobs,
+)
+
+__all__ = ["DESIGNED_5XX", "Judgement", "Oracle", "Request", "Span"]
+
+#: 503s that are failopen's answers by design, not failures (docs/outage-policies.md, the guard).
+DESIGNED_5XX = frozenset({"cannot_verify", "rate_limited", "outage_closed"})
+BYPASS_OUTCOMES = frozenset({"bypassed_flag_off", "bypassed_confirmed_outage",
+                             "bypassed_fallback"})
+BAD_KINDS = frozenset({"invalid", "missing", "replayed", "solution", "replayed_solution",
+                       "stale_solution"})
+
+Span = tuple[float, float]
+
+
+@dataclass
+class Request:
+    """One request the soak sent, what it carried (its truth) and what came back."""
+
+    seq: int
+    app: str            # "django" | "asgi"
+    route: str          # "login" | "signup" | "reset" | "unprotected"
+    policy: str         # the route's outage policy: "open" | "fallback" | "closed" | "none"
+    kind: str           # valid | invalid | missing | replayed | solution | replayed_solution |
+                        # stale_solution (a solution from an earlier outage) | none
+    sent: float         # seconds after the soak's start
+    received: float
+    status: int | None = None  # None: no answer (transport error)
+    outcome: str = ""   # the decision's outcome, or the refusal's error code
+    bypassed: bool = False
+    reason: str = ""
+    pid: int | None = None
+    error: str = ""
+    #: When the fallback challenge was fetched (a solution's request), else None.
+    challenged: float | None = None
+    #: The request's own User-Agent: its audit line carries the hash of it.
+    ua: str = ""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The oracle's word on one request."""
+
+    expected: str               # "enforce" | "may_bypass" | "must_bypass" | "must_refuse" | ...
+    violation: str | None = None
+    why: str = ""
+
+
+@dataclass
+class Oracle:
+    """Judges requests against the applied faults (times in seconds after the soak's start)."""
+
+    faults: list[Fault]
+    knobs: Knobs
+    probe_app: str = "asgi"
+    _may: dict[str, list[Span]] = field(init=False, repr=False)
+    _must: dict[str, list[Span]] = field(init=False, repr=False)
+    _verify_sick: list[Span] = field(init=False, repr=False)
+    _disturbed: list[Span] = field(init=False, repr=False)
+    _killed: dict[str, list[float]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        k = self.knobs
+        by_kind: dict[str, list[Fault]] = {}
+        for fault in self.faults:
+            by_kind.setdefault(fault.kind, []).append(fault)
+        self._disturbed = [(f.start, f.end + k.fleet_gap) for f in self.faults
+                           if f.kind in FLEET_DISRUPTIONS]
+        forced_on = [(f.settled + k.propagation, f.ending) for f in by_kind.get(OVERRIDE_ON, [])]
+        on_any = [(f.start, f.end + k.propagation) for f in by_kind.get(OVERRIDE_ON, [])]
+        may: list[Span] = []
+        must: list[Span] = []
+        unreadable_ends = [f.end for f in self.faults if f.kind in STATUS_UNREADABLE]
+        for f in by_kind.get(STATUS_OUTAGE, []):
+            recovery = k.recovery + (k.fleet_gap if _overlaps(
+                self._disturbed, f.end - k.fleet_gap, f.end + k.recovery) else 0.0)
+            may.append((f.start, f.end + recovery))
+            failed_before = any(f.start - k.backoff_max - k.status_timeout <= end <= f.start
+                                for end in unreadable_ends)
+            detect = k.detection_after_failures if failed_before else k.detection
+            must.append((f.start + detect, f.ending))
+        for f in by_kind.get(OVERRIDE_OFF_LIFTED, []) + by_kind.get(OVERRIDE_OFF_LAPSING, []):
+            may.append((f.start, f.end + k.propagation))
+            must.append((f.settled + k.propagation, f.ending))
+        probe_may = [(f.start + k.probe_earliest, f.end + k.probe_recovery + (
+            k.fleet_gap if _overlaps(self._disturbed, f.end, f.end + k.probe_recovery) else 0.0))
+            for f in self.faults if f.kind in PROBE_FAILING]
+        self._may = {app: _subtract(_merge(may + (probe_may if app == self.probe_app else [])),
+                                    forced_on) for app in ("django", "asgi")}
+        # A required bypass is excused while the fleet regains its poller after a disruption
+        # (plus one detection), and around an operator forcing enforcement on.
+        excused = [(a, b + k.detection) for a, b in self._disturbed] + on_any
+        required = _subtract(_merge(must), excused)
+        self._must = dict.fromkeys(("django", "asgi"), required)
+        self._verify_sick = _merge([(f.start, f.end + k.verify_timeout)
+                                    for f in self.faults if f.kind in VERIFY_FAULTS])
+        self._killed = {}
+        for f in self.faults:
+            if f.kind in (LEADER_KILL, WORKERS_RECYCLE):
+                for app in (f.detail.get("app", "django,asgi")).split(","):
+                    self._killed.setdefault(app, []).append(f.start)
+        self._redis_faults = [(f.start, f.end) for f in self.faults if f.kind in REDIS_FAULTS]
+
+    # -- the windows ---------------------------------------------------------------------------
+
+    def may_bypass(self, app: str, start: float, end: float) -> bool:
+        """Could a bypass be justified at some moment of ``[start, end]``?"""
+        return _overlaps(self._may[app], start, end)
+
+    def must_bypass(self, app: str, start: float, end: float) -> bool:
+        """Was a bypass required throughout ``[start, end]``?"""
+        return any(a <= start and end <= b for a, b in self._must[app])
+
+    def verify_healthy(self, start: float, end: float) -> bool:
+        """Did the verify API answer normally for the whole of ``[start, end]``?"""
+        return not _overlaps(self._verify_sick, start, end)
+
+    def process_ended(self, app: str, start: float, end: float, slack: float = 1.0) -> bool:
+        """Was one of ``app``'s processes killed or recycled around ``[start, end]``?"""
+        return any(start - slack <= t <= end + slack for t in self._killed.get(app, []))
+
+    # -- the verdict ---------------------------------------------------------------------------
+
+    def judge(self, r: Request) -> Judgement:
+        """What the promise says about ``r``, and the violation if it was broken."""
+        k = self.knobs
+        may = self.may_bypass(r.app, r.sent, r.received)
+        if r.status is None:
+            if self.process_ended(r.app, r.sent, r.received):
+                return Judgement("no_answer_excused", None, "a server process was ended")
+            return Judgement("answer", "transport_error", r.error)
+        if r.route == "unprotected":
+            if r.status != 200:
+                return Judgement("unprotected", "unprotected_failed", f"HTTP {r.status}")
+            return Judgement("unprotected")
+        if r.status >= 500 and r.outcome not in DESIGNED_5XX:
+            return Judgement("answer", "failopen_5xx", f"HTTP {r.status} {r.outcome}")
+        if r.status == 200 and not r.bypassed:
+            if r.kind != "valid":
+                return Judgement("must_refuse", "wrong_bypass",
+                                 f"a {r.kind} request admitted as {r.outcome or 'checked'}")
+            return Judgement("enforce")
+        if r.status == 200:
+            return self._judge_bypass(r, may)
+        expected = "may_bypass" if may else "enforce"
+        if r.kind == "valid" and not may and self.verify_healthy(r.sent - k.verify_timeout,
+                                                                 r.received):
+            return Judgement(expected, "wrong_refusal",
+                             f"valid token refused while healthy: {r.status} {r.outcome}")
+        if r.policy == "open" and r.outcome != "outage_rate_limited" \
+                and self.must_bypass(r.app, r.sent, r.received):
+            return Judgement("must_bypass", "missed_bypass",
+                             f"refused {r.status} {r.outcome} while a bypass was required")
+        if r.policy == "fallback" and r.kind == "solution" and r.challenged is not None \
+                and r.outcome not in ("outage_rate_limited",) \
+                and self.must_bypass(r.app, r.challenged, r.received):
+            return Judgement("must_bypass", "missed_bypass",
+                             f"fresh solution refused {r.status} {r.outcome} during an outage")
+        return Judgement(expected)
+
+    def _judge_bypass(self, r: Request, may: bool) -> Judgement:
+        if r.policy == "closed":
+            return Judgement("must_refuse", "wrong_bypass", "a closed route admitted unchecked")
+        if r.policy == "fallback":
+            if r.outcome != "bypassed_fallback" or r.kind not in ("solution", "stale_solution"):
+                return Judgement("must_refuse", "wrong_bypass",
+                                 f"fallback route admitted {r.kind} as {r.outcome}")
+            # A solution stands in only during the outage its challenge was issued in: one span
+            # of evidence from the challenge to the request (docs/outage-policies.md).
+            issued = r.sent if r.challenged is None else r.challenged
+            if not any(a <= issued and r.sent <= b for a, b in self._may[r.app]):
+                return Judgement("must_refuse", "wrong_bypass",
+                                 f"a {r.kind} from {issued:.1f}s admitted outside its outage")
+        if r.outcome not in BYPASS_OUTCOMES:
+            return Judgement("must_refuse", "wrong_bypass", f"unknown bypass {r.outcome}")
+        if not may:
+            return Judgement("enforce", "wrong_bypass",
+                             f"bypassed without evidence ({r.kind}): {r.reason}")
+        return Judgement("may_bypass")
+
+    def evidence_spans(self, app: str) -> list[Span]:
+        """The spans in which ``app`` may bypass (for the report)."""
+        return list(self._may[app])
+
+
+def _merge(spans: Iterable[Span]) -> list[Span]:
+    merged: list[Span] = []
+    for a, b in sorted(s for s in spans if s[1] >= s[0]):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def _subtract(spans: list[Span], holes: list[Span]) -> list[Span]:
+    out = spans
+    for ha, hb in holes:
+        if hb <= ha:
+            continue
+        cut: list[Span] = []
+        for a, b in out:
+            if b < ha or a > hb:
+                cut.append((a, b))
+                continue
+            if a < ha:
+                cut.append((a, ha))
+            if b > hb:
+                cut.append((hb, b))
+        out = cut
+    return out
+
+
+def _overlaps(spans: Iterable[Span], start: float, end: float) -> bool:
+    return any(a <= end and start <= b for a, b in spans)
