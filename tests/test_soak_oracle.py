@@ -17,8 +17,10 @@ from _soak_schedule import (  # noqa: E402
     FAULT_KINDS,
     LEADER_KILL,
     OVERRIDE_OFF_LAPSING,
+    OVERRIDE_OFF_LIFTED,
     OVERRIDE_ON,
     OVERRIDES,
+    REDIS_FLUSHALL,
     REDIS_KILL,
     REDIS_PAUSE,
     STATUS_500,
@@ -132,6 +134,19 @@ def test_a_fallback_route_bypasses_only_with_a_fresh_solution_of_this_outage() -
                    signup("stale_solution", challenged=60.0)) == "wrong_bypass"
 
 
+def test_a_replayed_solution_is_excused_only_where_the_docs_allow_it() -> None:
+    """While Redis is away each worker keeps used solutions in memory: a replay is refused on the
+    same worker only (docs/outage-policies.md). A FLUSHALL is no excuse."""
+    replay = request(110, route="signup", kind="replayed_solution", outcome="bypassed_fallback")
+    assert verdict([OUTAGE], replay) == "wrong_bypass"
+    assert verdict([OUTAGE, Fault(REDIS_PAUSE, 105, 109.5)], replay) is None
+    assert verdict([OUTAGE, Fault(REDIS_PAUSE, 101, 104)], replay) == "wrong_bypass"
+    replay.first_used = 102.0
+    assert verdict([OUTAGE, Fault(REDIS_PAUSE, 101, 104)], replay) is None
+    assert verdict([OUTAGE, Fault(REDIS_FLUSHALL, 105, 105)], replay) == "wrong_bypass"
+    assert verdict([Fault(REDIS_PAUSE, 105, 109.5)], replay) == "wrong_bypass"  # no evidence
+
+
 @pytest.mark.parametrize("kind", ["invalid", "missing", "replayed"])
 def test_a_bad_token_admitted_as_valid_is_a_wrong_bypass(kind: str) -> None:
     assert verdict([], request(50, kind=kind, outcome="valid")) == "wrong_bypass"
@@ -173,6 +188,26 @@ def test_a_required_bypass_is_excused_while_the_fleet_regains_its_poller() -> No
     assert verdict([OUTAGE, Fault(REDIS_KILL, 108, 112)], late) is None
     assert verdict([OUTAGE, Fault(WORKERS_RECYCLE, 109, 109)], late) is None
     assert verdict([OUTAGE, Fault(WORKERS_RECYCLE, 100.5, 100.5)], late) == "missed_bypass"
+
+
+def test_a_page_failing_during_an_outage_neither_ends_nor_excuses_the_bypass() -> None:
+    failing = Fault(STATUS_500, 105, 109, {"in": "outage"})
+    assert verdict([OUTAGE, failing], request(107)) is None
+    assert verdict([OUTAGE, failing], request(107, status=403, outcome="invalid_token")) \
+        == "missed_bypass"
+
+
+def test_an_override_must_hold_through_a_redis_restart() -> None:
+    off = Fault(OVERRIDE_OFF_LIFTED, 10, 20, settled_at=10.7, ending_at=19.5)
+    restart = Fault(REDIS_KILL, 12.5, 15.5)
+    refused = request(14, status=403, outcome="invalid_token")
+    assert verdict([off, restart], refused) == "missed_bypass"
+    assert verdict([off, restart], request(17, status=403, outcome="invalid_token")) \
+        == "missed_bypass"
+    # ... except in a process started while Redis was down: it never saw the override
+    recycled = Fault(WORKERS_RECYCLE, 13, 13)
+    assert verdict([off, restart, recycled], refused) is None
+    assert verdict([off, restart], request(21, status=403, outcome="invalid_token")) is None
 
 
 def test_detection_after_a_failing_page_allows_the_backoff() -> None:
@@ -231,8 +266,10 @@ def test_the_schedule_keeps_apart_what_the_oracle_cannot_judge(seed: int) -> Non
     outages = [f for f in schedule if f.kind == STATUS_OUTAGE]
     for f in schedule:
         if f.kind in STATUS_UNREADABLE | {STATUS_REGIONAL}:
-            assert not any(o.start - 1 <= f.end and f.start <= o.end + K.recovery
-                           for o in outages), f
+            # inside an outage and ended before its recovery, or apart from it
+            assert all((o.start < f.start and f.end <= o.end - 2)
+                       or not (o.start - 1 <= f.end and f.start <= o.end + K.recovery)
+                       for o in outages), f
     redis = [f for f in schedule if f.kind in (REDIS_KILL, REDIS_PAUSE)]
     for f in schedule:
         if f.kind in OVERRIDES:

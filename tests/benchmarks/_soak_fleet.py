@@ -97,6 +97,7 @@ class Fleet:
     status_url: str = field(init=False)
     verify_url: str = field(init=False)
     apps: dict[str, App] = field(init=False, default_factory=dict)
+    last_leader: tuple[str, int] | None = field(init=False, default=None)
     _fakes: list[subprocess.Popen[bytes]] = field(init=False, default_factory=list)
 
     # -- start and stop ------------------------------------------------------------------------
@@ -219,7 +220,8 @@ class Fleet:
             self.redis.clients.remove(client)
 
     def leader(self) -> tuple[str, int] | None:
-        """(app, pid) of the process holding the lease, None when nobody does."""
+        """(app, pid) of the process holding the lease, None when nobody does; remembered as
+        :attr:`last_leader` (what a leader kill uses while Redis does not answer)."""
         client = self.redis.client()
         try:
             raw = client.get(PREFIX + "leader")
@@ -231,6 +233,7 @@ class Fleet:
         pid = int(json.loads(raw)["id"].rsplit(":", 2)[1])
         for app in self.apps.values():
             if pid in app.workers():
+                self.last_leader = (app.name, pid)
                 return app.name, pid
         return None
 

@@ -7,6 +7,7 @@ next, and both are recorded as they happened.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -138,19 +139,21 @@ class Injector:
         return {}
 
     def _kill_leader(self) -> dict[str, str]:
-        found = None
+        found, how = None, "the leader key"
         deadline = self.now() + 3
         while found is None and self.now() < deadline:
-            found = self.fleet.leader()
+            try:
+                found = self.fleet.leader()
+            except Exception:  # Redis paused or down: the process that last held the lease
+                found, how = self.fleet.last_leader, "the last leader seen (Redis unreachable)"
+                break
             if found is None:
                 time.sleep(0.1)
         if found is None:
             raise RuntimeError("no process held the lease")
         app, pid = found
-        import os
-
         os.kill(pid, signal.SIGKILL)
-        return {"app": app, "pid": str(pid)}
+        return {"app": app, "pid": str(pid), "found_by": how}
 
     def _override(self, fault: Fault, start: bool) -> dict[str, str]:
         if not start:

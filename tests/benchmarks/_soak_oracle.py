@@ -19,7 +19,9 @@ An override forcing enforcement on forbids every bypass from its propagation unt
 Regional impairments, unreadable pages (500s, time-outs, malformed and oversized documents),
 verify failures and 429s are never evidence. Redis faults, a killed leader and recycled workers
 change nothing for requests (docs/fleet.md: "requests are unaffected"); only a *required* bypass
-is excused while the fleet regains its poller (one lease plus a Redis command time-out).
+is excused while the fleet regains its poller (one lease plus a Redis command time-out), and a
+bypass an override requires only for a process started meanwhile: members keep the override
+they saw while Redis is down, and put it back when its keys are lost (docs/fleet.md).
 
 Per request, over its whole time in flight ``[sent, received]``:
 
@@ -46,7 +48,8 @@ from _soak_schedule import (
     OVERRIDE_OFF_LIFTED,
     OVERRIDE_ON,
     PROBE_FAILING,
-    REDIS_FAULTS,
+    REDIS_KILL,
+    REDIS_PAUSE,
     STATUS_OUTAGE,
     STATUS_UNREADABLE,
     VERIFY_FAULTS,
@@ -89,6 +92,8 @@ class Request:
     challenged: float | None = None
     #: The request's own User-Agent: its audit line carries the hash of it.
     ua: str = ""
+    #: A replayed solution's first admission (seconds after the start), else None.
+    first_used: float | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,7 @@ class Oracle:
     _verify_sick: list[Span] = field(init=False, repr=False)
     _disturbed: list[Span] = field(init=False, repr=False)
     _killed: dict[str, list[float]] = field(init=False, repr=False)
+    _memory_only: list[Span] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         k = self.knobs
@@ -123,7 +129,8 @@ class Oracle:
         forced_on = [(f.settled + k.propagation, f.ending) for f in by_kind.get(OVERRIDE_ON, [])]
         on_any = [(f.start, f.end + k.propagation) for f in by_kind.get(OVERRIDE_ON, [])]
         may: list[Span] = []
-        must: list[Span] = []
+        must_status: list[Span] = []
+        must_override: list[Span] = []
         unreadable_ends = [f.end for f in self.faults if f.kind in STATUS_UNREADABLE]
         for f in by_kind.get(STATUS_OUTAGE, []):
             recovery = k.recovery + (k.fleet_gap if _overlaps(
@@ -132,20 +139,36 @@ class Oracle:
             failed_before = any(f.start - k.backoff_max - k.status_timeout <= end <= f.start
                                 for end in unreadable_ends)
             detect = k.detection_after_failures if failed_before else k.detection
-            must.append((f.start + detect, f.ending))
+            must_status.append((f.start + detect, f.ending))
         for f in by_kind.get(OVERRIDE_OFF_LIFTED, []) + by_kind.get(OVERRIDE_OFF_LAPSING, []):
             may.append((f.start, f.end + k.propagation))
-            must.append((f.settled + k.propagation, f.ending))
+            must_override.append((f.settled + k.propagation, f.ending))
         probe_may = [(f.start + k.probe_earliest, f.end + k.probe_recovery + (
             k.fleet_gap if _overlaps(self._disturbed, f.end, f.end + k.probe_recovery) else 0.0))
             for f in self.faults if f.kind in PROBE_FAILING]
         self._may = {app: _subtract(_merge(may + (probe_may if app == self.probe_app else [])),
                                     forced_on) for app in ("django", "asgi")}
-        # A required bypass is excused while the fleet regains its poller after a disruption
-        # (plus one detection), and around an operator forcing enforcement on.
+        # A bypass the page requires is excused while the fleet regains its poller after a
+        # disruption (plus one detection), and around an operator forcing enforcement on.
         excused = [(a, b + k.detection) for a, b in self._disturbed] + on_any
-        required = _subtract(_merge(must), excused)
+        # One an override requires is not: a member keeps the override it saw while Redis is
+        # down and puts it back when the keys are lost (docs/fleet.md). Only a process that
+        # starts meanwhile (recycled, or replacing a killed one) has not seen it: excused until
+        # it can read Redis again.
+        born = [f for f in self.faults if f.kind in (LEADER_KILL, WORKERS_RECYCLE)]
+        redis_down = [(f.start, f.end) for f in self.faults if f.kind in (REDIS_KILL,
+                                                                          REDIS_PAUSE)]
+        newcomers = []
+        for f in born:
+            until = max([f.end] + [b for a, b in redis_down if a - k.fleet_gap <= f.start <= b])
+            newcomers.append((f.start, until + k.fleet_gap + k.detection))
+        required = _merge(_subtract(_merge(must_status), excused)
+                          + _subtract(_merge(must_override), newcomers + on_any))
         self._must = dict.fromkeys(("django", "asgi"), required)
+        # While Redis is away, and for RETRY_AFTER (1 s) after a failed call, the fallback keeps
+        # used solutions in each process's memory (failopen/fallback/_redis.py).
+        self._memory_only = [(f.start - 0.1, f.end + 1.0 + 0.2)
+                             for f in self.faults if f.kind in (REDIS_KILL, REDIS_PAUSE)]
         self._verify_sick = _merge([(f.start, f.end + k.verify_timeout)
                                     for f in self.faults if f.kind in VERIFY_FAULTS])
         self._killed = {}
@@ -153,7 +176,6 @@ class Oracle:
             if f.kind in (LEADER_KILL, WORKERS_RECYCLE):
                 for app in (f.detail.get("app", "django,asgi")).split(","):
                     self._killed.setdefault(app, []).append(f.start)
-        self._redis_faults = [(f.start, f.end) for f in self.faults if f.kind in REDIS_FAULTS]
 
     # -- the windows ---------------------------------------------------------------------------
 
@@ -215,6 +237,15 @@ class Oracle:
     def _judge_bypass(self, r: Request, may: bool) -> Judgement:
         if r.policy == "closed":
             return Judgement("must_refuse", "wrong_bypass", "a closed route admitted unchecked")
+        if r.policy == "fallback" and r.kind == "replayed_solution" \
+                and r.outcome == "bypassed_fallback" and may and (
+                    _overlaps(self._memory_only, r.sent, r.received)
+                    or (r.first_used is not None
+                        and _overlaps(self._memory_only, r.first_used, r.first_used))):
+            # docs/outage-policies.md: while Redis does not answer, each process keeps its used
+            # solutions in its own memory, "a replay is refused on the same worker only".
+            return Judgement("replay_in_redis_degradation", None,
+                             "a replay admitted by another worker while Redis was skipped")
         if r.policy == "fallback":
             if r.outcome != "bypassed_fallback" or r.kind not in ("solution", "stale_solution"):
                 return Judgement("must_refuse", "wrong_bypass",

@@ -36,6 +36,8 @@ class Measures:
     rss: list[tuple[float, str, int, int]] = field(default_factory=list)
     #: app -> audit file
     audit_files: dict[str, Path] = field(default_factory=dict)
+    #: (seconds after start, the app whose worker held the lease, or None)
+    leaders: list[tuple[float, str | None]] = field(default_factory=list)
     injector_errors: list[str] = field(default_factory=list)
 
 
@@ -57,22 +59,30 @@ def _audited(files: dict[str, Path]) -> dict[str, set[str]]:
     return seen
 
 
-def _status_per_interval(counts: list[tuple[float, int]], faults: list[Fault],
-                         knobs: Knobs) -> dict[str, float | None]:
+def _status_per_interval(counts: list[tuple[float, int]], faults: list[Fault], knobs: Knobs,
+                         leaders: list[tuple[float, str | None]]) -> dict[str, float | None]:
     """Status requests per poll interval: over the whole run, and in the stretches where the
-    fleet was whole (no Redis fault, killed leader or recycled workers within a lease)."""
+    fleet was whole (no Redis fault, killed leader or recycled workers within a lease), also
+    by which server's worker held the lease then."""
     if len(counts) < 2:
         return {"whole_run": None, "fleet_whole": None}
     intervals = (counts[-1][0] - counts[0][0]) / knobs.poll_interval
     total = (counts[-1][1] - counts[0][1]) / intervals
-    quiet_requests = quiet_seconds = 0.0
+    quiet: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
     for (t1, c1), (t2, c2) in zip(counts, counts[1:], strict=False):
         if not any(f.start - 1 <= t2 and t1 <= f.end + knobs.fleet_gap + knobs.poll_interval
                    for f in faults if f.kind in FLEET_DISRUPTIONS):
-            quiet_requests += c2 - c1
-            quiet_seconds += t2 - t1
-    quiet = quiet_requests / (quiet_seconds / knobs.poll_interval) if quiet_seconds else None
-    return {"whole_run": round(total, 2), "fleet_whole": None if quiet is None else round(quiet, 2)}
+            near = [app for t, app in leaders if t1 - 0.5 <= t <= t2 + 0.5]
+            keys = ["fleet_whole"]
+            if near and all(app == near[0] for app in near):
+                keys.append(f"fleet_whole_{near[0]}_leads")
+            for key in keys:
+                quiet[key][0] += c2 - c1
+                quiet[key][1] += t2 - t1
+    shown: dict[str, float | None] = {"whole_run": round(total, 2), "fleet_whole": None}
+    for key, (requests, seconds) in quiet.items():
+        shown[key] = round(requests / (seconds / knobs.poll_interval), 2) if seconds else None
+    return shown
 
 
 def _rss_growth(samples: list[tuple[float, str, int, int]]) -> dict[str, Any]:
@@ -166,8 +176,8 @@ def build_report(*, records: list[Request], oracle: Oracle, schedule: list[Fault
         "violations": violations,
         "faults_applied": collections.Counter(f.kind for f in applied),
         "fault_kinds_missing": [k for k in FAULT_KINDS if k not in applied_kinds],
-        "status_requests_per_interval": _status_per_interval(measures.status_counts, applied,
-                                                             knobs),
+        "status_requests_per_interval": _status_per_interval(
+            measures.status_counts, applied, knobs, measures.leaders),
         "worker_rss": _rss_growth(measures.rss),
         "ok": not violations,
     }
@@ -185,8 +195,8 @@ def render(report: dict[str, Any]) -> str:
     lines.append("tolerances (s): " + ", ".join(
         f"{k} {v}" for k, v in report["tolerances_s"].items()))
     spi = report["status_requests_per_interval"]
-    lines.append(f"status requests per poll interval: {spi['whole_run']} (whole run), "
-                 f"{spi['fleet_whole']} (fleet whole)")
+    lines.append("status requests per poll interval: " + ", ".join(
+        f"{value} ({key.replace('_', ' ')})" for key, value in spi.items()))
     rss = report["worker_rss"]
     lines.append(f"worker RSS growth: max {rss['mb_per_hour_max']} MB/h, median "
                  f"{rss['mb_per_hour_median']} MB/h over {rss['workers_measured']} workers")

@@ -12,7 +12,8 @@ from the seed.
 
 Deliberately kept apart, so that the oracle need not guess behaviour the docs leave open: an
 override is never placed or lifted within a Redis kill or pause (plus a margin); a status-page
-fault never falls inside an outage or its recovery.
+fault inside an outage ends before the outage does (never in its recovery, where whether a
+failed poll resets the count of good readings is not documented).
 """
 
 from __future__ import annotations
@@ -185,13 +186,18 @@ class Fault:
 # shortest that still shows each effect), and the scene's length.
 def _outage_scene(at: float, stretch: float, rng: random.Random) -> tuple[list[Fault], float]:
     """A global outage (sometimes with the verify API down too, as in a real one); workers
-    recycled while it lasts; an operator forcing enforcement on, then handing back."""
-    length = 14 * stretch
+    recycled while it lasts; an operator forcing enforcement on, then handing back; then the
+    page failing for longer than FAILOPEN_STALE_AFTER while it still shows the outage (the
+    bypass must hold: a page that cannot be read is no evidence either way), then readable
+    again before the recovery."""
+    length = 18 * stretch
     faults = [Fault(STATUS_OUTAGE, at, at + length)]
     if rng.random() < 0.5:
         faults.append(Fault(VERIFY_DOWN, at, at + length, {"with": "outage"}))
     faults.append(Fault(WORKERS_RECYCLE, at + 4 * stretch, at + 4 * stretch))
     faults.append(Fault(OVERRIDE_ON, at + 7 * stretch, at + 10 * stretch))
+    failing = rng.choice([STATUS_500, STATUS_TIMEOUT, STATUS_MALFORMED, STATUS_OVERSIZED])
+    faults.append(Fault(failing, at + 11 * stretch, at + 15 * stretch, {"in": "outage"}))
     return faults, length + 6
 
 
@@ -230,19 +236,22 @@ def _verify_scene(at: float, stretch: float, rng: random.Random) -> tuple[list[F
 
 
 def _override_scene(at: float, stretch: float, rng: random.Random) -> tuple[list[Fault], float]:
-    """An override placed and lifted; another placed with a TTL that lapses, with a FLUSHALL
-    while it is in force (the members put it back, docs/fleet.md)."""
-    lifted = Fault(OVERRIDE_OFF_LIFTED, at, at + 5 * stretch)
+    """An override placed, Redis killed and restarted empty under it (the members keep it and
+    put it back, docs/fleet.md), then lifted; another placed with a TTL that lapses, with a
+    FLUSHALL while it is in force."""
+    lifted = Fault(OVERRIDE_OFF_LIFTED, at, at + 9 * stretch)
+    restart = Fault(REDIS_KILL, at + 2.5 * stretch, at + 5.5 * stretch, {"under": "override"})
     lapse_at = lifted.end + 4
     lapsing = Fault(OVERRIDE_OFF_LAPSING, lapse_at, lapse_at + round(5 * stretch),
                     {"ttl": str(round(5 * stretch))})
     flush_at = lapse_at + rng.uniform(1.5, max(1.5, lapsing.end - lapse_at - 1.5))
-    return [lifted, lapsing, Fault(REDIS_FLUSHALL, flush_at, flush_at)], lapsing.end - at + 4
+    return [lifted, restart, lapsing, Fault(REDIS_FLUSHALL, flush_at, flush_at)], \
+        lapsing.end - at + 4
 
 
 SCENES = (_outage_scene, _status_scene, _verify_scene, _override_scene)
 #: What the first round needs at stretch 1, with the warm-up: a 2-minute run fits it.
-SCENE_MIN_SECONDS = 20 + 33 + 32 + 18
+SCENE_MIN_SECONDS = 24 + 29 + 31 + 22
 WARM_UP = 8.0
 
 

@@ -52,7 +52,7 @@ class _Pools:
     """Tokens and solutions to replay, shared by one server's clients."""
 
     verified: list[str] = field(default_factory=list)
-    used_solutions: list[str] = field(default_factory=list)
+    used_solutions: list[tuple[float, str]] = field(default_factory=list)
     unused_solutions: list[tuple[float, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -127,6 +127,7 @@ class Traffic:
         ua = f"failopen-soak/{self.run_id}/{seq}"
         headers = {"User-Agent": ua, "Accept": "application/json"}
         challenged: float | None = None
+        first_used: float | None = None
         if app.csrf:
             if "csrftoken" not in client.cookies:
                 client.get(app.paths["unprotected"], headers={"User-Agent": ua + "/csrf"})
@@ -155,13 +156,13 @@ class Traffic:
                 else:
                     kind, (challenged, headers["X-Altcha"]) = "stale_solution", kept
         elif kind == "replayed_solution":
-            solution = pools.take(pools.used_solutions)
-            if solution is None:
+            used = pools.take(pools.used_solutions)
+            if used is None:
                 kind = "missing"
             else:
-                headers["X-Altcha"] = solution
+                first_used, headers["X-Altcha"] = used
         record = Request(seq, app.name, route, app.policies[route], kind, self.now(), 0.0,
-                         challenged=challenged, ua=ua)
+                         challenged=challenged, ua=ua, first_used=first_used)
         path = app.paths[route]
         try:
             if route == "unprotected":
@@ -176,7 +177,7 @@ class Traffic:
             if record.outcome == "valid" and kind == "valid":
                 pools.put(pools.verified, headers["X-Enforcement-Token"])
             if record.outcome == "bypassed_fallback" and "X-Altcha" in headers:
-                pools.put(pools.used_solutions, headers["X-Altcha"])
+                pools.put(pools.used_solutions, (record.received, headers["X-Altcha"]))
         with self._lock:
             self.records.append(record)
 

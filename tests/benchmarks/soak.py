@@ -50,6 +50,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="keep the run's directory (server logs, audit files)")
     parser.add_argument("--schedule", action="store_true",
                         help="print the schedule of this seed and length, and exit")
+    parser.add_argument("--mismatch", metavar="NAME=VALUE", action="append", default=[],
+                        help="a negative control: give the servers FAILOPEN_NAME=VALUE while the "
+                        "oracle keeps the soak's knob (e.g. CLOSE_AFTER=6: the soak must fail)")
     parser.add_argument("--sentinel", action="store_true",
                         help="run the fleet on Redis Sentinel (not implemented yet)")
     return parser.parse_args(argv)
@@ -75,7 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     knobs = Knobs()
     directory = Path(tempfile.mkdtemp(prefix="failopen-soak-"))
-    fleet = Fleet(directory, PROBE_APP, knobs.env(), knobs.probe_env())
+    servers_env = knobs.env()
+    for item in args.mismatch:
+        name, _, value = item.partition("=")
+        servers_env[name.upper().removeprefix("FAILOPEN_")] = value
+    fleet = Fleet(directory, PROBE_APP, servers_env, knobs.probe_env())
     measures = Measures()
     started = time.monotonic()
     try:
@@ -127,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                           seconds=ran, seed=args.seed, minutes=args.minutes)
     report["faults"] = [_shown(f) for f in sorted(injector.applied, key=lambda f: f.start)]
     report["run_directory"] = str(directory) if args.keep else None
+    report["mismatch"] = args.mismatch
     if args.json == "-":
         json.dump(report, sys.stdout, indent=1, sort_keys=True, default=str)
         print()
@@ -148,6 +156,9 @@ def _sample(fleet: Fleet, measures: Measures, now: object, stop: threading.Event
         # A missed sample only widens the interval between two others.
         with contextlib.suppress(Exception):
             measures.status_counts.append((now(), fleet.status_requests()))
+        with contextlib.suppress(Exception):  # Redis may be down or paused: no sample then
+            found = fleet.leader()
+            measures.leaders.append((now(), None if found is None else found[0]))
         if tick % 5 == 0:
             t = now()
             measures.rss.extend((t, app, pid, kb) for app, pid, kb in fleet.worker_rss())
