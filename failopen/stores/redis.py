@@ -11,7 +11,9 @@ Keys, all under ``FAILOPEN_REDIS_PREFIX`` (default ``failopen:``), so several si
   ``FAILOPEN_EVIDENCE=status,probe``).
 * ``confirm`` — a short lock: one on-demand outage confirmation per ``confirm_ttl`` per fleet.
 * ``epoch`` — a marker without TTL; its absence means the keys were lost (FLUSHALL, a fresh
-  replica), which is not the same as "no override".
+  replica), which is not the same as "no override". Whoever puts it back also writes
+  ``fallback:since`` (Redis's clock, in ms): the fallback's record of used solutions
+  (``fallback:used:<key>``, :mod:`failopen.fallback.used`) is complete only from then on.
 * ``proc:<id>`` — each process's heartbeat (TTL one minute), for ``failopen fleet``.
 
 The reading, the lease, the confirmation lock and the heartbeats carry ``page``, a hash of the
@@ -68,6 +70,8 @@ return 0
 # it last knew (with what is left of its TTL). Later ones find the marker and read what is there.
 _RESTORE = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
+  local now = redis.call('TIME')
+  redis.call('SET', KEYS[3], string.format('%.0f', now[1] * 1000 + math.floor(now[2] / 1000)))
   if ARGV[2] ~= '' and ARGV[3] == '0' then
     redis.call('SET', KEYS[2], ARGV[2], 'NX')
   elseif ARGV[2] ~= '' then
@@ -175,6 +179,7 @@ class RedisStore:
         self.key_leader = prefix + "leader"
         self.key_confirm = prefix + "confirm"
         self.key_epoch = prefix + "epoch"
+        self.key_fallback_since = prefix + "fallback:since"
         self.key_proc = prefix + "proc:"
         self._renew = self.client.register_script(_RENEW)
         self._release = self.client.register_script(_RELEASE)
@@ -299,7 +304,7 @@ class RedisStore:
         if override is not None and not override.expired(self._time()):
             value = json.dumps(override.to_json(), sort_keys=True)
             ttl = override_ttl_ms(override, self._time()) or 0  # 0: until lifted (forcing on)
-        keys = [self.key_epoch, self.key_override]
+        keys = [self.key_epoch, self.key_override, self.key_fallback_since]
         return bool(self.call("EVAL", self._restore, keys=keys, args=["1", value, ttl]))
 
     def acquire(self, token: str, lease_ms: int) -> bool:
