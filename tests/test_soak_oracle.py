@@ -183,6 +183,14 @@ def test_a_refusal_where_a_bypass_was_required_is_a_missed_bypass() -> None:
     assert verdict([OUTAGE], request(110, status=429, outcome="outage_rate_limited")) is None
 
 
+def test_a_fresh_solution_refused_as_issued_before_a_key_loss_is_no_missed_bypass() -> None:
+    refused = request(110, route="signup", kind="solution", status=403,
+                      outcome="fallback_invalid", challenged=109.5)
+    assert verdict([OUTAGE], refused) == "missed_bypass"
+    assert verdict([OUTAGE, Fault(REDIS_FLUSHALL, 109.8, 109.8)], refused) is None
+    assert verdict([OUTAGE, Fault(REDIS_FLUSHALL, 100.5, 100.5)], refused) == "missed_bypass"
+
+
 def test_a_required_bypass_is_excused_while_the_fleet_regains_its_poller() -> None:
     late = request(110, status=403, outcome="invalid_token")
     assert verdict([OUTAGE, Fault(REDIS_KILL, 108, 112)], late) is None

@@ -48,6 +48,7 @@ from _soak_schedule import (
     OVERRIDE_OFF_LIFTED,
     OVERRIDE_ON,
     PROBE_FAILING,
+    REDIS_FLUSHALL,
     REDIS_KILL,
     REDIS_PAUSE,
     STATUS_OUTAGE,
@@ -118,6 +119,7 @@ class Oracle:
     _disturbed: list[Span] = field(init=False, repr=False)
     _killed: dict[str, list[float]] = field(init=False, repr=False)
     _memory_only: list[Span] = field(init=False, repr=False)
+    _losses: list[float] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         k = self.knobs
@@ -165,6 +167,8 @@ class Oracle:
         required = _merge(_subtract(_merge(must_status), excused)
                           + _subtract(_merge(must_override), newcomers + on_any))
         self._must = dict.fromkeys(("django", "asgi"), required)
+        self._losses = [f.end if f.kind == REDIS_KILL else f.start for f in self.faults
+                        if f.kind in (REDIS_KILL, REDIS_FLUSHALL)]
         # While Redis is away, and for RETRY_AFTER (1 s) after a failed call, the fallback keeps
         # used solutions in each process's memory (failopen/fallback/_redis.py).
         self._memory_only = [(f.start - 0.1, f.end + 1.0 + 0.2)
@@ -229,10 +233,18 @@ class Oracle:
                              f"refused {r.status} {r.outcome} while a bypass was required")
         if r.policy == "fallback" and r.kind == "solution" and r.challenged is not None \
                 and r.outcome not in ("outage_rate_limited",) \
-                and self.must_bypass(r.app, r.challenged, r.received):
+                and self.must_bypass(r.app, r.challenged, r.received) \
+                and not self._issued_before_a_loss(r.challenged, r.received):
             return Judgement("must_bypass", "missed_bypass",
                              f"fresh solution refused {r.status} {r.outcome} during an outage")
         return Judgement(expected)
+
+    def _issued_before_a_loss(self, challenged: float, received: float) -> bool:
+        """docs/outage-policies.md: when Redis loses its keys, a solution issued before the
+        record of used solutions began again (when a member notices: within a store refresh and
+        a command time-out; issue times are whole seconds) is refused as possibly used."""
+        return any(challenged <= loss + self.knobs.propagation + 1.0 and received >= loss
+                   for loss in self._losses)
 
     def _judge_bypass(self, r: Request, may: bool) -> Judgement:
         if r.policy == "closed":
