@@ -205,6 +205,24 @@ def test_a_page_failing_during_an_outage_neither_ends_nor_excuses_the_bypass() -
         == "missed_bypass"
 
 
+def test_on_the_probes_server_healthy_probes_may_end_a_stale_page_bypass() -> None:
+    """docs/probe.md: a status-page bypass whose page has gone stale ends after CLOSE_AFTER
+    healthy probes, until the page shows the outage again."""
+    failing = Fault(STATUS_500, 104, 110, {"in": "outage"})
+    refused = request(108, app="asgi", status=403, outcome="invalid_token")
+    assert verdict([OUTAGE, failing], refused) is None
+    assert verdict([OUTAGE, failing], request(106, app="asgi", status=403,
+                                              outcome="invalid_token")) == "missed_bypass"
+    assert verdict([OUTAGE, failing], request(108, status=403, outcome="invalid_token")) \
+        == "missed_bypass"  # the other server has no probe: its bypass holds
+    # The page read again: the bypass is back within a detection after failures.
+    assert verdict([OUTAGE, failing], request(110 + K.detection_after_failures + 0.3, app="asgi",
+                                              status=403, outcome="invalid_token")) \
+        == "missed_bypass"
+    # Failed probes do not end it.
+    assert verdict([OUTAGE, failing, Fault(VERIFY_DOWN, 100, 120)], refused) == "missed_bypass"
+
+
 def test_an_override_must_hold_through_a_redis_restart() -> None:
     off = Fault(OVERRIDE_OFF_LIFTED, 10, 20, settled_at=10.7, ending_at=19.5)
     restart = Fault(REDIS_KILL, 12.5, 15.5)

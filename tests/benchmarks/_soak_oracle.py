@@ -15,6 +15,8 @@ Evidence (per server: one of the two runs the verify probe):
   recovered (docs/probe.md). The probe may also never open (it needs the requests' own verify
   calls to fail too): nothing is required of it.
 
+On the probe's server, a page unreadable for longer than FAILOPEN_STALE_AFTER while the verify
+API answers may end a status-page bypass (healthy probes, docs/probe.md) until it is read again.
 An override forcing enforcement on forbids every bypass from its propagation until it is lifted.
 Regional impairments, unreadable pages (500s, time-outs, malformed and oversized documents),
 verify failures and 429s are never evidence. Redis faults, a killed leader and recycled workers
@@ -167,6 +169,16 @@ class Oracle:
         required = _merge(_subtract(_merge(must_status), excused)
                           + _subtract(_merge(must_override), newcomers + on_any))
         self._must = dict.fromkeys(("django", "asgi"), required)
+        # docs/probe.md: "A status-page bypass whose page has gone stale ends after
+        # FAILOPEN_CLOSE_AFTER healthy probes": on the probe's server, a page that cannot be read
+        # for longer than FAILOPEN_STALE_AFTER inside an outage, while the verify API answers,
+        # may end the bypass until the page is read again.
+        failing_verify = [(f.start, f.end) for f in self.faults if f.kind in PROBE_FAILING]
+        stale = [(f.start + k.stale_after, f.end + k.detection_after_failures)
+                 for f in self.faults if f.kind in STATUS_UNREADABLE
+                 and f.end - f.start > k.stale_after
+                 and not _overlaps(failing_verify, f.start, f.end)]
+        self._must[self.probe_app] = _subtract(required, stale)
         self._losses = [f.end if f.kind == REDIS_KILL else f.start for f in self.faults
                         if f.kind in (REDIS_KILL, REDIS_FLUSHALL)]
         # While Redis is away, and for RETRY_AFTER (1 s) after a failed call, the fallback keeps

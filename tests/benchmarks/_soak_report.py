@@ -85,29 +85,47 @@ def _status_per_interval(counts: list[tuple[float, int]], faults: list[Fault], k
     return shown
 
 
+def _slope_mb_per_hour(points: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of (seconds, kB) points, in MB per hour."""
+    n = len(points)
+    if n < 5:
+        return None
+    mt = sum(t for t, _ in points) / n
+    mk = sum(kb for _, kb in points) / n
+    den = sum((t - mt) ** 2 for t, _ in points)
+    if not den:
+        return None
+    return round(sum((t - mt) * (kb - mk) for t, kb in points) / den * 3600 / 1024, 1)
+
+
 def _rss_growth(samples: list[tuple[float, str, int, int]]) -> dict[str, Any]:
     """Per worker that lived at least 30 s past its first 20 s (start-up: imports, first
-    requests), the least-squares slope of VmRSS in MB per hour; the largest and the median."""
-    by_pid: dict[tuple[str, int], list[tuple[float, int]]] = collections.defaultdict(list)
+    requests), the slope of its VmRSS in MB per hour (the largest and the median); and, since
+    the soak recycles and kills workers, the slope of each server's mean worker RSS over the
+    whole run after its first minute."""
+    by_pid: dict[tuple[str, int], list[tuple[float, float]]] = collections.defaultdict(list)
+    by_tick: dict[tuple[str, float], list[int]] = collections.defaultdict(list)
     for t, app, pid, kb in samples:
         by_pid[(app, pid)].append((t, kb))
+        by_tick[(app, t)].append(kb)
     slopes: dict[str, float] = {}
     for (app, pid), points in by_pid.items():
         points = [p for p in points if p[0] >= points[0][0] + 20]
-        if len(points) < 5 or points[-1][0] - points[0][0] < 30:
-            continue
-        n = len(points)
-        mt = sum(t for t, _ in points) / n
-        mk = sum(kb for _, kb in points) / n
-        den = sum((t - mt) ** 2 for t, _ in points)
-        slope_kb_s = sum((t - mt) * (kb - mk) for t, kb in points) / den if den else 0.0
-        slopes[f"{app}:{pid}"] = round(slope_kb_s * 3600 / 1024, 1)
+        slope = _slope_mb_per_hour(points)
+        if slope is not None and points[-1][0] - points[0][0] >= 30:
+            slopes[f"{app}:{pid}"] = slope
     ordered = sorted(slopes.values())
+    mean_slope: dict[str, float | None] = {}
+    mean_mb: dict[str, list[float]] = {}
+    for app in sorted({app for app, _t in by_tick}):
+        means = sorted((t, sum(kbs) / len(kbs)) for (a, t), kbs in by_tick.items() if a == app)
+        mean_slope[app] = _slope_mb_per_hour([p for p in means if p[0] >= 60])
+        if means:
+            mean_mb[app] = [round(means[0][1] / 1024, 1), round(means[-1][1] / 1024, 1)]
     return {"mb_per_hour_max": ordered[-1] if ordered else None,
             "mb_per_hour_median": ordered[len(ordered) // 2] if ordered else None,
             "workers_measured": len(ordered), "per_worker": slopes,
-            "rss_mb_last": {f"{app}:{pid}": round(kb / 1024, 1)
-                            for _t, app, pid, kb in samples[-8:]}}
+            "mean_worker_mb_per_hour": mean_slope, "mean_worker_mb_first_last": mean_mb}
 
 
 def build_report(*, records: list[Request], oracle: Oracle, schedule: list[Fault],
@@ -199,7 +217,9 @@ def render(report: dict[str, Any]) -> str:
         f"{value} ({key.replace('_', ' ')})" for key, value in spi.items()))
     rss = report["worker_rss"]
     lines.append(f"worker RSS growth: max {rss['mb_per_hour_max']} MB/h, median "
-                 f"{rss['mb_per_hour_median']} MB/h over {rss['workers_measured']} workers")
+                 f"{rss['mb_per_hour_median']} MB/h over {rss['workers_measured']} workers; "
+                 f"mean worker per server {rss['mean_worker_mb_per_hour']} MB/h "
+                 f"(MB first, last: {rss['mean_worker_mb_first_last']})")
     lines.append("violations: " + ", ".join(
         f"{k} {n}" for k, n in report["violations_by_kind"].items()))
     for v in report["violations"][:50]:

@@ -122,6 +122,11 @@ class Knobs:
             + self.status_timeout + self.store_refresh
 
     @property
+    def stale_after(self) -> float:
+        """FAILOPEN_STALE_AFTER's default, 3 intervals: a reading this old is stale."""
+        return 3 * self.poll_interval
+
+    @property
     def recovery(self) -> float:
         """Enforcement is back within FAILOPEN_CLOSE_AFTER (jittered) intervals plus the status
         time-out, plus the follower's store refresh."""

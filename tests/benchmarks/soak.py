@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from _soak_fleet import PRIVATE_KEY, Fleet
+from _soak_fleet import FALLBACK_SECRET, PRIVATE_KEY, Fleet
 from _soak_inject import Injector
 from _soak_oracle import Oracle
 from _soak_report import Measures, build_report, render
@@ -135,16 +135,24 @@ def main(argv: list[str] | None = None) -> int:
     report["faults"] = [_shown(f) for f in sorted(injector.applied, key=lambda f: f.start)]
     report["run_directory"] = str(directory) if args.keep else None
     report["mismatch"] = args.mismatch
+    shown = json.dumps(report, indent=1, sort_keys=True, default=str)
     if args.json == "-":
-        json.dump(report, sys.stdout, indent=1, sort_keys=True, default=str)
-        print()
+        print(_scrubbed(shown))
     else:
-        print(render(report))
+        print(_scrubbed(render(report)))
         if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=1, sort_keys=True, default=str))
+            Path(args.json).write_text(_scrubbed(shown))
     if not args.keep:
         shutil.rmtree(directory, ignore_errors=True)
     return 0 if report["ok"] else 1
+
+
+def _scrubbed(text: str) -> str:
+    """The report never shows the soak's secrets, whatever a reason or an error quoted (test
+    values, but a report is pasted into issues and docs)."""
+    for secret in (PRIVATE_KEY, FALLBACK_SECRET):
+        text = text.replace(secret, "***")
+    return text
 
 
 def _sample(fleet: Fleet, measures: Measures, now: object, stop: threading.Event) -> None:
