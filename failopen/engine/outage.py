@@ -61,6 +61,9 @@ class SolutionCheck(Protocol):
     @property
     def expires_at(self) -> float: ...
 
+    @property
+    def issued_at(self) -> float: ...
+
 
 class ChallengeSource(Protocol):
     """Issues fallback challenges (``GET <prefix>/challenge``): ``FallbackChallenges``."""
@@ -77,7 +80,7 @@ class SolutionChecker(Protocol):
 class UsedSolutions(Protocol):
     """Remembers used solutions until they expire (this process, or the fleet's Redis)."""
 
-    def claim(self, key: str, expires_at: float) -> bool: ...
+    def claim(self, key: str, expires_at: float, *, issued_at: float | None = None) -> bool: ...
 
 
 class RateLimit(Protocol):
@@ -167,6 +170,6 @@ class OutageGate:
         checked = challenges.check(solution, issued_after=issued_after)
         if not checked.ok:
             return Refusal(403, "fallback_invalid", f"fallback solution refused: {checked.reason}")
-        if not used.claim(checked.key, checked.expires_at):
+        if not used.claim(checked.key, checked.expires_at, issued_at=checked.issued_at):
             return Refusal(403, "fallback_invalid", "fallback solution refused: already used")
         return None

@@ -42,12 +42,14 @@ _HEX64 = frozenset("0123456789abcdef")
 @dataclass(frozen=True)
 class SolutionCheck:
     """What :meth:`FallbackChallenges.check` found. ``key`` and ``expires_at`` (epoch seconds)
-    identify the challenge for single use; both are set only when ``ok``."""
+    identify the challenge for single use, ``issued_at`` (epoch seconds, whole) says when it was
+    issued; all are set only when ``ok``."""
 
     ok: bool
     reason: str
     key: str = ""
     expires_at: float = 0.0
+    issued_at: float = 0.0
 
 
 _MALFORMED = SolutionCheck(False, "malformed")
@@ -131,7 +133,7 @@ class FallbackChallenges:
         if not issued >= _whole_seconds(issued_after):
             return _TOO_EARLY  # also a NaN issued_after: refuse rather than guess
         return SolutionCheck(True, "ok", hashlib.sha256(challenge.encode()).hexdigest(),
-                             float(expires))
+                             float(expires), float(issued))
 
 
 def _decode(payload: Any) -> dict[str, Any] | None:

@@ -8,6 +8,15 @@ challenge expires (after that :mod:`failopen.fallback.challenge` refuses it anyw
   memory instead (within the link's timeout; see :mod:`failopen.fallback._redis`): the fleet
   then refuses a replay on the same worker only, which is what memory can do (memory also keeps
   what the worker admitted through Redis, so a solution used before Redis failed stays used).
+
+When Redis loses its keys (``FLUSHALL``, a server restarted empty, a fresh replica) it forgets
+which solutions were used, and another worker would admit one again. So the fleet's record
+says since when it is complete: ``<prefix>fallback:since`` (milliseconds, Redis's own clock),
+written when the record begins (by the fleet's store when it puts its lost keys back, see
+:mod:`failopen.stores.redis`, or by the first claim that finds no marker and no fleet epoch). A
+solution whose challenge was issued before that moment may have been used and forgotten: it is
+refused, and the browser solves a new challenge. A marker missing beside a fleet epoch that is
+there was never written (a failopen without it): the record was never lost, it is complete.
 """
 
 from __future__ import annotations
@@ -31,9 +40,9 @@ logger = logging.getLogger("failopen.fallback")
 class UsedSolutions(Protocol):
     """Where used solutions are remembered."""
 
-    def claim(self, key: str, expires_at: float) -> bool:
-        """True only the first time ``key`` is claimed before ``expires_at`` (epoch seconds);
-        never raises."""
+    def claim(self, key: str, expires_at: float, *, issued_at: float | None = None) -> bool:
+        """True only the first time ``key`` is claimed before ``expires_at`` (epoch seconds;
+        ``issued_at``, when the challenge was issued); never raises."""
         ...
 
 
@@ -63,9 +72,10 @@ class MemoryUsedSolutions:
         expires_at = self._expiry.get(key)
         return expires_at is not None and expires_at > self._clock.time()
 
-    def claim(self, key: str, expires_at: float) -> bool:
+    def claim(self, key: str, expires_at: float, *, issued_at: float | None = None) -> bool:
         """True only the first time ``key`` is claimed before it expires; False when it was
-        claimed already, has expired, or memory is full of unexpired keys."""
+        claimed already, has expired, or memory is full of unexpired keys. (``issued_at`` is
+        for the fleet's record; this process's memory is never lost while it runs.)"""
         try:
             if not isinstance(key, str) or not math.isfinite(expires_at):
                 return False
@@ -109,6 +119,30 @@ class MemoryUsedSolutions:
                                        "suppressed": suppressed})
 
 
+# One round trip, as the plain SET NX was: the record's start (written when missing, see the
+# module's docstring), then the claim. Returns -1 (issued before the record began), 1 or 0.
+_CLAIM = """
+local since = redis.call('GET', KEYS[2])
+if not since then
+  if redis.call('EXISTS', KEYS[3]) == 1 then
+    since = '0'
+  else
+    local now = redis.call('TIME')
+    since = string.format('%.0f', now[1] * 1000 + math.floor(now[2] / 1000))
+  end
+  redis.call('SET', KEYS[2], since, 'NX')
+  since = redis.call('GET', KEYS[2])
+end
+if tonumber(ARGV[2]) < tonumber(since) then
+  return -1
+end
+if redis.call('SET', KEYS[1], '1', 'NX', 'PXAT', ARGV[1]) then
+  return 1
+end
+return 0
+"""
+
+
 class RedisUsedSolutions:
     """Used solutions in the fleet's Redis, under ``<prefix>fallback:used:<key>``; the process's
     memory when Redis does not answer within ``timeout``."""
@@ -119,13 +153,18 @@ class RedisUsedSolutions:
         self.link = RedisLink(url, password=password, prefix=prefix, timeout=timeout,
                               purpose="used solutions", clock=clock)
         self._key_prefix = f"{prefix}fallback:used:"
+        self._marker = f"{prefix}fallback:since"
+        self._epoch = f"{prefix}epoch"  # the fleet store's (failopen.stores.redis)
+        self._claim = self.link.client.register_script(_CLAIM)
         self._clock = clock
 
     def __repr__(self) -> str:
         return f"RedisUsedSolutions({self.link.shown!r}, prefix={self.link.prefix!r})"
 
-    def claim(self, key: str, expires_at: float) -> bool:
-        """True only the first time any process of the fleet claims ``key`` before it expires."""
+    def claim(self, key: str, expires_at: float, *, issued_at: float | None = None) -> bool:
+        """True only the first time any process of the fleet claims ``key`` before it expires,
+        and never for a challenge ``issued_at`` before the fleet's record began (None: compared
+        as if issued at ``expires_at``, the latest moment it can have been)."""
         try:
             if not isinstance(key, str) or not math.isfinite(expires_at):
                 return False
@@ -135,16 +174,20 @@ class RedisUsedSolutions:
             if self.fallback.holds(key):
                 return False
             if self.link.usable():
+                issued = expires_at if issued_at is None or not math.isfinite(issued_at) \
+                    else issued_at
                 try:
-                    done = self.link.client.set(self._key_prefix + key, b"1", nx=True,
-                                                pxat=math.ceil(expires_at * 1000))
+                    done = self._claim(keys=[self._key_prefix + key, self._marker, self._epoch],
+                                       args=[math.ceil(expires_at * 1000),
+                                             math.floor(issued * 1000)])
                 except self.link.errors as exc:
-                    self.link.failed(exc, "SET")
+                    self.link.failed(exc, "EVAL")
                 else:
-                    if done is True:
+                    claimed: bool = done == 1  # -1: issued before the record began; 0: used
+                    if claimed:
                         # Kept here too: if Redis fails later, memory still refuses a replay.
                         self.fallback.claim(key, expires_at)
-                    return done is True
+                    return claimed
             return self.fallback.claim(key, expires_at)
         except Exception:  # a bug here refuses one solution, it never fails a request
             logger.exception("failopen: recording a used fallback solution failed",

@@ -12,7 +12,10 @@ Keys, all under ``FAILOPEN_REDIS_PREFIX`` (default ``failopen:``), so several si
 * ``confirm`` — a short lock: one on-demand outage confirmation per ``confirm_ttl`` per fleet.
 * ``epoch`` — a marker without TTL; its absence means the keys were lost (FLUSHALL, a fresh
   replica), which is not the same as "no override". Put back after a loss with a new random
-  value (:mod:`failopen.engine.fleet_override`).
+  value (:mod:`failopen.engine.fleet_override`); whoever puts it back (a member's restore, or
+  an operator's lift) also writes ``fallback:since`` (Redis's clock, in ms): the fallback's
+  record of used solutions (``fallback:used:<key>``, :mod:`failopen.fallback.used`) is complete
+  only from then on.
 * ``proc:<id>`` — each process's heartbeat (TTL one minute), for ``failopen fleet``, naming the
   override it applied (:mod:`failopen.engine.override_reach`).
 
@@ -77,6 +80,8 @@ return 0
 # it last knew (with what is left of its TTL). Later ones find the marker and read what is there.
 _RESTORE = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
+  local now = redis.call('TIME')
+  redis.call('SET', KEYS[3], string.format('%.0f', now[1] * 1000 + math.floor(now[2] / 1000)))
   if ARGV[2] ~= '' and ARGV[3] == '0' then
     redis.call('SET', KEYS[2], ARGV[2], 'NX')
   elseif ARGV[2] ~= '' then
@@ -85,6 +90,24 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
   return 1
 end
 return 0
+"""
+# An operator's override, placed (ARGV[1], PX ARGV[2]) or lifted (''), with the marker: a write
+# landing just after lost keys is the operator's latest word, which no member's restore may then
+# undo. A marker put back here starts the record of used fallback solutions anew, as a restore
+# does (failopen.fallback.used: a marker beside no record would read as "never lost").
+_SAVE = """
+if redis.call('SET', KEYS[1], '1', 'NX') then
+  local now = redis.call('TIME')
+  redis.call('SET', KEYS[3], string.format('%.0f', now[1] * 1000 + math.floor(now[2] / 1000)))
+end
+if ARGV[1] == '' then
+  redis.call('DEL', KEYS[2])
+elseif ARGV[2] == '0' then
+  redis.call('SET', KEYS[2], ARGV[1])
+else
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+end
+return 1
 """
 # The fleet-wide confirmation lock; when taken, the latest reading and the lock's holder come
 # back in the same trip (another deployment's lock says nothing about this one's page).
@@ -189,10 +212,13 @@ class RedisStore:
         self.key_leader = prefix + "leader"
         self.key_confirm = prefix + "confirm"
         self.key_epoch = prefix + "epoch"
+        self.key_fallback_since = prefix + "fallback:since"
         self.key_proc = prefix + "proc:"
         self._renew = self.client.register_script(_RENEW)
         self._release = self.client.register_script(_RELEASE)
         self._restore = self.client.register_script(_RESTORE)
+        self._save = self.client.register_script(_SAVE)
+        self._save_keys = [self.key_epoch, self.key_override, self.key_fallback_since]
         self._confirm = self._quick.register_script(_CONFIRM)
         # The override value last read by a sync and the one last loaded: ``changed`` compares
         # the two without a round trip. ``_synced`` False: no sync yet (see ``changed``).
@@ -245,17 +271,12 @@ class RedisStore:
             # Lifted, or already over: nothing to place (SET PX refuses a TTL of zero or less).
             # The marker goes with the lift: a lift landing just after lost keys is the
             # operator's latest word, which no member's restore may then undo.
-            lift = self.client.pipeline(transaction=True)
-            lift.set(self.key_epoch, "1", nx=True)
-            lift.delete(self.key_override)
-            self._write(None, lift.execute, "DEL")
+            self._write(None, lambda: self._save(keys=self._save_keys, args=["", 0]), "DEL")
             return
         value = json.dumps(override.to_json(), sort_keys=True)
-        ttl = override_ttl_ms(override, self._time())
-        pipe = self.client.pipeline(transaction=True)
-        pipe.set(self.key_epoch, "1", nx=True)
-        pipe.set(self.key_override, value, px=ttl)
-        self._write(value.encode(), pipe.execute, "SET")
+        ttl = override_ttl_ms(override, self._time()) or 0  # 0: until lifted (forcing on)
+        self._write(value.encode(),
+                    lambda: self._save(keys=self._save_keys, args=[value, ttl]), "SET")
 
     def _write(self, raw: bytes | None, fn: Any, what: str) -> None:
         with self._raw_lock:
@@ -321,7 +342,7 @@ class RedisStore:
         if override is not None and not override.expired(self._time()):
             value = json.dumps(override.to_json(), sort_keys=True)
             ttl = override_ttl_ms(override, self._time()) or 0  # 0: until lifted (forcing on)
-        keys = [self.key_epoch, self.key_override]
+        keys = [self.key_epoch, self.key_override, self.key_fallback_since]
         # A new marker value each time: a member tells "the keys were lost and put back" from
         # "an operator changed the override" by whether the marker changed between its reads.
         marker = secrets.token_hex(8)

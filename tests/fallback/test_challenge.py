@@ -69,7 +69,7 @@ def test_issue_answers_exactly_the_altcha_fields(
     assert challenges.issue()["salt"] != issued["salt"], "every challenge is new"
 
 
-def test_a_solved_challenge_is_accepted_with_its_key_and_expiry(
+def test_a_solved_challenge_is_accepted_with_its_key_expiry_and_issue_time(
     challenges: FallbackChallenges, clock: FakeClock
 ) -> None:
     issued = challenges.issue()
@@ -77,7 +77,7 @@ def test_a_solved_challenge_is_accepted_with_its_key_and_expiry(
     assert check == SolutionCheck(
         ok=True, reason="ok",
         key=hashlib.sha256(issued["challenge"].encode()).hexdigest(),
-        expires_at=clock.time() + TTL)
+        expires_at=clock.time() + TTL, issued_at=clock.time())
     # Single use is the record's job (failopen.fallback.used): the check itself is pure.
     assert challenges.check(encode(solve(issued)), issued_after=clock.time()).ok
 
