@@ -64,7 +64,8 @@ MODULES: dict[str, Module] = {
         ("tests/test_flag.py", "tests/test_stores.py", "tests/test_watcher.py")),
     "global_component": Module(
         ("failopen/vendor/global_component.py",),
-        ("tests/test_status_components.py", "tests/test_status.py")),
+        ("tests/test_global_component.py", "tests/test_status_components.py",
+         "tests/test_status.py")),
     "redact": Module(
         ("failopen/_internal/redact.py",),
         ("tests/test_redact.py", "tests/test_watcher.py")),

@@ -10,9 +10,21 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from failopen.exceptions import FetchError
+from failopen.exceptions import (
+    FetchError,
+    FetchOverloaded,
+    FetchTimeout,
+    RedirectRefused,
+    ResponseTooLarge,
+)
 from failopen.vendor.exchange import Fetched
-from failopen.vendor.verify_answers import VerifyOutcome, VerifyResult, _from_fetch_error, classify
+from failopen.vendor.verify_answers import (
+    VerifyOutcome,
+    VerifyResult,
+    _from_fetch_error,
+    check_token,
+    classify,
+)
 
 KEY = "pk-live-7Q2xV9mB4kR8sT1w-secret"
 TILDE_KEY = "sk~live~Zq81~Wt5~Ab"  # "~" may be in a key: it must still be recognised
@@ -20,9 +32,12 @@ SECRETS = (KEY, TILDE_KEY)
 VALID_BODY = b'{"session_details": {"solved": true, "verified": true}}'
 
 
-def answer(status: int, content: bytes) -> VerifyResult:
-    fetched = Fetched(status, httpx.Headers(), content, httpx.URL("https://verify.test/"), 0.0)
-    return classify(fetched, require_verified=True, secrets=SECRETS)
+def answer(status: int, content: bytes, *, require_verified: bool = True,
+           headers: dict[str, str] | None = None,
+           secrets: tuple[str, ...] = SECRETS) -> VerifyResult:
+    fetched = Fetched(status, httpx.Headers(headers or {}), content,
+                      httpx.URL("https://verify.test/"), 0.0)
+    return classify(fetched, require_verified=require_verified, secrets=secrets)
 
 
 @pytest.mark.parametrize("status", [100, 199, 300, 301, 304, 399])
@@ -76,3 +91,91 @@ def test_a_secret_spelt_with_tilde_is_withheld_whole_or_in_part() -> None:
 def test_text_with_tilde_but_no_secret_keeps_its_tilde() -> None:
     result = answer(400, b'{"error": "see ~docs"}')
     assert result.reason == "vendor refused the request (HTTP 400): see ~docs"
+
+
+# -- the reason of each answer: what the reject log and the decision tell an operator ---------
+
+V = VerifyOutcome
+SOLVED = b'{"session_details": {"solved": true}}'
+
+
+@pytest.mark.parametrize(("status", "body", "require_verified", "outcome", "reason"), [
+    (200, SOLVED, False, V.VALID, "solved"),
+    (200, VALID_BODY, True, V.VALID, "solved and verified"),
+    (200, SOLVED, True, V.UNAVAILABLE, "vendor answer has no boolean session_details.verified"),
+    (200, b'{"session_details": {"solved": true, "verified": false}}', True, V.INVALID,
+     "solved but not verified"),
+    (200, b'{"session_details": {"solved": false}}', False, V.INVALID, "challenge not solved"),
+    (200, b'{"session_details": {"solved": "yes"}}', False, V.UNAVAILABLE,
+     "vendor answer has no boolean session_details.solved"),
+    (200, b'{"other": 1}', False, V.UNAVAILABLE,
+     "vendor answer has neither session_details nor error"),
+    (200, b"[1]", False, V.UNAVAILABLE, "vendor answer is JSON but not an object"),
+    (200, b"  ", False, V.UNAVAILABLE, "vendor answered HTTP 200 with an empty body"),
+    (200, b"<html>", False, V.UNAVAILABLE, "vendor answered HTTP 200 with a non-JSON body"),
+    (200, b"[" * 100_000, False, V.UNAVAILABLE, "vendor answered HTTP 200 with a non-JSON body"),
+    (200, b'{"error": "expired"}', False, V.INVALID, "vendor denied the token: expired"),
+    (503, b"", False, V.UNAVAILABLE, "vendor answered HTTP 503"),
+    (403, b"", False, V.INVALID, "vendor rejected our credentials (HTTP 403)"),
+    (400, b"<html>", False, V.INVALID, "vendor refused the request (HTTP 400, non-JSON body)"),
+    (400, b'{"error": {"code": "bad-token"}}', False, V.INVALID,
+     "vendor refused the request (HTTP 400): bad-token"),
+    (400, b'{"error": {"message": "token malformed"}}', False, V.INVALID,
+     "vendor refused the request (HTTP 400): token malformed"),
+    (429, b"", False, V.RATE_LIMITED, "vendor rate limit (HTTP 429)"),
+])
+def test_each_answer_has_its_outcome_and_reason(
+    status: int, body: bytes, require_verified: bool, outcome: VerifyOutcome, reason: str,
+) -> None:
+    result = answer(status, body, require_verified=require_verified)
+    assert (result.outcome, result.reason, result.status_code) == (outcome, reason, status)
+
+
+def test_a_429_keeps_the_vendors_retry_after_and_survives_a_bad_one() -> None:
+    assert answer(429, b"", headers={"Retry-After": "7"}).retry_after == 7.0
+    assert answer(429, b"", headers={"Retry-After": "soon"}).retry_after is None
+
+
+@pytest.mark.parametrize("hint", [True, False, "7", float("nan"), [7]])
+def test_a_retry_after_hint_is_kept_only_as_a_number(hint: object) -> None:
+    # A bool is an int to float(): True must not become a one-second hint.
+    result = VerifyResult(VerifyOutcome.RATE_LIMITED, "r", 429, hint)  # type: ignore[arg-type]
+    assert result.retry_after == (7.0 if hint == "7" else None)
+
+
+def test_an_unprintable_token_is_refused_saying_why() -> None:
+    refused = check_token("tok\u00e9n")
+    assert refused is not None
+    assert (refused.outcome, refused.reason) == (
+        VerifyOutcome.INVALID, "token has characters outside printable ASCII")
+
+
+@pytest.mark.parametrize(("exc", "reason"), [
+    (FetchOverloaded("queue full"), "overloaded: queue full"),
+    (FetchTimeout("no answer in 2.0s"), "timeout: no answer in 2.0s"),
+    (ResponseTooLarge("over 65536 bytes"), "answer too large: over 65536 bytes"),
+    (RedirectRefused("to another host"), "redirect refused: to another host"),
+    (FetchError("connection refused"), "transport error: connection refused"),
+])
+def test_a_fetch_error_says_what_kind_it_was(exc: FetchError, reason: str) -> None:
+    assert _from_fetch_error(exc, SECRETS).reason == reason
+
+
+def test_a_fetch_error_whose_text_cannot_be_read_is_still_a_result() -> None:
+    class Broken(FetchError):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    result = _from_fetch_error(Broken(), SECRETS)
+    assert (result.outcome, result.reason) == (VerifyOutcome.UNAVAILABLE, "transport error")
+
+
+def test_a_fetch_errors_text_is_kept_to_160_characters() -> None:
+    result = _from_fetch_error(FetchError("x" * 400), SECRETS)
+    assert result.reason == "transport error: " + "x" * 160
+
+
+def test_an_empty_secret_does_not_stop_the_check_of_the_others() -> None:
+    # The verifier passes (key, token); an empty one must be skipped, not end the scan.
+    result = answer(400, b'{"error": "key %s"}' % KEY.encode(), secrets=("", KEY))
+    assert result.reason == "vendor refused the request (HTTP 400)"
