@@ -49,7 +49,7 @@ MODULES: dict[str, Module] = {
     "guard": Module(
         ("failopen/engine/guard.py", "failopen/engine/decision.py"),
         ("tests/test_guard.py", "tests/test_guard_records.py", "tests/test_outage_policy.py",
-         "tests/test_first_reading.py", "tests/test_audit.py")),
+         "tests/test_first_reading.py", "tests/test_audit.py", "tests/test_forksafe.py")),
     "paths": Module(
         ("failopen/_internal/paths.py",),
         ("tests/test_paths.py", "tests/test_config.py", "tests/test_outage_policy.py")),
@@ -61,7 +61,9 @@ MODULES: dict[str, Module] = {
         ("tests/test_override.py", "tests/test_stores.py", "tests/test_flag.py")),
     "flag": Module(
         ("failopen/engine/flag.py", "failopen/engine/flag_state.py"),
-        ("tests/test_flag.py", "tests/test_stores.py", "tests/test_watcher.py")),
+        ("tests/test_flag.py", "tests/test_flag_events.py", "tests/test_stores.py",
+         "tests/test_watcher.py", "tests/test_listeners.py", "tests/test_events.py",
+         "tests/test_forksafe.py")),
     "global_component": Module(
         ("failopen/vendor/global_component.py",),
         ("tests/test_global_component.py", "tests/test_status_components.py",
