@@ -133,3 +133,12 @@ def test_a_region_label_is_short_with_at_most_three_words(
     description: str | None, label: bool,
 ) -> None:
     assert is_region_label(description) is label
+
+
+def test_a_long_pinned_id_and_name_are_shown_cut() -> None:
+    # A hostile or broken page chooses these: an error line stays bounded.
+    pinned = ("i" * 100, "n" * 100)
+    shown = f"the global component {'i' * 64} ({'n' * 80}), chosen when"
+    assert shown in refusal(PAGE, pinned=pinned)
+    grouped = c("i" * 100, "Global", null=True, group=True)
+    assert shown in refusal([grouped, US], pinned=pinned)

@@ -1,0 +1,222 @@
+"""Every field of every decision, from both twins: what an adapter answers and what is logged.
+
+tests/test_guard.py proves the branches; this pins what each branch hands back (allow, bypassed,
+outcome, reason, status, Retry-After) and the log records an operator's alerts match on
+(``failopen.bypass``, ``failopen.shadow_bypass``, ``failopen.guard_error``), for ``decide`` and
+``adecide`` alike: each twin keeps its own copy of the calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from failopen.engine.flag import EnforcementFlag
+from failopen.engine.guard import Decision, Guard, OutageConfirmer
+from failopen.engine.watcher import StatusWatcher
+from failopen.testing.clock import FakeClock
+from failopen.vendor.status import StatusReport
+from failopen.vendor.verify import VerifyOutcome, VerifyResult
+
+V = VerifyOutcome
+TWINS = ["decide", "adecide"]
+
+
+class Page:
+    """A status source that always reads the same global status."""
+
+    def __init__(self, status: str) -> None:
+        self.status = status
+
+    def fetch(self) -> StatusReport:
+        return StatusReport(global_status=self.status, global_component=None, regions=(),
+                            fetched_at=0.0, source="components")
+
+
+class Verifier:
+    def __init__(self, result: VerifyResult) -> None:
+        self.result = result
+        self.tokens: list[str] = []
+
+    def verify(self, token: str) -> VerifyResult:
+        self.tokens.append(token)
+        return self.result
+
+    async def averify(self, token: str) -> VerifyResult:
+        return self.verify(token)
+
+
+def build(result: VerifyResult, *, status: str = "operational",
+          mode: str = "enforce") -> Guard:
+    clock = FakeClock()
+    flag = EnforcementFlag(clock=clock)
+    page = Page(status)
+    confirmer = OutageConfirmer(page, StatusWatcher(page, flag, clock=clock), ttl=10.0,
+                                clock=clock, wait=10.0)
+    return Guard(flag, Verifier(result), confirmer, mode=mode)  # type: ignore[arg-type]
+
+
+async def ask(guard: Guard, twin: str, token: str | None = "tok", **kwargs: Any) -> Decision:
+    if twin == "decide":
+        return guard.decide(token, **kwargs)
+    return await guard.adecide(token, **kwargs)
+
+
+def fields(decision: Decision) -> tuple[object, ...]:
+    return (decision.allow, decision.bypassed, decision.outcome, decision.reason,
+            decision.status_code, decision.retry_after)
+
+
+def events(caplog: pytest.LogCaptureFixture, name: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if getattr(r, "event", None) == name]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("twin", TWINS)
+@pytest.mark.parametrize(("result", "expected"), [
+    (VerifyResult(V.VALID, "solved"), (True, False, "valid", "token verified", 200, None)),
+    (VerifyResult(V.INVALID, "challenge not solved", 200),
+     (False, False, "invalid_token", "token rejected: challenge not solved", 403, None)),
+    (VerifyResult(V.RATE_LIMITED, "429"),
+     (False, False, "rate_limited", "verify call rate-limited", 503, 5)),
+    (VerifyResult(V.RATE_LIMITED, "429", 429, 1.0),
+     (False, False, "rate_limited", "verify call rate-limited", 503, 1)),
+    (VerifyResult(V.RATE_LIMITED, "429", 429, 0.0),
+     (False, False, "rate_limited", "verify call rate-limited", 503, 5)),
+    (VerifyResult(V.RATE_LIMITED, "429", 429, 3600.0),
+     (False, False, "rate_limited", "verify call rate-limited", 503, 3600)),
+    (VerifyResult(V.UNAVAILABLE, "timeout"),
+     (False, False, "cannot_verify", "cannot verify now (timeout); no outage confirmed", 503, 5)),
+    (VerifyResult(V.OVERLOADED, "overloaded"),
+     (False, False, "cannot_verify", "cannot verify now (overloaded); no outage confirmed", 503,
+      5)),
+])
+async def test_each_verify_result_gives_its_decision(
+    twin: str, result: VerifyResult, expected: tuple[object, ...],
+) -> None:
+    guard = build(result)
+    assert fields(await ask(guard, twin, path="/login")) == expected
+    assert guard.verifier.tokens == ["tok"]  # type: ignore[attr-defined]
+    assert guard.flag.state.enforce is True
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("twin", TWINS)
+async def test_a_confirmed_outage_admits_and_audits_the_request(
+    twin: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    guard = build(VerifyResult(V.UNAVAILABLE, "timeout"), status="major_outage")
+    with caplog.at_level(logging.INFO):
+        decision = await ask(guard, twin, path="/login", client="203.0.113.9",
+                             user_agent="UA/1", route="/login/")
+    state = guard.flag.state
+    assert fields(decision) == (
+        True, True, "bypassed_confirmed_outage",
+        f"verify unavailable (timeout); outage confirmed: {state.reason}", 200, None)
+    assert state.enforce is False
+    (bypass,) = events(caplog, "failopen.bypass")
+    assert (bypass.path, bypass.client, bypass.route, bypass.policy, bypass.outcome) == (  # type: ignore[attr-defined]
+        "/login", "203.0.113.9", "/login/", "open", "bypassed_confirmed_outage")
+    assert guard.counts() == {"bypassed_confirmed_outage": 1}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("twin", TWINS)
+async def test_flag_off_follows_the_routes_policy_and_audits_its_route(
+    twin: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    guard = build(VerifyResult(V.VALID, "solved"))
+    guard.flag.force_off("outage by phone", ttl=600)
+    with caplog.at_level(logging.INFO):
+        opened = await ask(guard, twin, None, path="/login", client="198.51.100.7",
+                           user_agent="UA/2", route="/login/")
+        closed = await ask(guard, twin, None, path="/reset", policy="closed")
+        fallback = await ask(guard, twin, None, path="/signup", policy="fallback")
+    assert fields(opened) == (True, True, "bypassed_flag_off",
+                              "enforcement off (override): outage by phone", 200, None)
+    (bypass,) = events(caplog, "failopen.bypass")
+    assert (bypass.path, bypass.client, bypass.route) == (  # type: ignore[attr-defined]
+        "/login", "198.51.100.7", "/login/")
+    assert (closed.allow, closed.outcome, closed.status_code) == (False, "outage_closed", 503)
+    assert closed.retry_after is not None
+    assert (fallback.allow, fallback.outcome) == (False, "fallback_required")
+    assert guard.verifier.tokens == []  # type: ignore[attr-defined]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("twin", TWINS)
+async def test_shadow_mode_enforces_and_logs_what_it_would_have_done(
+    twin: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    guard = build(VerifyResult(V.UNAVAILABLE, "timeout"), status="major_outage", mode="shadow")
+    with caplog.at_level(logging.INFO):
+        refused = await ask(guard, twin, path="/login", client="203.0.113.9")
+    assert fields(refused) == (
+        False, False, "cannot_verify",
+        "shadow mode enforces: verify unavailable (timeout); outage confirmed: "
+        f"{guard.flag.state.reason}", 503, 5)
+    (would,) = events(caplog, "failopen.shadow_bypass")
+    assert would.levelno == logging.WARNING and would.name == "failopen.audit"
+    assert (would.path, would.client) == ("/login", "203.0.113.9")  # type: ignore[attr-defined]
+    assert would.reason.startswith("verify unavailable (timeout)")  # type: ignore[attr-defined]
+    assert would.getMessage().startswith(
+        "shadow: would bypass path='/login' client='203.0.113.9' reason=verify unavailable")
+    # The flag is off now: a valid token is admitted, marked shadow, the same in every field.
+    guard.verifier.result = VerifyResult(V.VALID, "solved")  # type: ignore[attr-defined]
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        valid = await ask(guard, twin, path="/login", client="c")
+    assert fields(valid) == (True, False, "valid", "token verified", 200, None)
+    assert valid.shadow is True
+    (would,) = events(caplog, "failopen.shadow_bypass")
+    assert would.reason == f"enforcement off: {guard.flag.state.reason}"  # type: ignore[attr-defined]
+    guard.verifier.result = VerifyResult(V.RATE_LIMITED, "429", 429, 9.0)  # type: ignore[attr-defined]
+    limited = await ask(guard, twin)
+    assert (limited.status_code, limited.retry_after, limited.shadow) == (503, 9, True)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("twin", TWINS)
+async def test_a_failure_inside_the_guard_is_logged_and_refused(
+    twin: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    guard = build(VerifyResult(V.VALID, "solved"))
+    guard.retry_after = 11
+    guard.verifier = None  # type: ignore[assignment]  # a bug: the call itself fails
+    with caplog.at_level(logging.INFO):
+        decision = await ask(guard, twin)
+    assert fields(decision) == (False, False, "internal_error", "failopen internal error", 503, 11)
+    (error,) = events(caplog, "failopen.guard_error")
+    assert (error.levelno, error.name) == (logging.ERROR, "failopen.guard")
+    assert error.getMessage() == "failopen guard failed; refusing the request"
+    assert error.exc_info is not None
+    assert guard.counts() == {"internal_error": 1}
+
+
+def test_bypass_answers_only_when_no_token_is_needed(caplog: pytest.LogCaptureFixture) -> None:
+    guard = build(VerifyResult(V.VALID, "solved"))
+    assert guard.bypass(path="/login") is None  # enforcing: decide with the token
+    guard.flag.force_off("outage", ttl=600)
+    with caplog.at_level(logging.INFO):
+        decision = guard.bypass(path="/login", client="c", user_agent="UA", route="/login/")
+    assert decision is not None and decision.outcome == "bypassed_flag_off"
+    (bypass,) = events(caplog, "failopen.bypass")
+    assert bypass.route == "/login/"  # type: ignore[attr-defined]
+    # A fallback route without a solution in a header: it may be in the body.
+    assert guard.bypass(path="/signup", policy="fallback") is None
+    closed = guard.bypass(path="/reset", policy="closed")
+    assert closed is not None and closed.outcome == "outage_closed"
+
+
+def test_bypass_that_fails_logs_and_leaves_the_decision_to_decide(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    guard = build(VerifyResult(V.VALID, "solved"))
+    guard.flag = None  # type: ignore[assignment]  # a bug: reading the flag fails
+    with caplog.at_level(logging.INFO):
+        assert guard.bypass(path="/login") is None
+    (error,) = events(caplog, "failopen.guard_error")
+    assert error.levelno == logging.ERROR
+    assert error.getMessage() == "failopen bypass check failed; deciding with the token instead"
