@@ -93,3 +93,16 @@ def test_a_url_whose_password_outruns_the_text_read_shows_no_part_of_it(
     shown = public_error(exc, limit=limit)
     assert "S3cr3t" not in shown and "svc:" not in shown
     assert shown.startswith("ValueError: proxy ")
+
+
+def test_the_word_the_read_stops_in_is_withheld_whole_and_marked() -> None:
+    # 4 * limit characters are read; the URL is cut there, before its "@": withheld, marked.
+    text = "proxy https://svc:" + "p" * 1250 + "@proxy.internal/ refused"
+    assert public_error(ValueError(text)) == "ValueError: proxy ..."
+
+
+def test_a_text_that_fits_what_is_read_keeps_its_last_word() -> None:
+    whole = "ValueError: proxy " + "x" * (4 * MAX_ERROR - len("ValueError: proxy "))
+    assert len(whole) == 4 * MAX_ERROR
+    shown = public_error(ValueError(whole[len("ValueError: "):]))
+    assert shown == whole[: MAX_ERROR - 3] + "..."
