@@ -103,10 +103,12 @@ def _prepare(name: str, module: Module, fresh: bool) -> Path:
         f"pytest_add_cli_args_test_selection = {json.dumps(list(module.tests))}",
         # -x: one failing test kills the mutant; no need for the rest of the selection.
         'pytest_add_cli_args = ["-x", "-q", "-p", "no:randomly"]',
+        # Tests import the examples (the chat-alert recipe) from the repository root.
+        'also_copy = ["examples"]',
         "",
     ])
     (work / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text() + table)
-    for linked in ("failopen", "integrations", "tests"):
+    for linked in ("failopen", "integrations", "tests", "examples"):
         link = work / linked
         if not link.exists():
             link.symlink_to(ROOT / linked, target_is_directory=True)
@@ -169,8 +171,12 @@ def main(argv: list[str] | None = None) -> int:
                        "--max-children", str(args.jobs)]
             # mutmut's own output is long: it goes to a log beside the results.
             with open(work / "mutmut.log", "w") as log:
-                subprocess.run(command, cwd=work, stdout=log, stderr=subprocess.STDOUT,
-                               env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, check=False)
+                done = subprocess.run(command, cwd=work, stdout=log, stderr=subprocess.STDOUT,
+                                      env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+                                      check=False)
+            if done.returncode != 0:  # e.g. a test of the selection fails on the real code
+                print(f"{name}: mutmut failed (exit {done.returncode}); see "
+                      f".mutation/{name}/mutmut.log", file=sys.stderr)
         minutes = (time.monotonic() - started) / 60
         tally = _tally(work, module, equivalent)
         rows.append((name, tally, minutes))

@@ -179,3 +179,10 @@ def test_an_empty_secret_does_not_stop_the_check_of_the_others() -> None:
     # The verifier passes (key, token); an empty one must be skipped, not end the scan.
     result = answer(400, b'{"error": "key %s"}' % KEY.encode(), secrets=("", KEY))
     assert result.reason == "vendor refused the request (HTTP 400)"
+
+
+def test_a_fragment_shorter_than_the_shared_run_is_kept() -> None:
+    # The rule is 8 characters: a vendor's hint naming the key's kind ("pk-live", 7 characters
+    # of the key) is kept, as is any text whose only overlap with a secret is that short.
+    result = answer(400, b'{"error": "expected pk-live"}')
+    assert result.reason == "vendor refused the request (HTTP 400): expected pk-live"
