@@ -63,7 +63,7 @@ MODULES: dict[str, Module] = {
     "flag": Module(
         ("failopen/engine/flag.py", "failopen/engine/flag_state.py"),
         ("tests/test_flag.py", "tests/test_flag_events.py", "tests/test_stores.py",
-         "tests/test_watcher.py", "tests/test_listeners.py", "tests/test_events.py",
+         "tests/test_watcher.py", "tests/test_listeners.py",
          "tests/test_forksafe.py")),
     "global_component": Module(
         ("failopen/vendor/global_component.py",),

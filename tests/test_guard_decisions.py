@@ -8,7 +8,9 @@ outcome, reason, status, Retry-After) and the log records an operator's alerts m
 
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +18,8 @@ import pytest
 from failopen.engine.flag import EnforcementFlag
 from failopen.engine.guard import Decision, Guard, OutageConfirmer
 from failopen.engine.watcher import StatusWatcher
+from failopen.observe.audit import BypassAudit
+from failopen.observe.audit_file import AuditFile, hash_user_agent
 from failopen.testing.clock import FakeClock
 from failopen.vendor.status import StatusReport
 from failopen.vendor.verify import VerifyOutcome, VerifyResult
@@ -29,8 +33,10 @@ class Page:
 
     def __init__(self, status: str) -> None:
         self.status = status
+        self.calls = 0
 
     def fetch(self) -> StatusReport:
+        self.calls += 1
         return StatusReport(global_status=self.status, global_component=None, regions=(),
                             fetched_at=0.0, source="components")
 
@@ -55,7 +61,9 @@ def build(result: VerifyResult, *, status: str = "operational",
     page = Page(status)
     confirmer = OutageConfirmer(page, StatusWatcher(page, flag, clock=clock), ttl=10.0,
                                 clock=clock, wait=10.0)
-    return Guard(flag, Verifier(result), confirmer, mode=mode)  # type: ignore[arg-type]
+    guard = Guard(flag, Verifier(result), confirmer, mode=mode)  # type: ignore[arg-type]
+    guard.page = page  # type: ignore[attr-defined]  # for the tests to count status checks
+    return guard
 
 
 async def ask(guard: Guard, twin: str, token: str | None = "tok", **kwargs: Any) -> Decision:
@@ -100,6 +108,9 @@ async def test_each_verify_result_gives_its_decision(
     assert fields(await ask(guard, twin, path="/login")) == expected
     assert guard.verifier.tokens == ["tok"]  # type: ignore[attr-defined]
     assert guard.flag.state.enforce is True
+    # Only an unavailable verify asks the status page: anything else is the vendor's answer.
+    expected_checks = 1 if result.outcome is V.UNAVAILABLE else 0
+    assert guard.page.calls == expected_checks  # type: ignore[attr-defined]
 
 
 @pytest.mark.anyio
@@ -139,8 +150,8 @@ async def test_flag_off_follows_the_routes_policy_and_audits_its_route(
     (bypass,) = events(caplog, "failopen.bypass")
     assert (bypass.path, bypass.client, bypass.route) == (  # type: ignore[attr-defined]
         "/login", "198.51.100.7", "/login/")
-    assert (closed.allow, closed.outcome, closed.status_code) == (False, "outage_closed", 503)
-    assert closed.retry_after is not None
+    assert fields(closed) == (False, False, "outage_closed",
+                              "enforcement off; this route is closed during an outage", 503, 5)
     assert (fallback.allow, fallback.outcome) == (False, "fallback_required")
     assert guard.verifier.tokens == []  # type: ignore[attr-defined]
 
@@ -220,3 +231,58 @@ def test_bypass_that_fails_logs_and_leaves_the_decision_to_decide(
     (error,) = events(caplog, "failopen.guard_error")
     assert error.levelno == logging.ERROR
     assert error.getMessage() == "failopen bypass check failed; deciding with the token instead"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("twin", TWINS)
+async def test_a_refusal_and_an_admission_are_logged_with_their_fields(
+    twin: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    guard = build(VerifyResult(V.INVALID, "challenge not solved", 200))
+    with caplog.at_level(logging.DEBUG, logger="failopen.guard"):
+        await ask(guard, twin, path="/login", client="c")
+    (rejected,) = events(caplog, "failopen.rejected")
+    assert rejected.levelno == logging.INFO
+    assert rejected.getMessage() == \
+        "reject path='/login' status=403 reason=token rejected: challenge not solved"
+    assert (rejected.path, rejected.status_code, rejected.outcome, rejected.reason) == (  # type: ignore[attr-defined]
+        "/login", 403, "invalid_token", "token rejected: challenge not solved")
+    guard.verifier.result = VerifyResult(V.VALID, "solved")  # type: ignore[attr-defined]
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="failopen.guard"):
+        await ask(guard, twin, path="/login")
+    (allowed,) = events(caplog, "failopen.allowed")
+    assert allowed.getMessage() == "allow path='/login' reason=token verified"
+    assert (allowed.path, allowed.outcome) == ("/login", "valid")  # type: ignore[attr-defined]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("twin", TWINS)
+async def test_a_confirmed_outage_on_a_closed_route_refuses_and_logs_the_request(
+    twin: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    guard = build(VerifyResult(V.UNAVAILABLE, "timeout"), status="major_outage")
+    with caplog.at_level(logging.INFO, logger="failopen.guard"):
+        decision = await ask(guard, twin, path="/reset", client="c", policy="closed")
+    assert (decision.allow, decision.outcome, decision.status_code) == (False, "outage_closed", 503)
+    (rejected,) = events(caplog, "failopen.rejected")
+    assert (rejected.path, rejected.outcome) == ("/reset", "outage_closed")  # type: ignore[attr-defined]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("twin", TWINS)
+async def test_a_bypass_without_route_or_user_agent_is_audited_under_its_path(
+    twin: str, caplog: pytest.LogCaptureFixture, tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    file = AuditFile(str(tmp_path / "audit.jsonl"), time_now=clock.time)
+    guard = build(VerifyResult(V.VALID, "solved"))
+    guard.audit = BypassAudit(file=file, clock=clock)
+    guard.flag.force_off("outage", ttl=600)
+    with caplog.at_level(logging.INFO):
+        await ask(guard, twin, None, path="/login")
+    file.close()
+    (bypass,) = events(caplog, "failopen.bypass")
+    assert (bypass.route, bypass.policy) == ("/login", "open")  # type: ignore[attr-defined]
+    (line,) = [json.loads(text) for text in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert line["ua"] == hash_user_agent("")
