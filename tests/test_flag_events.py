@@ -9,6 +9,7 @@ together with the state a reader sees at that moment.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from failopen.engine.flag import EnforcementFlag, check_stored_override
 from failopen.engine.flag_state import rfc3339
 from failopen.events import EVENTS
 from failopen.exceptions import StoreError
+from failopen.stores.file import FileStore
 from failopen.stores.override import Override
 from failopen.testing.clock import FakeClock
 
@@ -231,3 +233,116 @@ def test_a_stored_override_is_checked_against_now() -> None:
     assert str(raised.value) == (
         f"an override forcing enforcement off ends {rfc3339(now + week + 100)}, more than "
         "7 days (604800 s) from now; place it again with a ttl")
+
+
+# -- what the state shows, and the store's failures --------------------------------------------
+
+def test_times_are_utc_with_milliseconds_whatever_the_machines_zone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert rfc3339(0.999) == "1970-01-01T00:00:00.999Z"
+        assert rfc3339(1_800_000_000.5) == "2027-01-15T08:00:00.500Z"
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    assert rfc3339(None) is None
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (float("nan"), "invalid time (nan)"), (float("inf"), "invalid time (inf)"),
+    (10**20, "invalid time (int)"),
+])
+def test_a_time_no_calendar_can_show_says_so(value: float, shown: str) -> None:
+    assert rfc3339(value) == shown
+
+
+def test_the_json_state_of_an_override_shows_its_expiry_and_the_page(
+    flag: EnforcementFlag, caplog: pytest.LogCaptureFixture,
+) -> None:
+    flag.set_automatic(enforce=True, source="watcher", reason="ok", global_status="operational")
+    with caplog.at_level(logging.INFO, logger="failopen.flag"):
+        state = flag.force_off("outage", ttl=60)
+    shown = state.to_dict()
+    assert shown["expires_at"] == rfc3339(state.since + 60)
+    assert shown["global_status"] == "operational"
+    changed = one(caplog, "failopen.flag_changed")
+    assert changed.expires_at == rfc3339(state.since + 60)  # type: ignore[attr-defined]
+    assert repr(flag) == "EnforcementFlag(enforce=False, source='override')"
+
+
+def test_an_error_is_shown_only_while_stale_and_the_newest_one(
+    flag: EnforcementFlag, caplog: pytest.LogCaptureFixture,
+) -> None:
+    fresh = flag.set_automatic(enforce=True, source="watcher", reason="ok",
+                               global_status="operational", stale=False, error="old")
+    assert fresh.error is None
+    with caplog.at_level(logging.INFO, logger="failopen.flag"):
+        flag.set_stale(True)
+    assert one(caplog, "failopen.stale").getMessage().endswith("last poll error: none")
+    flag.set_stale(True, error="first")
+    flag.set_stale(True, error="second")
+    assert flag.state.error == "second"
+
+
+def test_lifting_without_a_reason_says_override_lifted(
+    flag: EnforcementFlag, caplog: pytest.LogCaptureFixture,
+) -> None:
+    flag.force_on("r")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="failopen.flag"):
+        flag.automatic()
+    assert one(caplog, "failopen.override_lifted").reason == "override lifted"  # type: ignore[attr-defined]
+
+
+def test_a_listener_failure_names_a_long_listener_cut(
+    flag: EnforcementFlag, caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Listener:
+        def __repr__(self) -> str:
+            return "L" * 300
+
+        def __call__(self, old: object, new: object) -> None:
+            raise RuntimeError("bug")
+
+    flag.add_listener(Listener())
+    with caplog.at_level(logging.INFO, logger="failopen.flag"):
+        flag.force_on("r")
+    failed = one(caplog, "failopen.listener_failed")
+    assert failed.callback == "L" * 200  # type: ignore[attr-defined]
+    assert failed.getMessage() == \
+        f"flag listener {'L' * 300} failed (0 more failures since the last line)"
+
+
+def test_an_unreadable_store_is_logged_and_the_last_override_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    path = tmp_path / "override.json"
+    store = FileStore(path)
+    flag = EnforcementFlag(store=store, clock=FakeClock())
+    flag.force_on("attack")
+    path.write_text("{not json")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="failopen.flag"):
+        flag.refresh(force=True)
+    unreadable = one(caplog, "failopen.store_unreadable")
+    assert unreadable.levelno == logging.ERROR
+    assert unreadable.error  # type: ignore[attr-defined]
+    assert unreadable.getMessage() == \
+        f"override store unreadable, keeping the last known override: {unreadable.error}"  # type: ignore[attr-defined]
+    assert flag.state.source == "override" and flag.state.reason == "attack"
+
+
+def test_a_flag_asked_not_to_load_leaves_the_store_to_its_first_refresh(tmp_path: Path) -> None:
+    path = tmp_path / "override.json"
+    EnforcementFlag(store=FileStore(path), clock=FakeClock()).force_on("attack")
+    later = EnforcementFlag(store=FileStore(path), clock=FakeClock(), load=False)
+    assert later.state.source == "default"  # Django's first request never waits on a store
+    later.refresh()
+    assert later.state.source == "override"
+    loaded = EnforcementFlag(store=FileStore(path), clock=FakeClock())
+    assert loaded.state.source == "override"
