@@ -8,13 +8,16 @@ outcome, reason, status, Retry-After) and the log records an operator's alerts m
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from failopen.engine.first_reading import FirstReading
 from failopen.engine.flag import EnforcementFlag
 from failopen.engine.guard import Decision, Guard, OutageConfirmer
 from failopen.engine.watcher import StatusWatcher
@@ -286,3 +289,67 @@ async def test_a_bypass_without_route_or_user_agent_is_audited_under_its_path(
     assert (bypass.route, bypass.policy) == ("/login", "open")  # type: ignore[attr-defined]
     (line,) = [json.loads(text) for text in (tmp_path / "audit.jsonl").read_text().splitlines()]
     assert line["ua"] == hash_user_agent("")
+
+
+class EndsTheFirstTurn(Verifier):
+    """Refuses the token, and has the watcher's first turn turn enforcement off while the
+    request waits for it (async: on the loop, deterministic; sync: from another thread)."""
+
+    def __init__(self, guard: Guard) -> None:
+        super().__init__(VerifyResult(V.INVALID, "challenge not solved", 200))
+        self.guard = guard
+        self.first = FirstReading(wait=5.0)
+        guard.first_reading = self.first
+        guard.verifier = self
+
+    def first_turn(self) -> None:
+        self.guard.flag.set_automatic(enforce=False, source="watcher", reason="major outage",
+                                      global_status="major_outage")
+        self.first.ended()
+
+    def verify(self, token: str) -> VerifyResult:
+        threading.Timer(0.05, self.first_turn).start()  # the watcher's thread
+        return super().verify(token)
+
+    async def averify(self, token: str) -> VerifyResult:
+        asyncio.get_running_loop().call_soon(self.first_turn)  # runs while adecide waits
+        return self.result
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("twin", TWINS)
+async def test_a_refusal_that_waited_for_the_first_reading_bypasses_as_any_other(
+    twin: str, caplog: pytest.LogCaptureFixture, tmp_path: Path,
+) -> None:
+    # A fresh worker during an outage: its first refused request waits for the watcher's first
+    # turn, which turns enforcement off; the request is then admitted, and audited, in full.
+    clock = FakeClock()
+    file = AuditFile(str(tmp_path / "audit.jsonl"), time_now=clock.time)
+    guard = build(VerifyResult(V.VALID, "unused"))
+    guard.audit = BypassAudit(file=file, clock=clock)
+    EndsTheFirstTurn(guard)
+    with caplog.at_level(logging.INFO):
+        decision = await ask(guard, twin, path="/login", client="203.0.113.9",
+                             user_agent="UA/3", route="/login/")
+    file.close()
+    assert fields(decision) == (True, True, "bypassed_flag_off",
+                                "enforcement off (watcher): major outage", 200, None)
+    (bypass,) = events(caplog, "failopen.bypass")
+    assert (bypass.path, bypass.client, bypass.route, bypass.policy) == (  # type: ignore[attr-defined]
+        "/login", "203.0.113.9", "/login/", "open")
+    (line,) = [json.loads(text) for text in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert line["ua"] == hash_user_agent("UA/3")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("twin", TWINS)
+async def test_a_closed_route_that_waited_for_the_first_reading_is_refused(twin: str) -> None:
+    guard = build(VerifyResult(V.VALID, "unused"))
+    EndsTheFirstTurn(guard)
+    decision = await ask(guard, twin, path="/reset", policy="closed")
+    assert (decision.allow, decision.outcome) == (False, "outage_closed")
+
+
+def test_a_hint_beyond_an_hour_is_cut_to_an_hour() -> None:
+    guard = build(VerifyResult(V.RATE_LIMITED, "429", 429, 5000.0))
+    assert guard.decide("tok").retry_after == 3600
