@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
             if done.returncode != 0:  # e.g. a test of the selection fails on the real code
                 print(f"{name}: mutmut failed (exit {done.returncode}); see "
                       f".mutation/{name}/mutmut.log", file=sys.stderr)
-        minutes = (time.monotonic() - started) / 60
+        # --report times nothing: the table says so instead of showing 0.0.
+        minutes = "-" if args.report else f"{(time.monotonic() - started) / 60:.1f}"
         tally = _tally(work, module, equivalent)
         rows.append((name, tally, minutes))
         for mutant in tally["survived"]:  # type: ignore[attr-defined]
@@ -189,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         shown = tally["mutants"] if tally["checked"] == tally["mutants"] \
             else f"{tally['checked']} of {tally['mutants']}"
         print(f"| {name} | {shown} | {tally['killed']} | {len(tally['survived'])} "
-              f"| {len(tally['equivalent'])} | {tally['score']:.1f} % | {minutes:.1f} |")
+              f"| {len(tally['equivalent'])} | {tally['score']:.1f} % | {minutes} |")
     return 0
 
 

@@ -346,3 +346,32 @@ def test_a_flag_asked_not_to_load_leaves_the_store_to_its_first_refresh(tmp_path
     assert later.state.source == "override"
     loaded = EnforcementFlag(store=FileStore(path), clock=FakeClock())
     assert loaded.state.source == "override"
+
+
+class _PlacedWhileRead(FileStore):
+    """A real file store; while one refresh reads it, the operator places an override in this
+    process (the interleaving a watcher's refresh and an HTTP override route can produce)."""
+
+    flag: EnforcementFlag | None = None
+
+    def load(self) -> Override | None:
+        stored = super().load()
+        flag, self.flag = self.flag, None
+        if flag is not None:
+            flag.force_on("placed during the read")
+        return stored
+
+
+@pytest.mark.parametrize("placements_before", [0, 1, 2])
+def test_a_refresh_that_read_before_a_placement_does_not_undo_it(
+    tmp_path: Path, placements_before: int,
+) -> None:
+    store = _PlacedWhileRead(tmp_path / "override.json")
+    flag = EnforcementFlag(store=store, clock=FakeClock())
+    for n in range(placements_before):  # earlier placements and lifts, already settled
+        flag.force_on(f"earlier {n}")
+        flag.automatic()
+    store.flag = flag
+    flag.refresh(force=True)  # read what was stored before the placement: nothing
+    assert flag.state.source == "override"
+    assert flag.state.reason == "placed during the read"
