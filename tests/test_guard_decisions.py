@@ -353,3 +353,43 @@ async def test_a_closed_route_that_waited_for_the_first_reading_is_refused(twin:
 def test_a_hint_beyond_an_hour_is_cut_to_an_hour() -> None:
     guard = build(VerifyResult(V.RATE_LIMITED, "429", 429, 5000.0))
     assert guard.decide("tok").retry_after == 3600
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("twin", TWINS)
+async def test_without_a_confirmer_an_unavailable_verify_never_bypasses(twin: str) -> None:
+    # No way to confirm an outage: no evidence, so no bypass, whatever the verify call says.
+    flag = EnforcementFlag(clock=FakeClock())
+    guard = Guard(flag, Verifier(VerifyResult(V.UNAVAILABLE, "timeout")), None)
+    decision = await ask(guard, twin, path="/login")
+    assert fields(decision) == (
+        False, False, "cannot_verify", "cannot verify now (timeout); no outage confirmed", 503, 5)
+    assert flag.state.enforce is True
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("twin", TWINS)
+async def test_shadow_mode_while_enforcing_logs_nothing_and_marks_nothing(
+    twin: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    guard = build(VerifyResult(V.VALID, "solved"), mode="shadow")
+    with caplog.at_level(logging.INFO):
+        decision = await ask(guard, twin, path="/login", client="c")
+    assert fields(decision) == (True, False, "valid", "token verified", 200, None)
+    assert decision.shadow is False
+    assert events(caplog, "failopen.shadow_bypass") == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("twin", TWINS)
+async def test_shadow_mode_names_the_client_of_each_request_it_would_have_admitted(
+    twin: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    guard = build(VerifyResult(V.VALID, "solved"), mode="shadow")
+    guard.flag.force_off("outage", ttl=600)
+    with caplog.at_level(logging.DEBUG):
+        await ask(guard, twin, path="/login", client="198.51.100.7")
+    (would,) = events(caplog, "failopen.shadow_bypass")
+    assert (would.path, would.client) == ("/login", "198.51.100.7")  # type: ignore[attr-defined]
+    (allowed,) = events(caplog, "failopen.allowed")
+    assert allowed.reason == "token verified"  # type: ignore[attr-defined]
