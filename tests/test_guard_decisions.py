@@ -393,3 +393,28 @@ async def test_shadow_mode_names_the_client_of_each_request_it_would_have_admitt
     assert (would.path, would.client) == ("/login", "198.51.100.7")  # type: ignore[attr-defined]
     (allowed,) = events(caplog, "failopen.allowed")
     assert allowed.reason == "token verified"  # type: ignore[attr-defined]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("twin", TWINS)
+async def test_a_missing_or_unusable_token_is_refused_saying_which_and_logged(
+    twin: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    guard = build(VerifyResult(V.VALID, "solved"))
+    with caplog.at_level(logging.INFO, logger="failopen.guard"):
+        missing = await ask(guard, twin, None, path="/login")
+        malformed = await ask(guard, twin, "t" * 4097, path="/signup")
+        longest = await ask(guard, twin, "t" * 4096, path="/login")
+    assert fields(missing) == (False, False, "missing_token", "no enforcement token", 403, None)
+    assert fields(malformed) == (
+        False, False, "invalid_token", "malformed enforcement token", 403, None)
+    assert longest.outcome == "valid"  # 4096 characters is the longest token verified
+    assert guard.verifier.tokens == ["t" * 4096]  # type: ignore[attr-defined]
+    assert [r.path for r in events(caplog, "failopen.rejected")] == ["/login", "/signup"]  # type: ignore[attr-defined]
+
+
+def test_a_decision_as_json_has_the_documented_keys() -> None:
+    decision = Decision(allow=False, bypassed=False, outcome="invalid_token", reason="r",
+                        status_code=403, shadow=True)
+    assert decision.to_dict() == {"allow": False, "bypassed": False, "outcome": "invalid_token",
+                                  "reason": "r", "shadow": True}
