@@ -25,8 +25,13 @@ def public_error(exc: BaseException, *, limit: int = MAX_ERROR) -> str:
     line, without the credentials or query strings a URL in an exception text may carry (a proxy
     URL with its password, a redirect target with a token). Linear in the text: a hostile page
     chooses part of it."""
-    text = _CONTROL.sub(" ", f"{type(exc).__name__}: {exc}"[: limit * 4])
-    text = "".join(_redact_url(word) for word in _SPACE.split(text))
+    whole = f"{type(exc).__name__}: {exc}"
+    words = _SPACE.split(_CONTROL.sub(" ", whole[: limit * 4]))
+    if len(whole) > limit * 4:
+        # The cut may fall inside a URL before its "@", leaving a password that passes for a
+        # host: the word it cut is withheld whole (shown only if it began within the limit).
+        words[-1] = "..."
+    text = "".join(_redact_url(word) for word in words)
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return text
