@@ -21,6 +21,7 @@ import contextlib
 import json
 import secrets
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -58,6 +59,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     seconds = args.minutes * 60
@@ -76,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         print("soak: redis-server is not installed (apt-get install redis-server)",
               file=sys.stderr)
         return 2
+    # A SIGTERM (kill, a CI timeout) unwinds through the finally below, which stops the servers,
+    # Redis and the fakes: without it they outlive the soak, holding their ports.
+    signal.signal(signal.SIGTERM, _terminated)
     knobs = Knobs()
     directory = Path(tempfile.mkdtemp(prefix="failopen-soak-"))
     servers_env = knobs.env()
