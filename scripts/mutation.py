@@ -49,8 +49,9 @@ MODULES: dict[str, Module] = {
     "guard": Module(
         ("failopen/engine/guard.py", "failopen/engine/decision.py"),
         ("tests/test_guard.py", "tests/test_guard_decisions.py", "tests/test_guard_records.py",
-         "tests/test_outage_policy.py", "tests/test_first_reading.py", "tests/test_audit.py",
-         "tests/test_metrics.py", "tests/test_forksafe.py")),
+         "tests/test_guard_outage.py", "tests/test_outage_policy.py",
+         "tests/test_first_reading.py", "tests/test_audit.py", "tests/test_metrics.py",
+         "tests/test_forksafe.py")),
     "paths": Module(
         ("failopen/_internal/paths.py",),
         ("tests/test_paths.py", "tests/test_config.py", "tests/test_outage_policy.py")),
