@@ -178,23 +178,16 @@ def test_a_sync_read_while_a_local_override_is_being_written_does_not_drop_it(
         store = runtime.store
         assert isinstance(store, RedisStore)
         runtime.flag.force_off("INC-7", ttl=600)
-        real_pipeline = store.client.pipeline
+        real_save = store._save  # the script that writes the override and the marker
         read: list[Any] = []
 
-        def pipeline(*args: Any, **kwargs: Any) -> Any:
-            pipe = real_pipeline(*args, **kwargs)
-            real_execute = pipe.execute
+        def save(*args: Any, **kwargs: Any) -> Any:
+            read.append(store.snapshot())  # the watcher's MGET reaches Redis first
+            return real_save(*args, **kwargs)
 
-            def execute(*a: Any, **k: Any) -> Any:
-                read.append(store.snapshot())  # the watcher's MGET reaches Redis first
-                return real_execute(*a, **k)
-
-            pipe.execute = execute
-            return pipe
-
-        store.client.pipeline = pipeline  # type: ignore[method-assign]
+        store._save = save
         runtime.flag.force_on("INC-7 is over: enforce", ttl=600)
-        store.client.pipeline = real_pipeline  # type: ignore[method-assign]
+        store._save = real_save
         store.note_synced(read[0][1])  # the sync goes on with what it read
         runtime.watcher.tick()
         assert (runtime.state.enforce, runtime.state.reason) == (True, "INC-7 is over: enforce")
