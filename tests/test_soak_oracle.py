@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent / "benchmarks"))
 from _soak_oracle import Oracle, Request  # noqa: E402
 from _soak_report import Measures, build_report  # noqa: E402
 from _soak_schedule import (  # noqa: E402
+    FAILOVER_GAP,
     FAULT_KINDS,
     LEADER_KILL,
     OVERRIDE_OFF_LAPSING,
@@ -23,6 +24,7 @@ from _soak_schedule import (  # noqa: E402
     REDIS_FLUSHALL,
     REDIS_KILL,
     REDIS_PAUSE,
+    SENTINEL_FAILOVER,
     STATUS_500,
     STATUS_OUTAGE,
     STATUS_REGIONAL,
@@ -301,3 +303,100 @@ def test_the_schedule_keeps_apart_what_the_oracle_cannot_judge(seed: int) -> Non
         if f.kind in OVERRIDES:
             for moment in (f.start, f.end):
                 assert not any(r.start - 2 <= moment <= r.end + 2 for r in redis), f
+
+
+# -- Sentinel: the failover fault ----------------------------------------------------------------
+
+#: A failover as the injector records it: killed at 108, the sentinel named the new primary at
+#: 110.1 (down-after 0.6 s plus the promotion).
+FAILOVER = Fault(SENTINEL_FAILOVER, 108.0, 110.1, settled_at=108.0, ending_at=110.1)
+
+
+def test_a_failover_is_never_evidence() -> None:
+    alone = Fault(SENTINEL_FAILOVER, 20, 22.1)
+    assert verdict([alone], request(21)) == "wrong_bypass"
+    assert verdict([alone], request(21, app="asgi")) == "wrong_bypass"
+    assert verdict([alone], request(21, kind="valid", status=200, outcome="valid_token")) is None
+
+
+def test_a_failover_is_a_redis_outage_until_its_promotion_plus_one_lease() -> None:
+    """docs/fleet.md: members fall back (poll for themselves) until their next sync after the
+    promotion; a required bypass is excused until then, plus the lease and one detection."""
+    excused_until = FAILOVER.end + K.fleet_gap + K.detection
+    assert verdict([OUTAGE, FAILOVER], request(109, status=403, outcome="invalid_token")) is None
+    assert verdict([OUTAGE, FAILOVER], request(excused_until - 0.2, status=403,
+                                               outcome="invalid_token")) is None
+    assert verdict([OUTAGE, FAILOVER], request(excused_until + 0.2, status=403,
+                                               outcome="invalid_token")) == "missed_bypass"
+    # the window is the recorded one: a slower promotion widens it, a faster one narrows it
+    slow = Fault(SENTINEL_FAILOVER, 108.0, 112.0)
+    assert verdict([OUTAGE, slow], request(excused_until + 0.2, status=403,
+                                           outcome="invalid_token")) is None
+
+
+def test_a_failover_during_recovery_extends_it_by_one_lease() -> None:
+    over = Fault(SENTINEL_FAILOVER, OUTAGE.end + 0.5, OUTAGE.end + 2.5)
+    late = request(OUTAGE.end + K.recovery + 1)
+    assert verdict([OUTAGE], late) == "wrong_bypass"
+    assert verdict([OUTAGE, over], late) is None
+    assert verdict([OUTAGE, over], request(OUTAGE.end + K.recovery + K.fleet_gap + 0.2)) \
+        == "wrong_bypass"
+
+
+def test_an_override_must_hold_through_a_failover() -> None:
+    """docs/fleet.md: each member keeps the override it last saw; only a process started
+    during the failover never saw it, until it can read the new primary."""
+    off = Fault(OVERRIDE_OFF_LIFTED, 10, 30, settled_at=10.7, ending_at=29.5)
+    failover = Fault(SENTINEL_FAILOVER, 15, 17.2, settled_at=15, ending_at=17.2)
+    for at in (15.5, 17, 19):
+        assert verdict([off, failover], request(at, status=403, outcome="invalid_token")) \
+            == "missed_bypass", at
+    # a slow promotion (killed at 15, promoted at 22): the newcomer waits for it
+    slow = Fault(SENTINEL_FAILOVER, 15, 22, settled_at=15, ending_at=22)
+    killed = Fault(LEADER_KILL, 16, 16, {"app": "django", "pid": "1"})
+    after = 22 + K.fleet_gap + K.detection
+    assert verdict([off, slow, killed], request(after - 0.3, status=403,
+                                                outcome="invalid_token")) is None
+    assert verdict([off, slow, killed], request(after + 0.2, status=403,
+                                                outcome="invalid_token")) == "missed_bypass"
+
+
+def test_a_replayed_solution_during_a_failover_is_the_documented_degradation() -> None:
+    replay = request(109, route="signup", kind="replayed_solution",
+                     outcome="bypassed_fallback", challenged=104)
+    assert verdict([OUTAGE], replay) == "wrong_bypass"
+    assert verdict([OUTAGE, FAILOVER], replay) is None
+    assert verdict([OUTAGE, FAILOVER], request(FAILOVER.end + 2, route="signup",
+                                               kind="replayed_solution",
+                                               outcome="bypassed_fallback",
+                                               challenged=104)) == "wrong_bypass"
+
+
+def test_the_injector_records_a_failover_from_its_kill_to_its_promotion() -> None:
+    from _soak_inject import Injector
+
+    planned = Fault(SENTINEL_FAILOVER, 50.0, 50.0)
+    injector = Injector(None, [planned], lambda: 0.0)  # type: ignore[arg-type]
+    injector._started[0] = (50.01, 53.4, {"killed_at": "50.020", "promoted_at": "52.150"})
+    injector._record(0, 50.01, 53.4, None, None)
+    (applied,) = injector.applied
+    assert (applied.start, applied.settled, applied.ending, applied.end) == \
+        (50.01, 50.02, 52.15, 52.15)
+
+
+@pytest.mark.parametrize("seed", range(1, 40))
+def test_sentinel_mode_adds_a_failover_apart_from_other_primary_faults(seed: int) -> None:
+    plain, sentinel = build_schedule(seed, 120), build_schedule(seed, 120, sentinel=True)
+    failovers = [f for f in sentinel if f.kind == SENTINEL_FAILOVER]
+    assert failovers and [f for f in sentinel if f.kind != SENTINEL_FAILOVER] == plain
+    assert SENTINEL_FAILOVER not in {f.kind for f in plain}
+    assert max(f.end for f in sentinel) <= 110
+    long = build_schedule(seed, 1800, sentinel=True)
+    for f in long:
+        if f.kind != SENTINEL_FAILOVER:
+            continue
+        for other in long:
+            if other.kind in (REDIS_KILL, REDIS_PAUSE):
+                assert not other.start - FAILOVER_GAP < f.start < other.end + FAILOVER_GAP
+            if other.kind in OVERRIDES:  # never placed or lifted during a failover
+                assert not any(f.start - 2 <= m <= f.start + 6 for m in (other.start, other.end))

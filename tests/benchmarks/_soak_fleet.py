@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,7 +93,9 @@ class Fleet:
     probe_app: str
     knobs_env: dict[str, str]
     probe_env: dict[str, str]
-    redis: RedisServer = field(init=False)
+    #: The store a ``redis+sentinel://`` URL over a primary, a replica and a sentinel.
+    sentinel: bool = False
+    redis: Any = field(init=False)  # a RedisServer, or a SentinelRedis
     status_url: str = field(init=False)
     verify_url: str = field(init=False)
     apps: dict[str, App] = field(init=False, default_factory=dict)
@@ -103,7 +105,12 @@ class Fleet:
     # -- start and stop ------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.redis = RedisServer(self.directory)
+        if self.sentinel:
+            from _soak_sentinel import SentinelRedis
+
+            self.redis = SentinelRedis(self.directory)
+        else:
+            self.redis = RedisServer(self.directory)
         self.redis.start()
         self.status_url = self._fake("status", [])
         verify_base = self._fake("verify", ["--private-key", PRIVATE_KEY])
@@ -124,8 +131,9 @@ class Fleet:
                 proc.kill()
                 proc.wait()
         with contextlib.suppress(Exception):
-            if self.redis.process is not None:
+            if not self.sentinel and self.redis.process is not None:
                 os.kill(self.redis.process.pid, signal.SIGCONT)  # a paused one cannot stop
+        with contextlib.suppress(Exception):
             self.redis.stop()
 
     def _fake(self, kind: str, extra: list[str]) -> str:
@@ -201,15 +209,27 @@ class Fleet:
 
     # -- Redis -----------------------------------------------------------------------------------
 
-    def redis_signal(self, sig: signal.Signals) -> None:
+    # On Sentinel each acts on the primary the sentinel names, and says which.
+
+    def redis_signal(self, sig: signal.Signals) -> dict[str, str]:
+        if self.sentinel:
+            return dict(self.redis.signal(sig))
         assert self.redis.process is not None
         os.kill(self.redis.process.pid, sig)
+        return {}
 
-    def redis_kill(self) -> None:
-        self.redis.kill()
+    def redis_kill(self) -> dict[str, str]:
+        return dict(self.redis.kill() or {})
 
-    def redis_restart(self) -> None:
+    def redis_restart(self) -> dict[str, str]:
+        if self.sentinel:
+            return dict(self.redis.restart())
         self.redis.start()  # the same port, empty: nothing is saved to disk
+        return {}
+
+    def redis_failover(self, now: Callable[[], float]) -> dict[str, str]:
+        """Sentinel only: kill the primary, wait for the promotion, restart it as a replica."""
+        return dict(self.redis.failover(now))
 
     def redis_flushall(self) -> None:
         client = self.redis.client()

@@ -24,6 +24,7 @@ from _soak_schedule import (
     REDIS_FLUSHALL,
     REDIS_KILL,
     REDIS_PAUSE,
+    SENTINEL_FAILOVER,
     STATUS_500,
     STATUS_MALFORMED,
     STATUS_OUTAGE,
@@ -105,6 +106,11 @@ class Injector:
         if fault.kind == OVERRIDE_OFF_LAPSING:
             ttl = float(detail["ttl"])
             ending, done = began + ttl, settled + ttl
+        elif fault.kind == SENTINEL_FAILOVER:
+            # The window is the failover itself: from the kill until the sentinel named the new
+            # primary (the restart of the killed server as a replica comes after it).
+            settled = float(detail["killed_at"])
+            ending = done = float(detail["promoted_at"])
         elif done is None:
             ending, done = began, settled
         assert ending is not None and done is not None
@@ -125,9 +131,11 @@ class Injector:
         elif kind in VERIFY_FAULT:
             fleet.verify(VERIFY_FAULT[kind] if start else None)
         elif kind == REDIS_KILL:
-            fleet.redis_kill() if start else fleet.redis_restart()
+            return fleet.redis_kill() if start else fleet.redis_restart()
         elif kind == REDIS_PAUSE:
-            fleet.redis_signal(signal.SIGSTOP if start else signal.SIGCONT)
+            return fleet.redis_signal(signal.SIGSTOP if start else signal.SIGCONT)
+        elif kind == SENTINEL_FAILOVER:
+            return fleet.redis_failover(self.now)
         elif kind == REDIS_FLUSHALL:
             fleet.redis_flushall()
         elif kind == LEADER_KILL:

@@ -25,6 +25,13 @@ is excused while the fleet regains its poller (one lease plus a Redis command ti
 bypass an override requires only for a process started meanwhile: members keep the override
 they saw while Redis is down, and put it back when its keys are lost (docs/fleet.md).
 
+A Sentinel failover is a Redis outage for its duration (docs/fleet.md, "During a failover": each
+member falls back, polls for itself and keeps the override it last saw; its next sync after the
+promotion rejoins on the new primary). Its window is measured, not assumed: from the SIGKILL of
+the primary to the moment the sentinel named the new one, i.e. ``down-after-milliseconds`` plus
+the promotion as they took; after it, the fleet regains its poller within the same lease plus
+command time-out as after any Redis outage. A failover is never evidence.
+
 Per request, over its whole time in flight ``[sent, received]``:
 
 * **wrong bypass**: admitted unchecked without evidence at any moment of the request; on a
@@ -50,9 +57,9 @@ from _soak_schedule import (
     OVERRIDE_OFF_LIFTED,
     OVERRIDE_ON,
     PROBE_FAILING,
+    REDIS_AWAY,
     REDIS_FLUSHALL,
     REDIS_KILL,
-    REDIS_PAUSE,
     STATUS_OUTAGE,
     STATUS_UNREADABLE,
     VERIFY_FAULTS,
@@ -160,8 +167,7 @@ class Oracle:
         # starts meanwhile (recycled, or replacing a killed one) has not seen it: excused until
         # it can read Redis again.
         born = [f for f in self.faults if f.kind in (LEADER_KILL, WORKERS_RECYCLE)]
-        redis_down = [(f.start, f.end) for f in self.faults if f.kind in (REDIS_KILL,
-                                                                          REDIS_PAUSE)]
+        redis_down = [(f.start, f.end) for f in self.faults if f.kind in REDIS_AWAY]
         newcomers = []
         for f in born:
             until = max([f.end] + [b for a, b in redis_down if a - k.fleet_gap <= f.start <= b])
@@ -184,7 +190,7 @@ class Oracle:
         # While Redis is away, and for RETRY_AFTER (1 s) after a failed call, the fallback keeps
         # used solutions in each process's memory (failopen/fallback/_redis.py).
         self._memory_only = [(f.start - 0.1, f.end + 1.0 + 0.2)
-                             for f in self.faults if f.kind in (REDIS_KILL, REDIS_PAUSE)]
+                             for f in self.faults if f.kind in REDIS_AWAY]
         self._verify_sick = _merge([(f.start, f.end + k.verify_timeout)
                                     for f in self.faults if f.kind in VERIFY_FAULTS])
         self._killed = {}

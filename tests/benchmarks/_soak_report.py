@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from _soak_oracle import Oracle, Request
-from _soak_schedule import FAULT_KINDS, FLEET_DISRUPTIONS, Fault, Knobs
+from _soak_schedule import (
+    FAULT_KINDS,
+    FLEET_DISRUPTIONS,
+    SENTINEL_FAILOVER,
+    SENTINEL_KINDS,
+    Fault,
+    Knobs,
+)
 
 from failopen.observe.audit_file import hash_user_agent
 
@@ -130,9 +137,10 @@ def _rss_growth(samples: list[tuple[float, str, int, int]]) -> dict[str, Any]:
 
 def build_report(*, records: list[Request], oracle: Oracle, schedule: list[Fault],
                  applied: list[Fault], measures: Measures, flag_at: Any, seconds: float,
-                 seed: int, minutes: float) -> dict[str, Any]:
+                 seed: int, minutes: float, sentinel: bool = False) -> dict[str, Any]:
     """Every figure and violation of one soak, as a JSON-ready dict."""
     knobs = oracle.knobs
+    kinds = SENTINEL_KINDS if sentinel else FAULT_KINDS
     outcomes: collections.Counter[str] = collections.Counter()
     expected: collections.Counter[str] = collections.Counter()
     violations: list[dict[str, Any]] = []
@@ -166,7 +174,7 @@ def build_report(*, records: list[Request], oracle: Oracle, schedule: list[Fault
             # A SIGKILL loses the lines still queued for the writer thread: excused.
             violation("unaudited_bypass", r, "admitted unchecked; no audit line found")
     applied_kinds = {f.kind for f in applied}
-    for kind in FAULT_KINDS:
+    for kind in kinds:
         if kind not in applied_kinds and any(f.kind == kind for f in schedule):
             violation("fault_not_applied", None, f"{kind} was scheduled but never applied")
     for error in measures.injector_errors:
@@ -176,7 +184,8 @@ def build_report(*, records: list[Request], oracle: Oracle, schedule: list[Fault
     for key, n in outcomes.items():
         summary[key.split(": ", 1)[1]] += n
     return {
-        "command": f"python tests/benchmarks/soak.py --minutes {minutes:g} --seed {seed}",
+        "command": f"python tests/benchmarks/soak.py --minutes {minutes:g} --seed {seed}"
+                   + (" --sentinel" if sentinel else ""),
         "seed": seed, "minutes": minutes, "seconds_run": round(seconds, 1),
         "knobs": asdict(knobs),
         "tolerances_s": {"detection": round(knobs.detection, 2),
@@ -193,7 +202,10 @@ def build_report(*, records: list[Request], oracle: Oracle, schedule: list[Fault
         "violations_by_kind": {k: counts.get(k, 0) for k in MUST_BE_ZERO},
         "violations": violations,
         "faults_applied": collections.Counter(f.kind for f in applied),
-        "fault_kinds_missing": [k for k in FAULT_KINDS if k not in applied_kinds],
+        "fault_kinds_missing": [k for k in kinds if k not in applied_kinds],
+        # Kill to promotion (down-after-milliseconds plus the promotion), per failover.
+        "failover_seconds": [round(f.end - f.start, 2) for f in applied
+                             if f.kind == SENTINEL_FAILOVER],
         "status_requests_per_interval": _status_per_interval(
             measures.status_counts, applied, knobs, measures.leaders),
         "worker_rss": _rss_growth(measures.rss),
@@ -210,6 +222,9 @@ def render(report: dict[str, Any]) -> str:
         f"{k} x{n}" for k, n in sorted(report["faults_applied"].items())))
     if report["fault_kinds_missing"]:
         lines.append("fault kinds NOT applied: " + ", ".join(report["fault_kinds_missing"]))
+    if report.get("failover_seconds"):
+        lines.append("sentinel failovers, kill to promotion (s): " + ", ".join(
+            f"{s:.2f}" for s in report["failover_seconds"]))
     lines.append("tolerances (s): " + ", ".join(
         f"{k} {v}" for k, v in report["tolerances_s"].items()))
     spi = report["status_requests_per_interval"]

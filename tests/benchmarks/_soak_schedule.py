@@ -22,7 +22,8 @@ import random
 from dataclasses import dataclass, field
 
 __all__ = [
-    "FAULT_KINDS", "Fault", "Knobs", "build_schedule", "SCENE_MIN_SECONDS",
+    "FAULT_KINDS", "Fault", "Knobs", "build_schedule", "SCENE_MIN_SECONDS", "SENTINEL_FAILOVER",
+    "SENTINEL_KINDS",
 ]
 
 # Fault kinds. Status page (what the fake reports or how it fails):
@@ -53,6 +54,11 @@ FAULT_KINDS = (
     REDIS_FLUSHALL, LEADER_KILL, WORKERS_RECYCLE, OVERRIDE_OFF_LIFTED, OVERRIDE_OFF_LAPSING,
     OVERRIDE_ON,
 )
+#: Sentinel mode only: SIGKILL of the primary the sentinel names; the window ends when the
+#: sentinel names another (down-after-milliseconds plus the promotion), after which the killed
+#: server is restarted as a replica of the new primary.
+SENTINEL_FAILOVER = "sentinel_failover"
+SENTINEL_KINDS = (*FAULT_KINDS, SENTINEL_FAILOVER)
 STATUS_UNREADABLE = frozenset({STATUS_500, STATUS_TIMEOUT, STATUS_MALFORMED, STATUS_OVERSIZED})
 VERIFY_FAULTS = frozenset({VERIFY_DOWN, VERIFY_SLOW, VERIFY_429})
 #: Verify faults the probe counts as failed (docs/probe.md: a time-out, a 5xx or an unusable
@@ -62,7 +68,9 @@ REDIS_FAULTS = frozenset({REDIS_KILL, REDIS_PAUSE, REDIS_FLUSHALL})
 #: Faults after which a member may take up to a lease (plus a Redis command time-out) to be
 #: back to one shared poller: what the oracle allows on top of the detection/recovery bounds.
 FLEET_DISRUPTIONS = frozenset({REDIS_KILL, REDIS_PAUSE, REDIS_FLUSHALL, LEADER_KILL,
-                               WORKERS_RECYCLE})
+                               WORKERS_RECYCLE, SENTINEL_FAILOVER})
+#: Faults during which the fleet's Redis does not answer (a failover: until the promotion).
+REDIS_AWAY = frozenset({REDIS_KILL, REDIS_PAUSE, SENTINEL_FAILOVER})
 OVERRIDES = frozenset({OVERRIDE_OFF_LIFTED, OVERRIDE_OFF_LAPSING, OVERRIDE_ON})
 
 
@@ -189,12 +197,15 @@ class Fault:
 
 # Each scene: its faults at offsets from the scene's start, scaled by ``stretch`` (1 = the
 # shortest that still shows each effect), and the scene's length.
-def _outage_scene(at: float, stretch: float, rng: random.Random) -> tuple[list[Fault], float]:
+def _outage_scene(at: float, stretch: float, rng: random.Random,
+                  sentinel: bool = False) -> tuple[list[Fault], float]:
     """A global outage (sometimes with the verify API down too, as in a real one); workers
     recycled while it lasts; an operator forcing enforcement on, then handing back; then the
     page failing for longer than FAILOPEN_STALE_AFTER while it still shows the outage (the
     bypass must hold: a page that cannot be read is no evidence either way), then readable
-    again before the recovery."""
+    again before the recovery. On Sentinel, the primary is killed (a failover) while the page
+    fails, at least 2 s after the operator handed back: an override is never placed or lifted
+    during one, and no other kill or pause of the primary is near."""
     length = 18 * stretch
     faults = [Fault(STATUS_OUTAGE, at, at + length)]
     if rng.random() < 0.5:
@@ -203,10 +214,14 @@ def _outage_scene(at: float, stretch: float, rng: random.Random) -> tuple[list[F
     faults.append(Fault(OVERRIDE_ON, at + 7 * stretch, at + 10 * stretch))
     failing = rng.choice([STATUS_500, STATUS_TIMEOUT, STATUS_MALFORMED, STATUS_OVERSIZED])
     faults.append(Fault(failing, at + 11 * stretch, at + 15 * stretch, {"in": "outage"}))
+    if sentinel:  # drawn last: the other faults stay those of the plain schedule
+        failover_at = at + rng.uniform(12.5, 14) * stretch
+        faults.append(Fault(SENTINEL_FAILOVER, failover_at, failover_at))
     return faults, length + 6
 
 
-def _status_scene(at: float, stretch: float, rng: random.Random) -> tuple[list[Fault], float]:
+def _status_scene(at: float, stretch: float, rng: random.Random,
+                  sentinel: bool = False) -> tuple[list[Fault], float]:
     """Every way the page misleads or fails while the platform is healthy, back to back, with
     a Redis pause and a leader kill under them."""
     kinds = [STATUS_REGIONAL, STATUS_500, STATUS_TIMEOUT, STATUS_MALFORMED, STATUS_OVERSIZED]
@@ -225,7 +240,8 @@ def _status_scene(at: float, stretch: float, rng: random.Random) -> tuple[list[F
     return faults, t - at + 2
 
 
-def _verify_scene(at: float, stretch: float, rng: random.Random) -> tuple[list[Fault], float]:
+def _verify_scene(at: float, stretch: float, rng: random.Random,
+                  sentinel: bool = False) -> tuple[list[Fault], float]:
     """The verify API down, slow and rate limited under a healthy page, with Redis killed and
     restarted (empty) under them."""
     kinds = [VERIFY_DOWN, VERIFY_SLOW, VERIFY_429]
@@ -240,7 +256,8 @@ def _verify_scene(at: float, stretch: float, rng: random.Random) -> tuple[list[F
     return faults, t - at + 1
 
 
-def _override_scene(at: float, stretch: float, rng: random.Random) -> tuple[list[Fault], float]:
+def _override_scene(at: float, stretch: float, rng: random.Random,
+                    sentinel: bool = False) -> tuple[list[Fault], float]:
     """An override placed, Redis killed and restarted empty under it (the members keep it and
     put it back, docs/fleet.md), then lifted; another placed with a TTL that lapses, with a
     FLUSHALL while it is in force."""
@@ -258,10 +275,16 @@ SCENES = (_outage_scene, _status_scene, _verify_scene, _override_scene)
 #: What the first round needs at stretch 1, with the warm-up: a 2-minute run fits it.
 SCENE_MIN_SECONDS = 24 + 29 + 31 + 22
 WARM_UP = 8.0
+#: A failover is at least this far from another kill or pause of the primary: a restarted
+#: server must be a synced replica the sentinel has seen again before it can be promoted (the
+#: soak also waits for one before it kills: a paused primary resumed after a failover stays a
+#: primary until the sentinel's next INFO of it, up to 10 s).
+FAILOVER_GAP = 5.0
 
 
-def build_schedule(seed: int, seconds: float) -> list[Fault]:
-    """The faults of a soak of ``seconds`` (after the servers are up), sorted by start."""
+def build_schedule(seed: int, seconds: float, *, sentinel: bool = False) -> list[Fault]:
+    """The faults of a soak of ``seconds`` (after the servers are up), sorted by start; with
+    ``sentinel``, the same faults plus a :data:`SENTINEL_FAILOVER` in every outage scene."""
     rng = random.Random(seed)
     faults: list[Fault] = []
     t = WARM_UP  # a quiet start: every process has read the page and the fleet has a leader
@@ -271,7 +294,7 @@ def build_schedule(seed: int, seconds: float) -> list[Fault]:
     while True:
         for scene in order:
             stretch = 1.0 if first_round else rng.uniform(1.0, 2.0)
-            made, length = scene(t, stretch, random.Random(rng.random()))
+            made, length = scene(t, stretch, random.Random(rng.random()), sentinel)
             if t + length > seconds and not first_round:
                 return sorted(faults, key=lambda f: (f.start, f.kind))
             faults.extend(made)

@@ -3,11 +3,15 @@ every fault, with continuous traffic of known truth, judged request by request b
 
     python tests/benchmarks/soak.py --minutes 2 --seed 1          # CI's run: about 2½ min
     python tests/benchmarks/soak.py --minutes 30 --seed 7 --json report.json
+    python tests/benchmarks/soak.py --minutes 2 --seed 1 --sentinel   # on Redis Sentinel
 
 Runs the Django example under gunicorn (2 workers) and the ASGI example under uvicorn (2
 workers, with the verify probe), one fleet on one ``redis-server`` (FAILOPEN_STORE=redis://...),
-against ``failopen emulate status`` and ``failopen emulate verify``. Exit 0 when the report shows
-no violation, 1 otherwise, 2 when the soak could not run. See docs/performance.md, "Chaos soak".
+against ``failopen emulate status`` and ``failopen emulate verify``. With ``--sentinel`` the
+store is a ``redis+sentinel://`` URL over a primary, a replica and one sentinel (_soak_sentinel),
+the Redis faults act on the current primary, and a failover fault is added. Exit 0 when the
+report shows no violation, 1 otherwise, 2 when the soak could not run. See docs/performance.md,
+"Chaos soak".
 
 Modules: _soak_schedule (knobs, tolerances, the seeded schedule), _soak_fleet (the processes),
 _soak_inject (plays the schedule), _soak_traffic (the clients), _soak_oracle (the verdicts),
@@ -55,7 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="a negative control: give the servers FAILOPEN_NAME=VALUE while the "
                         "oracle keeps the soak's knob (e.g. CLOSE_AFTER=6: the soak must fail)")
     parser.add_argument("--sentinel", action="store_true",
-                        help="run the fleet on Redis Sentinel (not implemented yet)")
+                        help="run the fleet on Redis Sentinel (a primary, a replica, a sentinel: "
+                        "FAILOPEN_STORE=redis+sentinel://...), adding a failover fault")
     return parser.parse_args(argv)
 
 
@@ -66,17 +71,11 @@ def _terminated(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     seconds = args.minutes * 60
-    schedule = build_schedule(args.seed, seconds)
+    schedule = build_schedule(args.seed, seconds, sentinel=args.sentinel)
     if args.schedule:
         for fault in schedule:
             print(f"{fault.start:7.1f}s .. {fault.end:7.1f}s  {fault.kind}  {fault.detail or ''}")
         return 0
-    if args.sentinel:
-        # Issue 22 B.7: a redis+sentinel:// store, two redis-servers and redis-sentinel, and a
-        # failover fault. The store URL does not exist on this branch yet.
-        print("soak: --sentinel is not implemented yet: it needs the redis+sentinel:// store "
-              "(issue 22, part B); run without it", file=sys.stderr)
-        return 2
     if shutil.which("redis-server") is None:
         print("soak: redis-server is not installed (apt-get install redis-server)",
               file=sys.stderr)
@@ -90,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.mismatch:
         name, _, value = item.partition("=")
         servers_env[name.upper().removeprefix("FAILOPEN_")] = value
-    fleet = Fleet(directory, PROBE_APP, servers_env, knobs.probe_env())
+    fleet = Fleet(directory, PROBE_APP, servers_env, knobs.probe_env(), sentinel=args.sentinel)
     measures = Measures()
     started = time.monotonic()
     try:
@@ -139,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     oracle = Oracle(injector.applied, knobs, probe_app=PROBE_APP)
     report = build_report(records=traffic.records, oracle=oracle, schedule=schedule,
                           applied=injector.applied, measures=measures, flag_at=traffic.flag_at,
-                          seconds=ran, seed=args.seed, minutes=args.minutes)
+                          seconds=ran, seed=args.seed, minutes=args.minutes,
+                          sentinel=args.sentinel)
     report["faults"] = [_shown(f) for f in sorted(injector.applied, key=lambda f: f.start)]
     report["run_directory"] = str(directory) if args.keep else None
     report["mismatch"] = args.mismatch
