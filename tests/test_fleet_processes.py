@@ -4,7 +4,6 @@ and restarted, FLUSHALL, and gunicorn --preload with four workers sharing one po
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from _fleet_kit import Member
+from _fleet_kit import Member, Members, member_env
 from _redis_kit import RedisServer, wait_for
 from _serving import fakes_env, served
 
@@ -35,27 +34,11 @@ def members(
     redis_server: RedisServer, fake_status_page: FakeStatusPage, fake_verify_api: FakeVerifyAPI,
     tmp_path: Path,
 ) -> Iterator[Callable[[int], list[Member]]]:
-    started: list[Member] = []
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAILOPEN_")}
-    env.update({
-        "FAILOPEN_STATUS_URL": fake_status_page.url,
-        "FAILOPEN_VERIFY_URL": fake_verify_api.verify_url,
-        "FAILOPEN_PRIVATE_KEY": fake_verify_api.private_key,
-        "FAILOPEN_PROTECTED_PATHS": "/login",
-        "FAILOPEN_POLL_INTERVAL": "0.2", "FAILOPEN_POLL_JITTER": "0",
-        "FAILOPEN_STORE": redis_server.url, "FAILOPEN_STORE_REFRESH": str(REFRESH),
-        "FAILOPEN_FLEET_LEASE": str(LEASE),
-    })
-
-    def start(n: int) -> list[Member]:
-        made = [Member(env, tmp_path / f"member-{len(started) + i}.jsonl") for i in range(n)]
-        started.extend(made)
-        assert wait_for(lambda: all(m.state() for m in made), timeout=30)
-        return made
-
-    yield start
-    for member in started:
-        member.kill()
+    fleet = Members(member_env(redis_server.url, fake_status_page.url,
+                               fake_verify_api.verify_url, fake_verify_api.private_key,
+                               refresh=REFRESH, lease=LEASE), tmp_path)
+    yield fleet.start
+    fleet.stop()
 
 
 def leaders(members: list[Member]) -> list[Member]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _fleet_kit import Member
+from _fleet_kit import Member, Members, member_env
 from _redis_kit import RedisServer, wait_for
 
 from failopen.stores.redis import parse_override
@@ -31,34 +31,21 @@ def members(
     redis_server: RedisServer, fake_status_page: FakeStatusPage, fake_verify_api: FakeVerifyAPI,
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Callable[[int], list[Member]]]:
-    started: list[Member] = []
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAILOPEN_")}
-    env.update({
-        "FAILOPEN_STATUS_URL": fake_status_page.url,
-        "FAILOPEN_VERIFY_URL": fake_verify_api.verify_url,
-        "FAILOPEN_PRIVATE_KEY": fake_verify_api.private_key,
-        "FAILOPEN_PROTECTED_PATHS": "/login",
-        "FAILOPEN_POLL_INTERVAL": "0.2", "FAILOPEN_POLL_JITTER": "0",
-        "FAILOPEN_STORE": redis_server.url, "FAILOPEN_STORE_REFRESH": str(REFRESH),
-        "FAILOPEN_FLEET_LEASE": str(LEASE),
-    })
+    fleet = Members(member_env(redis_server.url, fake_status_page.url,
+                               fake_verify_api.verify_url, fake_verify_api.private_key,
+                               refresh=REFRESH, lease=LEASE), tmp_path)
     # The operator's command: this deployment's store and status page.
     monkeypatch.setenv("FAILOPEN_STORE", redis_server.url)
     monkeypatch.setenv("FAILOPEN_STATUS_URL", fake_status_page.url)
 
     def start(n: int) -> list[Member]:
-        made = [Member(env, tmp_path / f"member-{len(started) + i}.jsonl") for i in range(n)]
-        started.extend(made)
-        assert wait_for(lambda: all(m.state() for m in made), timeout=30)
+        made = fleet.start(n)
         assert wait_for(lambda: len(redis_server.client().keys("failopen:proc:*")) == len(
-            [m for m in started if m.proc.poll() is None]), timeout=30)
+            [m for m in fleet.started if m.proc.poll() is None]), timeout=30)
         return made
 
     yield start
-    for member in started:
-        if member.proc.poll() is None:
-            os.kill(member.proc.pid, signal.SIGCONT)
-        member.kill()
+    fleet.stop()
 
 
 def restart_empty(redis_server: RedisServer) -> None:

@@ -7,13 +7,12 @@ fallback's used solutions and rate limit follow the failover too."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from _fleet_kit import Member
+from _fleet_kit import Member, Members, member_env
 from _redis_kit import needs_redis, wait_for
 from _sentinel_kit import SENTINEL_PASSWORD, SentinelSet, wait_failover
 
@@ -35,27 +34,12 @@ def members(
     sentinel_set_with_password: SentinelSet, fake_status_page: FakeStatusPage,
     fake_verify_api: FakeVerifyAPI, tmp_path: Path,
 ) -> Iterator[Callable[[int], list[Member]]]:
-    started: list[Member] = []
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAILOPEN_")}
-    env.update({
-        "FAILOPEN_STATUS_URL": fake_status_page.url,
-        "FAILOPEN_VERIFY_URL": fake_verify_api.verify_url,
-        "FAILOPEN_PRIVATE_KEY": fake_verify_api.private_key,
-        "FAILOPEN_PROTECTED_PATHS": "/login",
-        "FAILOPEN_POLL_INTERVAL": "0.2", "FAILOPEN_POLL_JITTER": "0",
-        "FAILOPEN_STORE": sentinel_set_with_password.url, "FAILOPEN_STORE_REFRESH": str(REFRESH),
-        "FAILOPEN_FLEET_LEASE": str(LEASE), "FLEET_MEMBER_TOKENS": "1",
-    })
-
-    def start(n: int) -> list[Member]:
-        made = [Member(env, tmp_path / f"member-{len(started) + i}.jsonl") for i in range(n)]
-        started.extend(made)
-        assert wait_for(lambda: all(m.state() for m in made), timeout=30)
-        return made
-
-    yield start
-    for member in started:
-        member.kill()
+    fleet = Members(member_env(sentinel_set_with_password.url, fake_status_page.url,
+                               fake_verify_api.verify_url, fake_verify_api.private_key,
+                               refresh=REFRESH, lease=LEASE, FLEET_MEMBER_TOKENS="1"),
+                    tmp_path)
+    yield fleet.start
+    fleet.stop()
 
 
 def _leaders(fleet: list[Member]) -> list[Member]:
