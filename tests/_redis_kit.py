@@ -3,6 +3,7 @@ directory, nothing saved to disk, stopped afterwards. Tests skip (saying why) wi
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import subprocess
@@ -113,6 +114,18 @@ def _serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *,
     if REDIS_SERVER is None:
         pytest.skip("redis-server is not installed (apt-get install redis-server); "
                     ".ci/run installs it")
+    server = RedisServer(tmp_path, password=password)
+    with stores_closed_after(monkeypatch):
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@contextlib.contextmanager
+def stores_closed_after(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every RedisStore opened inside is closed on the way out, and stays closed."""
     from failopen.stores.redis import RedisStore
 
     opened: list[RedisStore] = []
@@ -123,10 +136,8 @@ def _serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *,
         opened.append(self)
 
     monkeypatch.setattr(RedisStore, "__init__", recording_init)
-    server = RedisServer(tmp_path, password=password)
-    server.start()
     try:
-        yield server
+        yield
     finally:
         for store in opened:
             store.close()
@@ -134,7 +145,6 @@ def _serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *,
             # get the same port: it would join that fleet as a stranger (and, after a FLUSHALL,
             # restore the keys without that fleet's override). Its store stays closed instead.
             store.call = _closed  # type: ignore[method-assign]
-        server.stop()
 
 
 def _closed(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:

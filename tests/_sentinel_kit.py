@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _redis_kit import REDIS_SERVER, _closed, wait_for
+from _redis_kit import REDIS_SERVER, stores_closed_after, wait_for
 
 from failopen.testing import free_port
 
@@ -171,25 +171,13 @@ def _serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *,
     if REDIS_SERVER is None:
         pytest.skip("redis-server is not installed (apt-get install redis-server); "
                     ".ci/run installs it")
-    from failopen.stores.redis import RedisStore
-
-    opened: list[RedisStore] = []
-    init = RedisStore.__init__
-
-    def recording_init(self: RedisStore, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        opened.append(self)
-
-    monkeypatch.setattr(RedisStore, "__init__", recording_init)
     servers = SentinelSet(tmp_path, password=password)
-    try:
-        servers.start()
-        yield servers
-    finally:
-        for store in opened:
-            store.close()
-            store.call = _closed  # type: ignore[method-assign]
-        servers.stop()
+    with stores_closed_after(monkeypatch):
+        try:
+            servers.start()
+            yield servers
+        finally:
+            servers.stop()
 
 
 @pytest.fixture
