@@ -7,6 +7,7 @@ Every error, log line, ``Config.describe()`` and ``repr`` shows a store URL thro
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from urllib.parse import SplitResult, parse_qsl, unquote, urlencode, urlsplit
 
@@ -116,6 +117,19 @@ def _userinfo_cut_short(rest: str, parts: SplitResult, *, hosts: bool = False) -
     return not parts.hostname or any("@" in item.partition("=")[0] for item in query.split("&"))
 
 
+def _check_brackets(hosts: str) -> None:
+    """ValueError unless each bracketed host of ``hosts`` (``host:port``, several separated by
+    ``,`` for Sentinel) is an IPv6 address."""
+    for item in hosts.split(","):
+        if "[" not in item and "]" not in item:
+            continue
+        inside, closed, port = item.removeprefix("[").partition("]")
+        if not item.startswith("[") or not closed or "[" in inside or "]" in port \
+                or (port and not port.startswith(":")):
+            raise ValueError("bracketed host")
+        ipaddress.IPv6Address(inside)  # a zone (fe80::1%eth0) is accepted as urlsplit does
+
+
 def split_password(url: str) -> tuple[str, str | None]:
     """A Redis URL without its password, and the password (None when it carries none).
 
@@ -128,6 +142,9 @@ def split_password(url: str) -> tuple[str, str | None]:
         return url, None
     try:
         parts = urlsplit(url)
+        # Python 3.11.4+ refuses a bracketed host that is no IPv6 address; earlier ones let
+        # "[zz]" through to fail at the first connection: checked here alike for every version.
+        _check_brackets(parts.netloc.rpartition("@")[2])
     except ValueError:  # "[zz]", "[::1" (its message is not quoted: it may hold the password)
         raise ConfigError(f"FAILOPEN_STORE: {mask_url(url)} does not parse: an IPv6 host goes "
                           "in brackets, as [::1]:6379; percent-encode any '[' or ']' in the "
