@@ -191,6 +191,15 @@ def test_a_fresh_solution_refused_as_issued_before_a_key_loss_is_no_missed_bypas
     assert verdict([OUTAGE], refused) == "missed_bypass"
     assert verdict([OUTAGE, Fault(REDIS_FLUSHALL, 109.8, 109.8)], refused) is None
     assert verdict([OUTAGE, Fault(REDIS_FLUSHALL, 100.5, 100.5)], refused) == "missed_bypass"
+    # A killed Redis loses its keys somewhere between the kill and the restart the injector
+    # records once the new server answers: the record may begin again before that is recorded
+    # (CI's run: refused at 13.51 s, restart recorded at 13.55 s).
+    # The bypass comes from an override, which a Redis fault does not excuse.
+    off = Fault(OVERRIDE_OFF_LIFTED, 10, 20, settled_at=10.7, ending_at=19.5)
+    during = request(13.51, route="signup", kind="solution", status=403,
+                     outcome="fallback_invalid", challenged=12.2)
+    assert verdict([off, Fault(REDIS_KILL, 10.5, 13.55)], during) is None
+    assert verdict([off, Fault(REDIS_KILL, 14.0, 16.0)], during) == "missed_bypass"
 
 
 def test_a_required_bypass_is_excused_while_the_fleet_regains_its_poller() -> None:

@@ -128,7 +128,7 @@ class Oracle:
     _disturbed: list[Span] = field(init=False, repr=False)
     _killed: dict[str, list[float]] = field(init=False, repr=False)
     _memory_only: list[Span] = field(init=False, repr=False)
-    _losses: list[float] = field(init=False, repr=False)
+    _losses: list[tuple[float, float]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         k = self.knobs
@@ -185,7 +185,10 @@ class Oracle:
                  and f.end - f.start > k.stale_after
                  and not _overlaps(failing_verify, f.start, f.end)]
         self._must[self.probe_app] = _subtract(required, stale)
-        self._losses = [f.end if f.kind == REDIS_KILL else f.start for f in self.faults
+        # When the keys are lost, earliest and latest: a FLUSHALL at once; a killed Redis from
+        # the kill until the restart the injector records once the new server answers (the
+        # record can begin again as soon as it accepts commands, before that is recorded).
+        self._losses = [(f.start, f.end) for f in self.faults
                         if f.kind in (REDIS_KILL, REDIS_FLUSHALL)]
         # While Redis is away, and for RETRY_AFTER (1 s) after a failed call, the fallback keeps
         # used solutions in each process's memory (failopen/fallback/_redis.py).
@@ -261,8 +264,8 @@ class Oracle:
         """docs/outage-policies.md: when Redis loses its keys, a solution issued before the
         record of used solutions began again (when a member notices: within a store refresh and
         a command time-out; issue times are whole seconds) is refused as possibly used."""
-        return any(challenged <= loss + self.knobs.propagation + 1.0 and received >= loss
-                   for loss in self._losses)
+        return any(challenged <= latest + self.knobs.propagation + 1.0 and received >= earliest
+                   for earliest, latest in self._losses)
 
     def _judge_bypass(self, r: Request, may: bool) -> Judgement:
         if r.policy == "closed":
