@@ -197,7 +197,7 @@ def test_a_fresh_solution_refused_as_issued_before_a_key_loss_is_no_missed_bypas
     # The bypass comes from an override, which a Redis fault does not excuse.
     off = Fault(OVERRIDE_OFF_LIFTED, 10, 20, settled_at=10.7, ending_at=19.5)
     during = request(13.51, route="signup", kind="solution", status=403,
-                     outcome="fallback_invalid", challenged=12.2)
+                     outcome="fallback_invalid", challenged=12.2, took=0.0)
     assert verdict([off, Fault(REDIS_KILL, 10.5, 13.55)], during) is None
     assert verdict([off, Fault(REDIS_KILL, 14.0, 16.0)], during) == "missed_bypass"
 
