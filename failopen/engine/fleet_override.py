@@ -31,7 +31,12 @@ from typing import Any
 
 from failopen.engine.override_reach import override_id
 from failopen.stores.override import FORCE_ON_MAX_TTL, Override
-from failopen.stores.redis import RedisStore, override_ttl_ms, parse_override
+from failopen.stores.redis import (
+    RedisStore,
+    override_ttl_ms,
+    parse_override,
+    write_override_lua,
+)
 
 __all__ = ["OverrideMemory"]
 
@@ -45,15 +50,7 @@ _REPLACE_IF_SAME = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-if ARGV[2] == '' then
-  redis.call('DEL', KEYS[1])
-elseif ARGV[3] == '0' then
-  redis.call('SET', KEYS[1], ARGV[2])
-else
-  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-end
-return 1
-"""
+""" + write_override_lua("KEYS[1]", "ARGV[2]", "ARGV[3]") + "return 1\n"
 
 
 class OverrideMemory:

@@ -53,7 +53,7 @@ from failopen.stores.sentinel import (
 )
 from failopen.stores.urls import REDIS_SCHEMES, mask_url, shown_url, split_password
 
-__all__ = ["REDIS_SCHEMES", "RedisStore", "check_redis_url"]
+__all__ = ["REDIS_SCHEMES", "RedisStore", "check_redis_url", "write_override_lua"]
 
 _INSTALL = 'pip install "failopen[redis]"'
 #: Seconds a command may take before the store counts as down (never on a request's path).
@@ -95,20 +95,23 @@ return 0
 # landing just after lost keys is the operator's latest word, which no member's restore may then
 # undo. A marker put back here starts the record of used fallback solutions anew, as a restore
 # does (failopen.fallback.used: a marker beside no record would read as "never lost").
+
+
+def write_override_lua(key: str, value: str, ttl: str) -> str:
+    """Lua that writes the override key ``key`` as :meth:`RedisStore.save` does: deleted when
+    ``value`` is '', kept until lifted when ``ttl`` is '0' (forcing on), else with PX ``ttl``
+    (each argument a Lua expression such as ``KEYS[2]``, ``ARGV[1]``)."""
+    return (f"if {value} == '' then\n  redis.call('DEL', {key})\n"
+            f"elseif {ttl} == '0' then\n  redis.call('SET', {key}, {value})\n"
+            f"else\n  redis.call('SET', {key}, {value}, 'PX', {ttl})\nend\n")
+
+
 _SAVE = """
 if redis.call('SET', KEYS[1], '1', 'NX') then
   local now = redis.call('TIME')
   redis.call('SET', KEYS[3], string.format('%.0f', now[1] * 1000 + math.floor(now[2] / 1000)))
 end
-if ARGV[1] == '' then
-  redis.call('DEL', KEYS[2])
-elseif ARGV[2] == '0' then
-  redis.call('SET', KEYS[2], ARGV[1])
-else
-  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
-end
-return 1
-"""
+""" + write_override_lua("KEYS[2]", "ARGV[1]", "ARGV[2]") + "return 1\n"
 # The fleet-wide confirmation lock; when taken, the latest reading and the lock's holder come
 # back in the same trip (another deployment's lock says nothing about this one's page).
 _CONFIRM = """
