@@ -187,3 +187,56 @@ def test_redis_gone_while_counting_is_not_success(
     assert result.code == 3
     assert result.json()["reach"] == "unknown" and result.json()["reached"] is None
     assert "whether any process applied the override is unknown" in result.err
+
+
+def keys_put_back(redis_server: RedisServer, ago: float) -> None:
+    """The epoch marker and the record's start as a member's restore writes them, ``ago``
+    seconds before now by Redis's clock."""
+    seconds, micros = redis_server.client().time()
+    now_ms = seconds * 1000 + micros // 1000
+    redis_server.client().set("failopen:epoch", "restored")
+    redis_server.client().set("failopen:fallback:since", str(int(now_ms - ago * 1000)))
+
+
+def test_right_after_lost_keys_the_count_waits_for_members_yet_to_beat(
+    run: Any, cli_env: Config, redis_server: RedisServer
+) -> None:
+    page = same_deployment(cli_env)["page"]
+    # Redis came back empty a moment ago: one member has beaten since, the other beats later.
+    keys_put_back(redis_server, ago=0.0)
+    plant(redis_server, "early", page=page, beat=0.5, override=None)
+
+    def beat() -> None:  # the early one beats again, and the late one for the first time
+        for name in ("early", "late"):
+            plant(redis_server, name, page=page, beat=0.5, override=None)
+
+    late = threading.Timer(0.8, beat)
+    late.start()
+    try:
+        result = run("override", "auto", "--wait", "10s", "--json")
+    finally:
+        late.join()
+    # Not "1 of 1": the count is final only once every live member had its chance to beat.
+    assert result.code == 0, result.err
+    assert (result.json()["reached"], result.json()["processes"]) == (2, 2)
+    assert "warning" not in result.json() and result.err == ""
+
+
+def test_a_wait_ending_before_the_count_is_final_says_it_may_be_short(
+    run: Any, cli_env: Config, redis_server: RedisServer
+) -> None:
+    keys_put_back(redis_server, ago=0.0)
+    plant(redis_server, "early", page=same_deployment(cli_env)["page"], beat=5, override=None)
+    result = run("override", "auto", "--wait", "0.3s")
+    assert result.code == 0 and "reached 1 of 1 processes" in result.out
+    assert "a live process that has not beaten since is not counted yet" in result.err
+
+
+def test_keys_long_back_let_the_count_end_as_soon_as_all_applied(
+    run: Any, cli_env: Config, redis_server: RedisServer
+) -> None:
+    keys_put_back(redis_server, ago=30.0)  # more than two beats and a second ago
+    plant(redis_server, "a", page=same_deployment(cli_env)["page"], beat=5, override=None)
+    data = run("override", "auto", "--wait", "10s", "--json").json()
+    assert (data["reached"], data["processes"]) == (1, 1)
+    assert data["waited_seconds"] < 10 and "warning" not in data

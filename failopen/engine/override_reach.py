@@ -13,6 +13,12 @@ of its own beat intervals (measured by Redis's clock, the key's remaining TTL, s
 the machines do not matter) is counted as gone. A heartbeat without ``override`` (an older
 failopen) is live but never counted as reached: it does not say.
 
+Right after Redis lost its keys (FLUSHALL, a restart without persistence) the heartbeats are
+gone with them, and a live member is missing from the count until it beats again. The count is
+final only once the keys have been back (``fallback:since``, Redis's clock) for as long as a live
+member may go without beating; until then the wait goes on even when every member seen has
+applied the override, and a wait that ends first says the count may be short.
+
 A file store keeps no heartbeats: there the reach is not measured, and the answer says that each
 process applies the file when it next reads it, rather than invent a number.
 """
@@ -105,6 +111,13 @@ class Reach:
         if self.how == "unknown":
             return (f"{self.note}; whether any process applied the override is unknown, and if "
                     "Redis lost its keys it is gone: check failopen fleet and place it again")
+        if self.how != "measured":
+            return None  # the note, printed as the line, already says why there is no count
+        shortfall = self._shortfall()
+        # A note on a measured count says the count itself may be short (keys lost just now).
+        return "; ".join(said for said in (shortfall, self.note) if said) or None
+
+    def _shortfall(self) -> str | None:
         if not self.reached_none:
             if self.partial:
                 return (f"{(self.processes or 0) - (self.reached or 0)} of {self.processes} live "
@@ -141,7 +154,7 @@ def measure_reach(
     event = stop if stop is not None else threading.Event()
     start = clock.monotonic()
     while True:
-        members = _live_members(store)
+        members, keys_age = _live_members(store)
         reference = page if page is not None else _shared_page(members)
         waited = clock.monotonic() - start
         if reference is _MIXED:
@@ -153,8 +166,12 @@ def measure_reach(
         else:
             ours = [m for m in members if stored_hash(m.get("page")) == reference]
             reached = sum(1 for m in ours if "override" in m and m["override"] == target)
-            if (ours and reached == len(ours)) or waited >= wait:
-                return Reach("measured", reached, len(ours), waited)
+            short = _count_may_be_short(ours, keys_age)
+            if (ours and reached == len(ours) and not short) or waited >= wait:
+                note = (f"the store's keys were put back {keys_age:.1f}s ago (a new Redis, or "
+                        "one that lost its keys): a live process that has not beaten since is "
+                        "not counted yet (failopen fleet)") if short else ""
+                return Reach("measured", reached, len(ours), waited, note=note)
         if clock.wait(event, min(_POLL, max(0.0, wait - waited))):
             return Reach("not_waited", note="the wait was interrupted")
 
@@ -164,34 +181,60 @@ def _shared_page(members: list[dict[str, Any]]) -> Any:
     return pages.pop() if len(pages) == 1 else (None if not pages else _MIXED)
 
 
-def _live_members(store: RedisStore) -> list[dict[str, Any]]:
-    """The heartbeats of members that beat within two of their beat intervals."""
+def _count_may_be_short(ours: list[dict[str, Any]], keys_age: float | None) -> bool:
+    """True while a live member may not have beaten since the keys came back: for two of the
+    longest beat interval seen, and a second (when a member counts as gone, the other way)."""
+    if keys_age is None:
+        return False  # no record of a loss (an older failopen wrote the keys): nothing to add
+    beats = [m["beat"] for m in ours if _interval(m.get("beat")) is not None]
+    return keys_age <= 2 * max(beats, default=0.0) + 1
+
+
+def _interval(every: Any) -> float | None:
+    if isinstance(every, (int, float)) and not isinstance(every, bool) \
+            and math.isfinite(every) and every > 0:
+        return float(every)
+    return None
+
+
+def _live_members(store: RedisStore) -> tuple[list[dict[str, Any]], float | None]:
+    """The heartbeats of members that beat within two of their beat intervals, and how long
+    ago (Redis's clock, seconds) the keys were last put back after a loss (None: not recorded)."""
     pattern = "".join("\\" + c if c in "*?[]\\" else c for c in store.key_proc) + "*"
 
-    def read() -> list[tuple[Any, Any]]:
+    def read() -> tuple[list[tuple[Any, Any]], Any, Any]:
         keys = list(store.client.scan_iter(pattern, count=500))
-        if not keys:
-            return []
         pipe = store.client.pipeline(transaction=False)
+        pipe.get(store.key_fallback_since)
+        pipe.time()
         for key in keys:
             pipe.get(key)
             pipe.pttl(key)
-        answers = pipe.execute()
-        return list(zip(answers[::2], answers[1::2], strict=True))
+        since, now, *answers = pipe.execute()
+        return list(zip(answers[::2], answers[1::2], strict=True)), since, now
 
+    beats, since, now = store.call("SCAN", read)
     live = []
-    for raw, ttl_ms in store.call("SCAN", read):
+    for raw, ttl_ms in beats:
         try:
             beat = json.loads(raw) if raw is not None else None
         except (ValueError, RecursionError, TypeError, UnicodeDecodeError):
             continue  # garbage: no member of ours wrote it
         if not isinstance(beat, dict) or not isinstance(ttl_ms, int) or ttl_ms <= 0:
             continue
-        every = beat.get("beat")
-        if isinstance(every, (int, float)) and not isinstance(every, bool) \
-                and math.isfinite(every) and every > 0:
-            since_beat = HEARTBEAT_TTL - ttl_ms / 1000
-            if since_beat > 2 * every + 1:
-                continue  # missed two beats: gone (killed), though its key lingers a minute
+        every = _interval(beat.get("beat"))
+        if every is not None and HEARTBEAT_TTL - ttl_ms / 1000 > 2 * every + 1:
+            continue  # missed two beats: gone (killed), though its key lingers a minute
         live.append(beat)
-    return live
+    return live, _age(since, now)
+
+
+def _age(since: Any, now: Any) -> float | None:
+    """Seconds from ``since`` (ms, as the store writes it; '0' means never lost) to Redis's
+    ``TIME``; None when there is no such record or it is not a number failopen wrote."""
+    try:
+        since_ms = int(since)
+        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    except (TypeError, ValueError, IndexError):
+        return None
+    return None if since_ms <= 0 else max(0.0, (now_ms - since_ms) / 1000)
