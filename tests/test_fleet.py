@@ -151,6 +151,20 @@ def test_flushall_mid_run_keeps_the_override(
     assert wait_for(lambda: all(r.state.source == "watcher" for r in runtimes))
 
 
+def test_after_a_flushall_every_member_beats_again_at_once(
+    fleet: Callable[..., list[FailOpen]], redis_server: RedisServer
+) -> None:
+    # A minute's lease: each member beats every 10 s, the longest interval there is.
+    runtimes = fleet(3, fleet_lease=60.0)
+    for runtime in runtimes:
+        runtime.start()
+    beats = lambda: len(redis_server.client().keys("failopen:proc:*"))  # noqa: E731
+    assert wait_for(lambda: beats() == 3)
+    redis_server.client().flushall()
+    # Not 10 s later: failopen override would count a fleet of 3 as fewer meanwhile.
+    assert wait_for(lambda: beats() == 3, timeout=3)
+
+
 @pytest.mark.parametrize("key", ["reading", "leader", "override"])
 def test_garbage_in_a_key_falls_back_then_rejoins(
     fleet: Callable[..., list[FailOpen]], redis_server: RedisServer, key: str

@@ -158,6 +158,9 @@ class Fleet:
             # puts the marker back with the override it knew; the state is then read again.
             override = self._overrides.restorable(self.watcher.flag.override, now)
             first = store.restore(override)
+            # The heartbeats went with the keys: beat again at once, so failopen override and
+            # failopen fleet count this process without waiting out its beat interval.
+            self._heartbeat_due = 0.0
             if self._seen_epoch:
                 raise StoreError(
                     "the Redis store lost its keys (FLUSHALL, or a new server)"
