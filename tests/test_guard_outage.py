@@ -367,3 +367,57 @@ async def test_a_request_described_by_nothing_is_audited_as_nothing(
     assert said(record, "path", "client", "route", "policy") == ("", "", "", "open")
     assert [(line["path"], line["client"], line["ua"]) for line in outage.lines()] == [
         ("", "", "")]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("twin", ["decide", "adecide"])
+@pytest.mark.parametrize(("policy", "instead"), [
+    ("closed", "would refuse"), ("fallback", "would ask for the fallback challenge"),
+    ("nonsense", "would refuse"),  # enforce mode's gate treats an unknown policy as closed
+])
+@pytest.mark.parametrize("token", [None, "tok"])
+async def test_shadow_mode_says_what_the_route_s_outage_policy_would_do_not_a_bypass(
+    tmp_path: Path, twin: str, policy: str, instead: str, token: str | None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    outage = Outage(tmp_path, status="operational", mode="shadow")
+    outage.flag.force_off("vendor outage")
+    decision = await ask(outage.guard, twin, token, path="/signup", client="203.0.113.9",
+                         policy=policy)
+    # Enforced as ever: the token decides.
+    assert (decision.allow, decision.bypassed, decision.shadow) == (token is not None, False, True)
+    # Enforce mode would not have let it through unchecked: no "would bypass" to count.
+    assert events(caplog, "failopen.shadow_bypass") == []
+    (record,) = events(caplog, "failopen.shadow_outage_policy")
+    assert said(record, "path", "client", "policy") == ("/signup", "203.0.113.9", policy)
+    assert record.getMessage().startswith(f"shadow: {instead} (outage policy {policy})")
+    assert (record.name, record.levelno) == ("failopen.audit", logging.INFO)
+    assert outage.lines() == []  # nothing bypassed, nothing in the audit file
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("twin", ["decide", "adecide"])
+async def test_shadow_mode_names_the_policy_of_the_open_route_it_would_have_let_through(
+    tmp_path: Path, twin: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    outage = Outage(tmp_path, status="operational", mode="shadow")
+    outage.flag.force_off("vendor outage")
+    await ask(outage.guard, twin, None, path="/login", client="203.0.113.9", policy="open")
+    (record,) = events(caplog, "failopen.shadow_bypass")
+    assert said(record, "path", "client", "policy") == ("/login", "203.0.113.9", "open")
+    assert events(caplog, "failopen.shadow_outage_policy") == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("twin", ["decide", "adecide"])
+async def test_shadow_mode_on_a_just_confirmed_outage_reports_a_closed_route_s_refusal(
+    tmp_path: Path, twin: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The flag is on; the verify call fails and the status page confirms the outage.
+    outage = Outage(tmp_path, V.UNAVAILABLE, status="major_outage", mode="shadow")
+    decision = await ask(outage.guard, twin, "tok", path="/reset", client="198.51.100.7",
+                         policy="closed")
+    assert not decision.allow and not decision.bypassed
+    assert events(caplog, "failopen.shadow_bypass") == []
+    (record,) = events(caplog, "failopen.shadow_outage_policy")
+    assert said(record, "path", "client", "policy") == ("/reset", "198.51.100.7", "closed")

@@ -14,7 +14,8 @@ The confirmation (:mod:`failopen.engine.confirm`) is single-flight and cached fo
 flood of failing verifies makes at most one status request per TTL, and nothing an attacker sends
 can flip the flag by itself.
 
-In ``shadow`` mode the guard decides as above and logs what it would have done, but always enforces.
+In ``shadow`` mode the guard decides as above and logs what it would have done, but always enforces
+(:mod:`failopen.engine.shadow`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from failopen.engine.decision import Decision, Outcome, fail_closed
 from failopen.engine.first_reading import FirstReading
 from failopen.engine.flag import EnforcementFlag
 from failopen.engine.outage import OutageGate, Refusal
+from failopen.engine.shadow import shadow_decision
 from failopen.observe.audit import BypassAudit
 from failopen.observe.metrics import NO_METRICS, Metrics
 from failopen.vendor.verify import Verifier, VerifyOutcome, VerifyResult
@@ -155,7 +157,7 @@ class Guard:
                 return self._bypass_confirmed(result, path, client, user_agent, policy, route,
                                               solution)
             return self._finish(self._from_verify(result), path, client,
-                                user_agent=user_agent)
+                                user_agent=user_agent, policy=policy)
         except Exception:
             return self._internal_error()
 
@@ -194,7 +196,7 @@ class Guard:
                 return self._bypass_confirmed(result, path, client, user_agent, policy, route,
                                               solution)
             return self._finish(self._from_verify(result), path, client,
-                                user_agent=user_agent)
+                                user_agent=user_agent, policy=policy)
         except Exception:
             return self._internal_error()
 
@@ -299,7 +301,7 @@ class Guard:
         refused = self.gate.refuse(policy, route=route or path, client=client,
                                    solution=solution, off_since=state.since)
         if refused is not None:
-            return self._finish(self._refused(refused), path, client)
+            return self._finish(self._refused(refused), path, client, policy=policy)
         outcome: Outcome = "bypassed_fallback" if policy == "fallback" \
             else "bypassed_confirmed_outage"
         return self._finish(Decision(
@@ -319,9 +321,9 @@ class Guard:
             return self._bypass_flag_off(state, path, client, user_agent, policy, route,
                                              solution)
         if not token:
-            return self._finish(self._missing, path, client)
+            return self._finish(self._missing, path, client, policy=policy)
         if _unusable(token):
-            return self._finish(self._malformed, path, client)
+            return self._finish(self._malformed, path, client, policy=policy)
         return None
 
     def _awaited_first_reading(self, state: FlagState) -> FirstReading | None:
@@ -371,7 +373,10 @@ class Guard:
         """Count, audit or log ``decision``. ``route`` and ``policy`` name, for a bypass's audit
         line, the protected route it counted under (the path when empty) and its outage policy."""
         if self.mode == "shadow":
-            decision = self._shadow(decision, path, client)
+            state = self.flag.state
+            decision = shadow_decision(decision, enforce=state.enforce, flag_reason=state.reason,
+                                       path=path, client=client, policy=policy,
+                                       retry_after=self.retry_after)
         self._count(decision.outcome)
         if decision.bypassed:
             self.audit.record(path, client, decision.reason, first=first,
@@ -389,22 +394,6 @@ class Guard:
                 "event": "failopen.allowed", "path": path, "outcome": decision.outcome,
                 "reason": decision.reason})
         return decision
-
-    def _shadow(self, decision: Decision, path: str, client: str) -> Decision:
-        flag_off = not self.flag.state.enforce
-        if not decision.bypassed and not flag_off:
-            return decision
-        why = decision.reason if decision.bypassed else f"enforcement off: {self.flag.state.reason}"
-        audit.warning("shadow: would bypass path=%r client=%r reason=%s", path, client, why,
-                      extra={"event": "failopen.shadow_bypass", "path": path, "client": client,
-                             "reason": why})
-        if decision.bypassed:  # enforced instead: the token could not be verified
-            return self._reject(503, "cannot_verify", f"shadow mode enforces: {decision.reason}")
-        return Decision(
-            allow=decision.allow, bypassed=False, outcome=decision.outcome,
-            reason=decision.reason, status_code=decision.status_code,
-            retry_after=decision.retry_after, shadow=True,
-        )
 
     def _internal_error(self) -> Decision:
         # A bug in failopen must not open the gate: fall back to refusing, and say so loudly.

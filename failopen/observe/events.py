@@ -80,8 +80,12 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
         "bypassed requests since the last summary (every 10 s while bypassing, and when the "
         "flag changes)", "requests, seconds, paths, outcomes, distinct_clients, busiest_clients"),
     "failopen.shadow_bypass": (
-        "failopen.audit", "WARNING", "shadow mode: a request that would have been bypassed",
-        "path, client, reason"),
+        "failopen.audit", "WARNING", "shadow mode: a request that would have been bypassed (an "
+        "open route)", "path, client, policy, reason"),
+    "failopen.shadow_outage_policy": (
+        "failopen.audit", "INFO", "shadow mode: a request that enforce mode would have refused "
+        "or sent to the fallback challenge (a closed or fallback route)",
+        "path, client, policy, reason"),
     "failopen.rejected": (
         "failopen.guard", "INFO", "a request refused (403 or 503)",
         "path, status_code, outcome, reason"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -163,3 +164,23 @@ async def test_the_outage_rate_limit_answers_429_per_client_and_route(make_asgi:
     spelled = await stack.client.post("/login//", headers={"X-Forwarded-For": "198.51.100.1"})
     assert spelled.status_code == 429
     assert CLIENT_IP  # the one client every request here comes from
+
+
+@pytest.mark.parametrize(("policy", "instead"), [
+    ("fallback", "would ask for the fallback challenge"), ("closed", "would refuse")])
+async def test_shadow_mode_logs_the_route_s_outage_policy_not_a_bypass(
+        make_asgi: Make, caplog: pytest.LogCaptureFixture, policy: str, instead: str) -> None:
+    caplog.set_level(logging.INFO, logger="failopen")
+    stack = make_asgi(mode="shadow", **{**POLICIES, "outage_policy_routes": f"/login={policy}"})
+    outage(stack)
+    response = await stack.client.post("/login",
+                                       headers={"X-Enforcement-Token": FakeVerifyAPI.GOOD})
+    # Enforced: the vendor's token was checked and let it through.
+    assert response.status_code == 200
+    assert response.json()["decision"]["outcome"] == "valid"
+    assert response.json()["decision"]["shadow"] is True
+    shadow = [r for r in caplog.records
+              if str(getattr(r, "event", "")).startswith("failopen.shadow")]
+    assert [(r.event, r.path, r.policy) for r in shadow] == [  # type: ignore[attr-defined]
+        ("failopen.shadow_outage_policy", "/login", policy)]
+    assert f"shadow: {instead} (outage policy {policy})" in shadow[0].getMessage()

@@ -1,0 +1,55 @@
+"""Shadow mode (``FAILOPEN_MODE=shadow``): every request is enforced, and what enforce mode would
+have done differently is logged.
+
+While enforcement is off (or an outage was just confirmed), enforce mode lets a request through
+unchecked only on an ``open`` route. On a ``closed`` route it refuses, and on a ``fallback``
+route it asks for the fallback challenge. The log says which, so that counting its
+``failopen.shadow_bypass`` records tells how many requests switching to enforce mode would really
+have let through, rather than every request to every protected route.
+
+Two things enforce mode would do are not asked, because asking spends something real: the outage
+rate limit (it would use up a client's allowance) and a fallback solution's check (it would mark
+the solution used). An ``open`` route's count is therefore an upper bound when a rate limit is
+set.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from failopen.engine.decision import Decision
+
+__all__ = ["shadow_decision"]
+
+audit = logging.getLogger("failopen.audit")
+
+_INSTEAD = {
+    "fallback": "would ask for the fallback challenge",
+    # closed, and an unknown policy, which enforce mode's gate treats as closed
+    "closed": "would refuse",
+}
+
+
+def shadow_decision(decision: Decision, *, enforce: bool, flag_reason: str, path: str,
+                    client: str, policy: str, retry_after: int) -> Decision:
+    """``decision`` as shadow mode answers it, logging what enforce mode would have done when
+    that differs (``enforce``: the flag now; ``policy``: the route's outage policy)."""
+    if not decision.bypassed and enforce:
+        return decision
+    why = decision.reason if decision.bypassed else f"enforcement off: {flag_reason}"
+    if policy == "open":
+        audit.warning("shadow: would bypass path=%r client=%r reason=%s", path, client, why,
+                      extra={"event": "failopen.shadow_bypass", "path": path, "client": client,
+                             "policy": policy, "reason": why})
+    else:
+        instead = _INSTEAD.get(policy, _INSTEAD["closed"])
+        audit.info("shadow: %s (outage policy %s) path=%r client=%r reason=%s", instead, policy,
+                   path, client, why, extra={
+                       "event": "failopen.shadow_outage_policy", "path": path, "client": client,
+                       "policy": policy, "reason": why})
+    if decision.bypassed:  # enforced instead: the token could not be verified
+        return Decision(allow=False, bypassed=False, outcome="cannot_verify",
+                        reason=f"shadow mode enforces: {decision.reason}", status_code=503,
+                        retry_after=retry_after)
+    return replace(decision, shadow=True)
