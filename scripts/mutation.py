@@ -47,7 +47,7 @@ class Module:
 
 MODULES: dict[str, Module] = {
     "guard": Module(
-        ("failopen/engine/guard.py", "failopen/engine/decision.py"),
+        ("failopen/engine/guard.py", "failopen/engine/decision.py", "failopen/engine/shadow.py"),
         ("tests/test_guard.py", "tests/test_guard_decisions.py", "tests/test_guard_records.py",
          "tests/test_guard_outage.py", "tests/test_outage_policy.py",
          "tests/test_first_reading.py", "tests/test_audit.py", "tests/test_metrics.py",

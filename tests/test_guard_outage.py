@@ -391,7 +391,7 @@ async def test_shadow_mode_says_what_the_route_s_outage_policy_would_do_not_a_by
     (record,) = events(caplog, "failopen.shadow_outage_policy")
     assert said(record, "path", "client", "policy") == ("/signup", "203.0.113.9", policy)
     assert record.getMessage().startswith(f"shadow: {instead} (outage policy {policy})")
-    assert (record.name, record.levelno) == ("failopen.audit", logging.INFO)
+    assert (record.name, record.levelno) == ("failopen.audit", logging.WARNING)
     assert outage.lines() == []  # nothing bypassed, nothing in the audit file
 
 
@@ -421,3 +421,31 @@ async def test_shadow_mode_on_a_just_confirmed_outage_reports_a_closed_route_s_r
     assert events(caplog, "failopen.shadow_bypass") == []
     (record,) = events(caplog, "failopen.shadow_outage_policy")
     assert said(record, "path", "client", "policy") == ("/reset", "198.51.100.7", "closed")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("twin", ["decide", "adecide"])
+async def test_shadow_mode_on_a_confirmed_outage_spends_no_allowance_and_no_solution(
+    tmp_path: Path, twin: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    outage = Outage(tmp_path, V.UNAVAILABLE, status="major_outage", rate="1/minute",
+                    mode="shadow")
+    solved = outage.solved()
+    for _ in range(2):
+        decisions = [
+            await ask(outage.guard, twin, "tok", path="/login", client="198.51.100.7",
+                      policy="open"),
+            await ask(outage.guard, twin, "tok", path="/signup", client="198.51.100.7",
+                      policy="fallback", solution=solved),
+        ]
+        # Enforced: the token could not be verified, so 503 (not a 429 of the rate limit, nor a
+        # 403 for a solution shadow mode had used up itself).
+        assert [(d.status_code, d.outcome) for d in decisions] == [(503, "cannot_verify")] * 2
+    assert [r.policy for r in events(caplog, "failopen.shadow_bypass")] == ["open"] * 2
+    assert [r.policy for r in events(caplog, "failopen.shadow_outage_policy")] \
+        == ["fallback"] * 2
+    # The solution is still good: switched to enforce mode, the route admits it once.
+    outage.guard.mode = "enforce"
+    admitted = await ask(outage.guard, twin, "tok", path="/signup", client="198.51.100.8",
+                         policy="fallback", solution=solved)
+    assert (admitted.allow, admitted.outcome) == (True, "bypassed_fallback")

@@ -240,3 +240,36 @@ def test_keys_long_back_let_the_count_end_as_soon_as_all_applied(
     data = run("override", "auto", "--wait", "10s", "--json").json()
     assert (data["reached"], data["processes"]) == (1, 1)
     assert data["waited_seconds"] < 10 and "warning" not in data
+
+
+def test_the_count_waits_two_of_the_longest_beats_and_a_second(
+    run: Any, cli_env: Config, redis_server: RedisServer
+) -> None:
+    keys_put_back(redis_server, ago=3.0)  # within 2 x 2 s + 1 s of a member beating every 2 s
+    plant(redis_server, "slow", page=same_deployment(cli_env)["page"], beat=2, override=None)
+    result = run("override", "auto", "--wait", "0.3s")
+    assert result.code == 0 and "reached 1 of 1 processes" in result.out
+    assert "the store's keys were put back 3." in result.err
+
+
+@pytest.mark.parametrize(("beat", "since"), [
+    (1e300, -30.0),     # a beat no member has: believed only up to ten seconds
+    (10 ** 400, -30.0),  # a number JSON allows and no float holds
+    (1.0, +3600.0),     # a start later than Redis's clock: not one failopen wrote
+    (1.0, "soon"),      # not a number at all
+], ids=["huge-float", "huge-integer", "future", "not-a-number"])
+def test_no_value_in_redis_stretches_the_count_or_breaks_it(
+    run: Any, cli_env: Config, redis_server: RedisServer, beat: Any, since: Any
+) -> None:
+    if isinstance(since, str):
+        redis_server.client().set("failopen:epoch", "restored")
+        redis_server.client().set("failopen:fallback:since", since)
+    else:
+        keys_put_back(redis_server, ago=-since)
+    redis_server.client().set("failopen:proc:odd", json.dumps(
+        {"id": "odd", "pid": 1, "leader": False, "seen": 0, "polls": 0, "override": None,
+         "page": same_deployment(cli_env)["page"]})[:-1] + f', "beat": {beat}}}', px=60_000)
+    data = run("override", "auto", "--wait", "10s", "--json").json()
+    # Counted at once, as a fleet whose keys are long back, with nothing to warn about.
+    assert (data["reached"], data["processes"], data["reach"]) == (1, 1, "measured")
+    assert data["waited_seconds"] < 10 and "warning" not in data

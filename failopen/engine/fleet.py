@@ -49,7 +49,7 @@ from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.engine.fleet_identity import ForeignRecords, Watched, stored_hash
 from failopen.engine.fleet_override import OverrideMemory
 from failopen.engine.fleet_reading import FleetReading, Kind, parse_reading
-from failopen.engine.override_reach import HEARTBEAT_TTL, override_id
+from failopen.engine.override_reach import HEARTBEAT_TTL, LONGEST_BEAT, override_id
 from failopen.engine.probe_record import ProbeResult, parse_probe
 from failopen.exceptions import StoreError
 from failopen.vendor.status_documents import StatusReport
@@ -62,7 +62,7 @@ __all__ = ["Fleet", "FleetReading", "HEARTBEAT_TTL", "parse_reading"]
 
 logger = logging.getLogger("failopen.fleet")
 
-_HEARTBEAT_EVERY = 10.0  # or a third of the lease, if shorter
+_HEARTBEAT_EVERY = LONGEST_BEAT  # or a third of the lease, if shorter
 
 
 def _identity() -> str:

@@ -296,8 +296,14 @@ class Guard:
     def _bypass_confirmed(self, result: VerifyResult, path: str, client: str, user_agent: str,
                           policy: str, route: str, solution: str | None) -> Decision:
         """The verify call is unavailable and the status page confirms an outage: the route's
-        outage policy decides, as it does while the flag is off."""
+        outage policy decides, as it does while the flag is off. Shadow mode enforces without
+        asking the gate, which would spend a client's rate allowance and use up its solution."""
         state = self.flag.state
+        if self.mode == "shadow":
+            return self._finish(Decision(
+                allow=True, bypassed=True, outcome="bypassed_confirmed_outage",
+                reason=f"verify unavailable ({result.reason}); outage confirmed: {state.reason}",
+            ), path, client, policy=policy)
         refused = self.gate.refuse(policy, route=route or path, client=client,
                                    solution=solution, off_since=state.since)
         if refused is not None:

@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from failopen.stores import OverrideStore
     from failopen.stores.override import Override
 
-__all__ = ["DEFAULT_WAIT", "HEARTBEAT_TTL", "MAX_WAIT", "Reach", "measure_reach", "override_id"]
+__all__ = ["DEFAULT_WAIT", "HEARTBEAT_TTL", "LONGEST_BEAT", "MAX_WAIT", "Reach", "measure_reach",
+           "override_id"]
 
 #: Seconds ``failopen override`` and the endpoint wait for the members, unless told otherwise.
 DEFAULT_WAIT = 5.0
@@ -49,6 +50,8 @@ DEFAULT_WAIT = 5.0
 MAX_WAIT = 30.0
 #: Seconds a member's heartbeat key lives (``failopen fleet`` lists those seen in the last minute).
 HEARTBEAT_TTL = 60.0
+#: The longest a live member goes between two heartbeats (less with a short lease: a third of it).
+LONGEST_BEAT = 10.0
 _POLL = 0.1  # seconds between two reads of the heartbeats while waiting
 
 How = Literal["measured", "not_waited", "unmeasured", "unattributed", "unknown"]
@@ -183,18 +186,24 @@ def _shared_page(members: list[dict[str, Any]]) -> Any:
 
 def _count_may_be_short(ours: list[dict[str, Any]], keys_age: float | None) -> bool:
     """True while a live member may not have beaten since the keys came back: for two of the
-    longest beat interval seen, and a second (when a member counts as gone, the other way)."""
+    longest beat interval seen, and a second (when a member counts as gone, the other way).
+    No member beats less often than LONGEST_BEAT: a heartbeat saying otherwise is not believed,
+    so no value in Redis stretches the wait past that (nor the wait itself, which always ends)."""
     if keys_age is None:
         return False  # no record of a loss (an older failopen wrote the keys): nothing to add
-    beats = [m["beat"] for m in ours if _interval(m.get("beat")) is not None]
-    return keys_age <= 2 * max(beats, default=0.0) + 1
+    beats = [every for m in ours if (every := _interval(m.get("beat"))) is not None]
+    return keys_age <= 2 * min(max(beats, default=0.0), LONGEST_BEAT) + 1
 
 
 def _interval(every: Any) -> float | None:
-    if isinstance(every, (int, float)) and not isinstance(every, bool) \
-            and math.isfinite(every) and every > 0:
-        return float(every)
-    return None
+    """A heartbeat's ``beat`` in seconds; None unless a positive, finite number."""
+    if not isinstance(every, (int, float)) or isinstance(every, bool):
+        return None
+    try:
+        seconds = float(every)  # an integer of 400 digits is JSON too: OverflowError
+    except OverflowError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
 def _live_members(store: RedisStore) -> tuple[list[dict[str, Any]], float | None]:
@@ -237,4 +246,5 @@ def _age(since: Any, now: Any) -> float | None:
         now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
     except (TypeError, ValueError, IndexError):
         return None
-    return None if since_ms <= 0 else max(0.0, (now_ms - since_ms) / 1000)
+    # '0' is "never lost"; a start later than Redis's clock is not one failopen wrote (TIME).
+    return None if since_ms <= 0 or since_ms > now_ms else (now_ms - since_ms) / 1000

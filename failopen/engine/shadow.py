@@ -2,15 +2,16 @@
 have done differently is logged.
 
 While enforcement is off (or an outage was just confirmed), enforce mode lets a request through
-unchecked only on an ``open`` route. On a ``closed`` route it refuses, and on a ``fallback``
-route it asks for the fallback challenge. The log says which, so that counting its
-``failopen.shadow_bypass`` records tells how many requests switching to enforce mode would really
-have let through, rather than every request to every protected route.
+without a token only on an ``open`` route (free) or a ``fallback`` route (with a solved challenge);
+on a ``closed`` route it refuses. The log says which, per route: ``failopen.shadow_bypass``
+("would bypass") for an open route, ``failopen.shadow_outage_policy`` ("would ask for the fallback
+challenge", "would refuse") for the others. Counting ``failopen.shadow_bypass`` thus counts the
+requests enforce mode would have let through free, not every request to every protected route.
 
-Two things enforce mode would do are not asked, because asking spends something real: the outage
-rate limit (it would use up a client's allowance) and a fallback solution's check (it would mark
-the solution used). An ``open`` route's count is therefore an upper bound when a rate limit is
-set.
+Shadow mode never asks the outage gate (:mod:`failopen.engine.outage`): the rate limit would spend
+a client's allowance and a solution's check would use the solution up. So an ``open`` route's
+count is an upper bound when a rate limit is set, and whether a fallback request's solution would
+have passed is not known. While the verify call fails shadow mode answers 503, on every route.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ def shadow_decision(decision: Decision, *, enforce: bool, flag_reason: str, path
                              "policy": policy, "reason": why})
     else:
         instead = _INSTEAD.get(policy, _INSTEAD["closed"])
-        audit.info("shadow: %s (outage policy %s) path=%r client=%r reason=%s", instead, policy,
-                   path, client, why, extra={
+        audit.warning("shadow: %s (outage policy %s) path=%r client=%r reason=%s", instead,
+                      policy, path, client, why, extra={
                        "event": "failopen.shadow_outage_policy", "path": path, "client": client,
                        "policy": policy, "reason": why})
     if decision.bypassed:  # enforced instead: the token could not be verified

@@ -83,8 +83,8 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
         "failopen.audit", "WARNING", "shadow mode: a request that would have been bypassed (an "
         "open route)", "path, client, policy, reason"),
     "failopen.shadow_outage_policy": (
-        "failopen.audit", "INFO", "shadow mode: a request that enforce mode would have refused "
-        "or sent to the fallback challenge (a closed or fallback route)",
+        "failopen.audit", "WARNING", "shadow mode: a request that enforce mode would have "
+        "refused or sent to the fallback challenge (a closed or fallback route)",
         "path, client, policy, reason"),
     "failopen.rejected": (
         "failopen.guard", "INFO", "a request refused (403 or 503)",
