@@ -130,6 +130,30 @@ def test_a_leader_that_probes_another_verify_url_is_not_followed(
     assert fetches(member) >= 1
 
 
+def test_a_probing_member_under_a_poller_that_does_not_probe_says_to_set_evidence_alike(
+    fleet: Callable[..., list[FailOpen]], redis_server: RedisServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    (member,) = fleet(1, **PROBING)
+    # The poller of this very deployment (its page), without the probe: FAILOPEN_EVIDENCE unset.
+    plant_leader(redis_server.client(), page=same_deployment(member.config)["page"])
+    with caplog.at_level(logging.WARNING, logger="failopen.fleet"):
+        member.start()
+        assert wait_for(lambda: [r for r in caplog.records
+                                 if getattr(r, "event", None) == "failopen.fleet_evidence_differs"])
+    # It polls and probes for itself, as before, and says why without calling it another
+    # deployment (whose advice, another prefix, would split this one's overrides).
+    assert member.fleet is not None and member.fleet.foreign_leader == "laptop"
+    assert fetches(member) >= 1
+    assert foreign_lines(caplog) == []
+    (line,) = [r for r in caplog.records
+               if getattr(r, "event", None) == "failopen.fleet_evidence_differs"]
+    assert line.levelno == logging.WARNING
+    assert "not following the poller 'laptop': it watches this status page but does not " \
+        "probe the verify API" in line.getMessage()
+    assert "Set FAILOPEN_EVIDENCE the same in every process" in line.getMessage()
+
+
 def test_the_error_is_paced_and_says_how_many_were_ignored(
     failopen_config: Config, redis_server: RedisServer, caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -24,9 +24,13 @@ import httpx
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.observe.paced import PacedLog
 
-__all__ = ["FOREIGN_LOG_INTERVAL", "ForeignRecords", "Watched", "stored_hash"]
+__all__ = ["FOREIGN_LOG_INTERVAL", "LEADER_DOES_NOT_PROBE", "ForeignRecords", "Watched",
+           "stored_hash"]
 
 logger = logging.getLogger("failopen.fleet")
+
+#: Why a probing member does not follow a leader of its own page that names no verify URL.
+LEADER_DOES_NOT_PROBE = "does not probe the verify API (or runs an older failopen)"
 
 #: Seconds between two ERROR lines about another deployment's records (the first is at once).
 FOREIGN_LOG_INTERVAL = 300.0
@@ -100,7 +104,8 @@ class ForeignRecords:
         """How the leader's lease differs from what we watch (None: we may follow it)."""
         why = self.page_differs(stored_hash(token.get("page")))
         if why is None and self.watched.verify is not None:  # we probe: so must our leader
-            why = self.verify_differs(stored_hash(token.get("verify")))
+            verify = stored_hash(token.get("verify"))
+            why = LEADER_DOES_NOT_PROBE if verify is None else self.verify_differs(verify)
         return why
 
     def ignored(self, record: str, member: Any, why: str) -> None:
@@ -109,13 +114,23 @@ class ForeignRecords:
         if suppressed is None:
             return
         shown = repr(member)[:80] if isinstance(member, str) else "unknown"
+        more = f" [{suppressed} more ignored since the last line]" if suppressed else ""
+        if why is LEADER_DOES_NOT_PROBE:
+            # Our own deployment, set up unevenly: not another deployment, and no prefix to change.
+            logger.warning(
+                "not following the poller %s: it watches this status page but %s, and this "
+                "process probes (FAILOPEN_EVIDENCE=status,probe), so it polls and probes for "
+                "itself, and the fleet makes more status requests than one poller would. Set "
+                "FAILOPEN_EVIDENCE the same in every process of this deployment%s", shown, why,
+                more, extra={"event": "failopen.fleet_evidence_differs", "member": shown,
+                             "suppressed": suppressed})
+            return
         logger.error(
             "ignored %s of process %s: it %s, so it belongs to another deployment that shares "
             "the Redis store %s; this process acts only on its own status page (%s)%s, polls it "
             "itself and keeps enforcing on its own readings. Give each deployment its own "
             "FAILOPEN_REDIS_PREFIX or Redis database (overrides are shared by prefix)%s",
             record, shown, why, self._where, self.watched.shown,
-            " and verify URL" if self.watched.verify is not None else "",
-            f" [{suppressed} more ignored since the last line]" if suppressed else "",
+            " and verify URL" if self.watched.verify is not None else "", more,
             extra={"event": "failopen.fleet_foreign", "record": record, "member": shown,
                    "why": why, "suppressed": suppressed})

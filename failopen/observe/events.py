@@ -170,6 +170,10 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
         "failopen.fleet", "ERROR", "a record of another deployment sharing the Redis store and "
         "prefix (another status page or verify URL) was ignored (one line per 5 minutes)",
         "record, member, why, suppressed"),
+    "failopen.fleet_evidence_differs": (
+        "failopen.fleet", "WARNING", "a probing process does not follow a poller of its own "
+        "status page that does not probe: it polls and probes itself (FAILOPEN_EVIDENCE differs "
+        "between processes; one line per 5 minutes)", "member, suppressed"),
     "failopen.fleet_foreign_ended": (
         "failopen.fleet", "WARNING", "the poller's lease is no longer another deployment's",
         "leader"),
