@@ -375,7 +375,7 @@ async def test_a_request_described_by_nothing_is_audited_as_nothing(
     ("closed", "would refuse"), ("fallback", "would ask for the fallback challenge"),
     ("nonsense", "would refuse"),  # enforce mode's gate treats an unknown policy as closed
 ])
-@pytest.mark.parametrize("token", [None, "tok"])
+@pytest.mark.parametrize("token", [None, "tok\x00", "tok"])
 async def test_shadow_mode_says_what_the_route_s_outage_policy_would_do_not_a_bypass(
     tmp_path: Path, twin: str, policy: str, instead: str, token: str | None,
     caplog: pytest.LogCaptureFixture,
@@ -385,12 +385,15 @@ async def test_shadow_mode_says_what_the_route_s_outage_policy_would_do_not_a_by
     decision = await ask(outage.guard, twin, token, path="/signup", client="203.0.113.9",
                          policy=policy)
     # Enforced as ever: the token decides.
-    assert (decision.allow, decision.bypassed, decision.shadow) == (token is not None, False, True)
+    assert (decision.allow, decision.bypassed, decision.shadow) == (token == "tok", False, True)
     # Enforce mode would not have let it through unchecked: no "would bypass" to count.
     assert events(caplog, "failopen.shadow_bypass") == []
     (record,) = events(caplog, "failopen.shadow_outage_policy")
-    assert said(record, "path", "client", "policy") == ("/signup", "203.0.113.9", policy)
-    assert record.getMessage().startswith(f"shadow: {instead} (outage policy {policy})")
+    assert said(record, "path", "client", "policy", "reason") == (
+        "/signup", "203.0.113.9", policy, "enforcement off: vendor outage")
+    assert record.getMessage() == (
+        f"shadow: {instead} (outage policy {policy}) path='/signup' client='203.0.113.9' "
+        "reason=enforcement off: vendor outage")
     assert (record.name, record.levelno) == ("failopen.audit", logging.WARNING)
     assert outage.lines() == []  # nothing bypassed, nothing in the audit file
 

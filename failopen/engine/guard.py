@@ -299,15 +299,11 @@ class Guard:
         outage policy decides, as it does while the flag is off. Shadow mode enforces without
         asking the gate, which would spend a client's rate allowance and use up its solution."""
         state = self.flag.state
-        if self.mode == "shadow":
-            return self._finish(Decision(
-                allow=True, bypassed=True, outcome="bypassed_confirmed_outage",
-                reason=f"verify unavailable ({result.reason}); outage confirmed: {state.reason}",
-            ), path, client, policy=policy)
-        refused = self.gate.refuse(policy, route=route or path, client=client,
-                                   solution=solution, off_since=state.since)
-        if refused is not None:
-            return self._finish(self._refused(refused), path, client, policy=policy)
+        if self.mode != "shadow":
+            refused = self.gate.refuse(policy, route=route or path, client=client,
+                                       solution=solution, off_since=state.since)
+            if refused is not None:
+                return self._finish(self._refused(refused), path, client)
         outcome: Outcome = "bypassed_fallback" if policy == "fallback" \
             else "bypassed_confirmed_outage"
         return self._finish(Decision(
