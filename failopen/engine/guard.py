@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 __all__ = ["CONFIRM_WAIT", "Decision", "Guard", "OutageConfirmer", "Outcome", "fail_closed"]
 
 logger = logging.getLogger("failopen.guard")
-audit = logging.getLogger("failopen.audit")
 
 _MAX_TOKEN = 4096
 
