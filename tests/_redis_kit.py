@@ -166,6 +166,16 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
 # --- several fleet members in one process ----------------------------------------------------
 
 
+def keys_back_since(redis_server: RedisServer, ago: float) -> None:
+    """Say the store's keys were put back ``ago`` seconds ago (Redis's clock), as a member's
+    restore writes it: a fleet started just now then reads as one that has run that long, whose
+    every live member has beaten since (``failopen override`` counts it without waiting)."""
+    client = redis_server.client()
+    seconds, micros = client.time()
+    client.set("failopen:epoch", client.get("failopen:epoch") or "restored")
+    client.set("failopen:fallback:since", str(int(seconds * 1000 + micros // 1000 - ago * 1000)))
+
+
 def same_deployment(config: Config) -> dict[str, str | None]:
     """The ``page`` and ``verify`` a member of ``config`` writes in its records: what a record
     planted for another process of the same deployment (a leader, a reading) must carry."""

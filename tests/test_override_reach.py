@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _redis_kit import RedisServer, same_deployment, wait_for
+from _redis_kit import RedisServer, keys_back_since, same_deployment, wait_for
 
 from failopen.config import Config
 from failopen.engine.override_reach import override_id
@@ -189,21 +189,12 @@ def test_redis_gone_while_counting_is_not_success(
     assert "whether any process applied the override is unknown" in result.err
 
 
-def keys_put_back(redis_server: RedisServer, ago: float) -> None:
-    """The epoch marker and the record's start as a member's restore writes them, ``ago``
-    seconds before now by Redis's clock."""
-    seconds, micros = redis_server.client().time()
-    now_ms = seconds * 1000 + micros // 1000
-    redis_server.client().set("failopen:epoch", "restored")
-    redis_server.client().set("failopen:fallback:since", str(int(now_ms - ago * 1000)))
-
-
 def test_right_after_lost_keys_the_count_waits_for_members_yet_to_beat(
     run: Any, cli_env: Config, redis_server: RedisServer
 ) -> None:
     page = same_deployment(cli_env)["page"]
     # Redis came back empty a moment ago: one member has beaten since, the other beats later.
-    keys_put_back(redis_server, ago=0.0)
+    keys_back_since(redis_server, ago=0.0)
     plant(redis_server, "early", page=page, beat=0.5, override=None)
 
     def beat() -> None:  # the early one beats again, and the late one for the first time
@@ -225,7 +216,7 @@ def test_right_after_lost_keys_the_count_waits_for_members_yet_to_beat(
 def test_a_wait_ending_before_the_count_is_final_says_it_may_be_short(
     run: Any, cli_env: Config, redis_server: RedisServer
 ) -> None:
-    keys_put_back(redis_server, ago=0.0)
+    keys_back_since(redis_server, ago=0.0)
     plant(redis_server, "early", page=same_deployment(cli_env)["page"], beat=5, override=None)
     result = run("override", "auto", "--wait", "0.3s")
     assert result.code == 0 and "reached 1 of 1 processes" in result.out
@@ -235,7 +226,7 @@ def test_a_wait_ending_before_the_count_is_final_says_it_may_be_short(
 def test_keys_long_back_let_the_count_end_as_soon_as_all_applied(
     run: Any, cli_env: Config, redis_server: RedisServer
 ) -> None:
-    keys_put_back(redis_server, ago=30.0)  # more than two beats and a second ago
+    keys_back_since(redis_server, ago=30.0)  # more than two beats and a second ago
     plant(redis_server, "a", page=same_deployment(cli_env)["page"], beat=5, override=None)
     data = run("override", "auto", "--wait", "10s", "--json").json()
     assert (data["reached"], data["processes"]) == (1, 1)
@@ -245,7 +236,7 @@ def test_keys_long_back_let_the_count_end_as_soon_as_all_applied(
 def test_the_count_waits_two_of_the_longest_beats_and_a_second(
     run: Any, cli_env: Config, redis_server: RedisServer
 ) -> None:
-    keys_put_back(redis_server, ago=3.0)  # within 2 x 2 s + 1 s of a member beating every 2 s
+    keys_back_since(redis_server, ago=3.0)  # within 2 x 2 s + 1 s of a member beating every 2 s
     plant(redis_server, "slow", page=same_deployment(cli_env)["page"], beat=2, override=None)
     result = run("override", "auto", "--wait", "0.3s")
     assert result.code == 0 and "reached 1 of 1 processes" in result.out
@@ -265,7 +256,7 @@ def test_no_value_in_redis_stretches_the_count_or_breaks_it(
         redis_server.client().set("failopen:epoch", "restored")
         redis_server.client().set("failopen:fallback:since", since)
     else:
-        keys_put_back(redis_server, ago=-since)
+        keys_back_since(redis_server, ago=-since)
     redis_server.client().set("failopen:proc:odd", json.dumps(
         {"id": "odd", "pid": 1, "leader": False, "seen": 0, "polls": 0, "override": None,
          "page": same_deployment(cli_env)["page"]})[:-1] + f', "beat": {beat}}}', px=60_000)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from _asgi_kit import ADMIN_TOKEN, Stack
-from _redis_kit import RedisServer, same_deployment, wait_for
+from _redis_kit import RedisServer, keys_back_since, same_deployment, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -29,6 +29,7 @@ async def test_the_answer_counts_the_processes_that_applied_it(
 ) -> None:
     stack = make_asgi(admin_token=ADMIN_TOKEN, store=redis_server.url)
     assert wait_for(lambda: len(redis_server.client().keys("failopen:proc:*")) == 1)
+    keys_back_since(redis_server, ago=60)  # a fleet up for a minute: its members all counted
     page = same_deployment(stack.runtime.config)["page"]
     # Another deployment's process says it applied the lift: never counted.
     plant(redis_server, "staging", "0123456789abcdef", None)
@@ -38,6 +39,7 @@ async def test_the_answer_counts_the_processes_that_applied_it(
     data = response.json()
     assert data["override"]["enforce"] is False and "flag" in data  # existing fields kept
     assert (data["reached"], data["processes"], data["reach"]) == (1, 1, "measured")
+    assert "warning" not in data
     # One of ours is stuck on another override: the answer says so, still a 200.
     plant(redis_server, "stuck", page, "ffffffffffffffff")
     response = await stack.client.post("/failopen/override", headers=AUTH,
@@ -95,7 +97,9 @@ def test_the_wsgi_route_answers_the_reach_too(
 ) -> None:
     stack = make_wsgi(admin_token=ADMIN_TOKEN, store=redis_server.url)
     assert wait_for(lambda: len(redis_server.client().keys("failopen:proc:*")) == 1)
+    keys_back_since(redis_server, ago=60)
     response = stack.client.post("/failopen/override", headers=AUTH,
                                  json={"enforce": False, "ttl": 60, "wait": 5})
     assert response.status_code == 200, response.text
     assert (response.json["reached"], response.json["processes"]) == (1, 1)
+    assert "warning" not in response.json
