@@ -31,6 +31,7 @@ from failopen._internal.forksafe import renew_locks_after_fork
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.fallback._redis import RedisLink
 from failopen.observe.paced import PacedLog
+from failopen.stores.redis import NOW_MS_LUA
 
 __all__ = ["MemoryUsedSolutions", "RedisUsedSolutions", "UsedSolutions"]
 
@@ -121,14 +122,13 @@ class MemoryUsedSolutions:
 
 # One round trip, as the plain SET NX was: the record's start (written when missing, see the
 # module's docstring), then the claim. Returns -1 (issued before the record began), 1 or 0.
-_CLAIM = """
+_CLAIM = NOW_MS_LUA + """
 local since = redis.call('GET', KEYS[2])
 if not since then
   if redis.call('EXISTS', KEYS[3]) == 1 then
     since = '0'
   else
-    local now = redis.call('TIME')
-    since = string.format('%.0f', now[1] * 1000 + math.floor(now[2] / 1000))
+    since = now_ms()
   end
   redis.call('SET', KEYS[2], since, 'NX')
   since = redis.call('GET', KEYS[2])

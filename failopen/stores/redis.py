@@ -53,7 +53,7 @@ from failopen.stores.sentinel import (
 )
 from failopen.stores.urls import REDIS_SCHEMES, mask_url, shown_url, split_password
 
-__all__ = ["REDIS_SCHEMES", "RedisStore", "check_redis_url", "write_override_lua"]
+__all__ = ["NOW_MS_LUA", "REDIS_SCHEMES", "RedisStore", "check_redis_url", "write_override_lua"]
 
 _INSTALL = 'pip install "failopen[redis]"'
 #: Seconds a command may take before the store counts as down (never on a request's path).
@@ -76,12 +76,19 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
+#: Lua that defines ``now_ms()``: Redis's own clock in whole milliseconds, as text (how
+#: ``fallback:since`` is written, by the scripts below and by a fallback claim, and read back).
+NOW_MS_LUA = """
+local function now_ms()
+  local now = redis.call('TIME')
+  return string.format('%.0f', now[1] * 1000 + math.floor(now[2] / 1000))
+end
+"""
 # After lost keys: the first process to notice puts the marker back and, only then, the override
 # it last knew (with what is left of its TTL). Later ones find the marker and read what is there.
-_RESTORE = """
+_RESTORE = NOW_MS_LUA + """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
-  local now = redis.call('TIME')
-  redis.call('SET', KEYS[3], string.format('%.0f', now[1] * 1000 + math.floor(now[2] / 1000)))
+  redis.call('SET', KEYS[3], now_ms())
   if ARGV[2] ~= '' and ARGV[3] == '0' then
     redis.call('SET', KEYS[2], ARGV[2], 'NX')
   elseif ARGV[2] ~= '' then
@@ -106,10 +113,9 @@ def write_override_lua(key: str, value: str, ttl: str) -> str:
             f"else\n  redis.call('SET', {key}, {value}, 'PX', {ttl})\nend\n")
 
 
-_SAVE = """
+_SAVE = NOW_MS_LUA + """
 if redis.call('SET', KEYS[1], '1', 'NX') then
-  local now = redis.call('TIME')
-  redis.call('SET', KEYS[3], string.format('%.0f', now[1] * 1000 + math.floor(now[2] / 1000)))
+  redis.call('SET', KEYS[3], now_ms())
 end
 """ + write_override_lua("KEYS[2]", "ARGV[1]", "ARGV[2]") + "return 1\n"
 # The fleet-wide confirmation lock; when taken, the latest reading and the lock's holder come
