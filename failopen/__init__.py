@@ -31,11 +31,11 @@ from failopen.exceptions import (
     StoreError,
     StoreUnavailable,
 )
+from failopen.providers.status import Component, StatusClient, StatusReport
+from failopen.providers.verify import HttpVerifier, Verifier, VerifyOutcome, VerifyResult
 from failopen.runtime import FailOpen
 from failopen.secret import Secret
 from failopen.stores import OverrideStore, open_store
-from failopen.vendor.status import Component, StatusClient, StatusReport
-from failopen.vendor.verify import HttpVerifier, Verifier, VerifyOutcome, VerifyResult
 
 try:
     __version__ = _metadata.version("failopen")

@@ -15,13 +15,14 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, overload
 
+from failopen._internal.defaults import DefaultText
 from failopen._internal.durations import parse_duration
 from failopen.exceptions import ConfigError
 from failopen.fallback.settings import DEFAULT_OUTAGE_RATE, OUTAGE_POLICIES
+from failopen.providers.urls import check_url
 from failopen.secret import Secret, as_secret
 from failopen.stores import check_store_url, mask_url, split_password
 from failopen.stores.redis import REDIS_SCHEMES
-from failopen.vendor.urls import check_url
 
 __all__ = [
     "DEFAULT_MAX_STALE_BYPASS", "DEFAULT_RATE", "ENV_PREFIX", "SecretSetting", "check_evidence",
@@ -39,9 +40,9 @@ def env_name(field_name: str) -> str:
 
 _FLOATS = {"poll_interval", "poll_jitter", "status_timeout", "stale_after", "backoff_max",
            "max_stale_bypass", "verify_timeout", "confirm_ttl", "store_refresh", "fleet_lease",
-           "probe_interval", "fallback_ttl"}
-# Seconds, also written 500ms, 30s, 5m, 1h or 1d (every float but the jitter, a fraction).
-_DURATIONS = _FLOATS - {"poll_jitter"}
+           "probe_interval", "fallback_ttl", "min_score"}
+# Seconds, also written 500ms, 30s, 5m, 1h or 1d (every float but two fractions).
+_DURATIONS = _FLOATS - {"poll_jitter", "min_score"}
 # Numbers whose None means "derived from the poll interval".
 _DERIVED = {"stale_after", "backoff_max", "max_stale_bypass", "probe_interval"}
 _INTS = {"status_max_bytes", "open_after", "close_after", "retry_after", "max_body_bytes",
@@ -56,15 +57,9 @@ _FALSE = {"0", "false", "no", "off"}
 DEFAULT_MAX_STALE_BYPASS = 900.0
 
 
-class _Default(str):
-    """A default's own string: Config tells it apart from the same text set explicitly."""
-
-    __slots__ = ()
-
-
 #: Default of FAILOPEN_OUTAGE_RATE. Without ``limits`` an explicit rate stops start-up, the
 #: default does not (Config.outage_rate_explicit), so the one test is identity with this object.
-DEFAULT_RATE: str = _Default(DEFAULT_OUTAGE_RATE)
+DEFAULT_RATE: str = DefaultText(DEFAULT_OUTAGE_RATE)
 
 
 def default_backoff_max(poll_interval: float) -> float:
@@ -153,6 +148,8 @@ def coerce(name: str, value: Any, *, source: str) -> Any:
             return frozenset(i.lower() for i in items) if name == "evidence" else frozenset(items)
         if name in _STR_TUPLES:
             return tuple(_split(value))
+        if name == "vendor" and isinstance(value, str):
+            return value.strip().lower()
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{where}: {value!r} is not valid ({exc})") from None
     return value
@@ -168,6 +165,7 @@ def _positive(name: str, value: Any) -> None:
 def check_field(name: str, value: Any) -> None:
     checks: dict[str, Callable[[Any], None]] = {
         "poll_jitter": lambda v: _fraction(name, v),
+        "min_score": lambda v: _score(name, v),
         "mode": lambda v: _choice(name, v, ("enforce", "shadow")),
         "audit": lambda v: _choice(name, v, ("each", "summary")),
         "metrics": lambda v: _metrics(name, v),
@@ -211,6 +209,12 @@ def _fraction(name: str, value: Any) -> None:
         raise ConfigError(f"{env_name(name)}: expected a fraction from 0 to below 1, got {value!r}")
 
 
+def _score(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ConfigError(f"{env_name(name)}: expected a score from 0.0 to 1.0 (tokens scoring "
+                          f"below it are refused), got {value!r}")
+
+
 def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ConfigError(f"{env_name(name)}: expected one of {', '.join(choices)}, got {value!r}")
@@ -237,23 +241,35 @@ def _nonempty_set(name: str, value: Any) -> None:
         raise ConfigError(f"{env_name(name)}: expected a non-empty set of names, got {value!r}")
 
 
-# Outage evidence (issue 13): the status page is always evidence; the verify probe is opt-in.
-EVIDENCE_CHOICES = (frozenset({"status"}), frozenset({"status", "probe"}))
+# Outage evidence (issue 13): the status page, and the verify probe beside it when opted in;
+# the probe alone for a vendor with no status page a machine can read.
+EVIDENCE_CHOICES = (frozenset({"status"}), frozenset({"status", "probe"}), frozenset({"probe"}))
 
 
 def _evidence(name: str, value: Any) -> None:
     if value not in EVIDENCE_CHOICES:
         shown = ",".join(sorted(value)) if isinstance(value, frozenset) else repr(value)
         raise ConfigError(
-            f"{env_name(name)}: expected status or status,probe, got {shown!r} (the status page "
-            "is always evidence; the verify probe only adds to it)"
+            f"{env_name(name)}: expected status, status,probe or probe, got {shown!r} (probe "
+            "alone is for a vendor with no status page a machine can read)"
         )
 
 
 def check_evidence(evidence: frozenset[str], *, status_url: str | None,
                    verify_url: str | None) -> None:
-    """ConfigError when the verify probe is evidence without the two URLs it needs."""
+    """ConfigError when the verify probe is evidence without the URLs it needs, or a status
+    page is configured that the evidence leaves out."""
     if "probe" not in evidence:
+        return
+    if "status" not in evidence:
+        if status_url is not None:
+            raise ConfigError(
+                "FAILOPEN_EVIDENCE: probe leaves the status page out, yet FAILOPEN_STATUS_URL is "
+                "set; use status,probe to weigh both, or unset FAILOPEN_STATUS_URL")
+        if verify_url is None:
+            raise ConfigError(
+                "FAILOPEN_EVIDENCE: probe needs FAILOPEN_VERIFY_URL (the probe is a verify "
+                "call), or FAILOPEN_PRIVATE_KEY for a vendor that presets its URL")
         return
     if status_url is None:
         raise ConfigError(

@@ -26,6 +26,7 @@ from failopen._config_fields import (
     store_password_apart,
     vendor_url,
 )
+from failopen._internal.defaults import DefaultText
 from failopen._internal.networks import Network
 from failopen._internal.paths import ODD_CHARACTER, spellings
 from failopen.exceptions import ConfigError
@@ -35,9 +36,12 @@ from failopen.observe.audit_file import (
     DEFAULT_AUDIT_MAX_BYTES,
     check_audit_path,
 )
+from failopen.providers.base import Provider
+from failopen.providers.registry import DEFAULT_VENDOR, PROVIDERS
+from failopen.providers.settings import action_routes, vendor_presets
+from failopen.providers.status_url import check_status_url
+from failopen.providers.urls import check_url
 from failopen.stores import shown_url
-from failopen.vendor.status_url import check_status_url
-from failopen.vendor.urls import check_url
 
 __all__ = [
     "Config", "KNOWN_IMPAIRED", "closest_setting", "default_backoff_max", "env_name",
@@ -79,13 +83,20 @@ class Config:
     public_key: str | None = None
     verify_timeout: float = 3.0
     require_verified: bool = False
+    # Which captcha vendor answers the verify call (failopen.providers.registry); its adapter
+    # presets what is left unset: the verify URL, the token field, the status page.
+    vendor: str = DEFAULT_VENDOR
+    # Answers that carry a score (reCAPTCHA v3, Enterprise): below it, a token is refused.
+    min_score: float = 0.5
+    # The action each protected route's tokens must have been minted for: (route, action).
+    expected_actions: tuple[tuple[str, str], ...] = ()
 
     # What the adapters protect and where the token travels.
     protected_paths: tuple[str, ...] = ()
     # Views by name (``accounts:login``) or dotted path: read by adapters that resolve views.
     protected_views: tuple[str, ...] = ()
     protected_methods: frozenset[str] = frozenset({"POST"})
-    token_field: str = "enforcement-token"
+    token_field: str = DefaultText("enforcement-token")  # the vendor's field when left unset
     token_header: str = "X-Enforcement-Token"
 
     # Decisions.
@@ -144,14 +155,22 @@ class Config:
         for spec in dataclasses.fields(self):
             value = getattr(self, spec.name)
             check_field(spec.name, value)
+        for name, value in vendor_presets(
+                vendor=self.vendor, verify_url=self.verify_url,
+                private_key=self.private_key is not None, public_key=self.public_key,
+                token_field=self.token_field, status_url=self.status_url,
+                global_component=self.global_component, evidence=self.evidence).items():
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "expected_actions", action_routes(
+            self.expected_actions, paths=self.protected_paths, views=self.protected_views))
         # "/signup/" listed: "/signup" reaches the same view in many routers.
         object.__setattr__(self, "_exact", frozenset(
             p.rstrip("/") for p in self.protected_paths if len(p) > 1 and p.endswith("/")))
-        if self.status_url is not None:
+        if self.status_url is not None and not isinstance(self.status_url, DefaultText):
             object.__setattr__(
                 self, "status_url", check_status_url(self.status_url, env_name("status_url"))
             )
-        if self.verify_url is not None:
+        if self.verify_url is not None and not isinstance(self.verify_url, DefaultText):
             object.__setattr__(
                 self, "verify_url", check_url(self.verify_url, setting=env_name("verify_url"))
             )
@@ -238,6 +257,11 @@ class Config:
         """What ``route`` (a protected path or view, as spelled in the settings) does while
         enforcement is off: its own policy, else ``FAILOPEN_OUTAGE_POLICY``."""
         return self.__dict__["_policies"].get(route, self.outage_policy)  # type: ignore[no-any-return]
+
+    @property
+    def provider(self) -> Provider:
+        """The adapter of ``FAILOPEN_VENDOR``: how its verify call and answers look."""
+        return PROVIDERS[self.vendor]
 
     @property
     def uses_fallback(self) -> bool:

@@ -41,10 +41,10 @@ from failopen.fallback.settings import INSTALL
 from failopen.observe.audit import BypassAudit
 from failopen.observe.audit_file import AuditFile
 from failopen.observe.metrics import NO_METRICS, Metrics, metrics_for
+from failopen.providers.status import StatusClient
+from failopen.providers.verify import HttpVerifier, Verifier, VerifyOutcome, VerifyResult
 from failopen.stores import OverrideStore, open_store
 from failopen.stores.redis import RedisStore
-from failopen.vendor.status import StatusClient
-from failopen.vendor.verify import HttpVerifier, Verifier, VerifyOutcome, VerifyResult
 
 __all__ = ["FailOpen"]
 
@@ -59,6 +59,21 @@ class _NoVerifier:
 
     async def averify(self, token: str) -> VerifyResult:
         return self.verify(token)
+
+
+def _warn_probe_alone(config: Config) -> None:
+    """Say at start-up that an ``open`` route's bypass rests on the probe alone: whoever can
+    block the path from these servers to the vendor can then open it (docs/probe.md)."""
+    open_routes = [route for route, policy in config.outage_policy_routes if policy == "open"]
+    if config.outage_policy != "open" and not open_routes:
+        return
+    which = "every protected route without a policy of its own (FAILOPEN_OUTAGE_POLICY=open)" \
+        if config.outage_policy == "open" else ", ".join(open_routes)
+    logger.warning(
+        "failopen: FAILOPEN_EVIDENCE=probe: the verify probe alone can turn enforcement off, and "
+        "%s then admits requests unchecked; whoever can block the path from these servers to "
+        "%s can bring that about. Prefer the fallback or closed outage policy there.",
+        which, config.provider.title, extra={"event": "failopen.probe_alone_opens"})
 
 
 class FailOpen:
@@ -80,6 +95,11 @@ class FailOpen:
     ) -> None:
         if (config.protected_paths or config.protected_views) and config.verify_url is None \
                 and verifier is None:
+            if config.provider.verify_url is not None:  # the vendor's URL waits for its key
+                raise ConfigError(
+                    f"FAILOPEN_PRIVATE_KEY: required when FAILOPEN_PROTECTED_PATHS or "
+                    f"FAILOPEN_PROTECTED_VIEWS is set ({config.provider.title}'s secret, with "
+                    f"which protected routes verify tokens)")
             raise ConfigError(
                 "FAILOPEN_VERIFY_URL: required when FAILOPEN_PROTECTED_PATHS or "
                 "FAILOPEN_PROTECTED_VIEWS is set (protected routes validate tokens with the "
@@ -139,6 +159,8 @@ class FailOpen:
                 config.verify_url, config.private_key.reveal(),
                 timeout=config.verify_timeout, require_verified=config.require_verified,
                 transport=verify_transport, async_transport=verify_async_transport,
+                provider=config.provider, public_key=config.public_key,
+                min_score=config.min_score,
             )
         self.verifier: Verifier = verifier if verifier is not None else _NoVerifier()
         self.confirmer = confirmer
@@ -150,6 +172,7 @@ class FailOpen:
             self.flag, self.verifier, confirmer, mode=config.mode, retry_after=config.retry_after,
             audit=audit,
         )
+        self.guard.actions = dict(config.expected_actions)
         first = self._first_reading(config)
         self.guard.first_reading = self.watcher.first_reading = first
         if confirmer is not None:
@@ -167,6 +190,8 @@ class FailOpen:
         self.probe: VerifyProbe | None = None
         if config.probe:
             self.probe = self._build_probe(probe_verifier, verify_transport)
+            if self.status is None:
+                _warn_probe_alone(config)
 
     def _outage_gate(self, config: Config, clock: Clock) -> OutageGate:
         """What protected routes do while enforcement is off: their outage policies, the outage
@@ -234,12 +259,14 @@ class FailOpen:
             verifier = HttpVerifier(
                 config.verify_url, config.private_key.reveal(), timeout=config.verify_timeout,
                 require_verified=config.require_verified, transport=transport,
-                clock=self.clock, lane="probe",
+                clock=self.clock, lane="probe", provider=config.provider,
+                public_key=config.public_key, min_score=config.min_score,
             )
         probe = VerifyProbe(
             verifier, self.watcher, interval=config.probe_interval_seconds,
             open_after=config.probe_open_after, max_bypass=config.max_stale_bypass_seconds,
             clock=self.clock, slowest=max(config.verify_timeout, config.store_refresh),
+            with_page=self.status is not None,
         )
         self.watcher.probe = probe
         self.guard.outcome_window = probe.window

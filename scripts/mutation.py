@@ -56,7 +56,7 @@ MODULES: dict[str, Module] = {
         ("failopen/_internal/paths.py",),
         ("tests/test_paths.py", "tests/test_config.py", "tests/test_outage_policy.py")),
     "verify_answers": Module(
-        ("failopen/vendor/verify_answers.py",),
+        ("failopen/providers/verify_answers.py",),
         ("tests/test_verify_answers.py", "tests/test_verify.py")),
     "override": Module(
         ("failopen/stores/override.py",),
@@ -67,7 +67,7 @@ MODULES: dict[str, Module] = {
          "tests/test_watcher.py", "tests/test_listeners.py",
          "tests/test_forksafe.py")),
     "global_component": Module(
-        ("failopen/vendor/global_component.py",),
+        ("failopen/providers/global_component.py",),
         ("tests/test_global_component.py", "tests/test_status_components.py",
          "tests/test_status.py")),
     "redact": Module(

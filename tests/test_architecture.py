@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).parent.parent
 CORE = ROOT / "failopen"
-WINGS = {"_internal", "vendor", "engine", "observe", "stores", "fallback", "web", "cli", "rai",
+WINGS = {"_internal", "providers", "engine", "observe", "stores", "fallback", "web", "cli", "rai",
          "testing"}
 
 

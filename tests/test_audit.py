@@ -21,9 +21,9 @@ from failopen.engine.flag import EnforcementFlag
 from failopen.engine.guard import Guard
 from failopen.exceptions import ConfigError
 from failopen.observe.audit import BypassAudit
+from failopen.providers.verify import VerifyOutcome, VerifyResult
 from failopen.runtime import FailOpen
 from failopen.testing import FakeClock, FakeVerifyAPI, solve_challenge
-from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 
 class Refuse:

@@ -21,10 +21,10 @@ from failopen.exceptions import (
     ResponseTooLarge,
     StatusUnavailable,
 )
+from failopen.providers import exchange as _http
+from failopen.providers.status import StatusClient
 from failopen.testing import FakeStatusPage, LoopbackServer
 from failopen.testing._server import FakeRequest, Reply
-from failopen.vendor import exchange as _http
-from failopen.vendor.status import StatusClient
 
 CAP = 1_048_576
 BOMB_DECODED = 130 * 1024 * 1024

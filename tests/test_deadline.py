@@ -25,11 +25,11 @@ import pytest
 
 from failopen.config import Config
 from failopen.exceptions import StatusUnavailable
+from failopen.providers.status import StatusClient
+from failopen.providers.verify import HttpVerifier, VerifyOutcome
 from failopen.runtime import FailOpen
 from failopen.testing import FakeRequest, FakeStatusPage, FakeVerifyAPI, LoopbackServer, Reply
 from failopen.testing.status_page import DRIP_SECONDS_PER_BYTE, HOLD_SECONDS
-from failopen.vendor.status import StatusClient
-from failopen.vendor.verify import HttpVerifier, VerifyOutcome
 
 pytestmark = pytest.mark.slow
 

@@ -22,9 +22,9 @@ import pytest
 from _redis_kit import REDIS_PASSWORD, RedisServer
 
 from failopen import Config
+from failopen.providers.verify import HttpVerifier, VerifyOutcome
 from failopen.runtime import FailOpen
 from failopen.testing import FakeStatusPage, FakeVerifyAPI, free_port
-from failopen.vendor.verify import HttpVerifier, VerifyOutcome
 
 FAILOPEN = Path(sys.executable).with_name("failopen")
 WRONG = "not-the-Pa55word"

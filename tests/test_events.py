@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover - python-json-logger 2
 CORE = Path(__file__).parent.parent / "failopen"
 # The core: what runs in a server process. rai/ (an API client) and testing/ (fakes) are not.
 # The core's modules: the top level and its wings (the CLI's own modules too, not its demo site).
-WINGS = ("_internal", "vendor", "engine", "observe", "stores", "fallback", "web", "cli")
+WINGS = ("_internal", "providers", "engine", "observe", "stores", "fallback", "web", "cli")
 # The adapters' framework-free start-up line lives beside them.
 ANNOUNCE = CORE.parent / "integrations" / "_announce.py"
 CORE_FILES = sorted(

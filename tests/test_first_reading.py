@@ -21,9 +21,9 @@ from _redis_kit import wait_for
 
 from failopen import Config
 from failopen.engine.guard import Decision
+from failopen.providers.verify import VerifyOutcome, VerifyResult
 from failopen.runtime import FailOpen
 from failopen.testing import FakeRequest, FakeStatusPage, Reply, as_transport
-from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 
 class GatedPage:

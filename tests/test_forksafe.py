@@ -13,9 +13,9 @@ import pytest
 from failopen.engine.flag import EnforcementFlag
 from failopen.engine.guard import Guard, OutageConfirmer
 from failopen.engine.watcher import StatusWatcher
+from failopen.providers.status import StatusReport
+from failopen.providers.verify import VerifyOutcome, VerifyResult
 from failopen.stores.memory import MemoryStore
-from failopen.vendor.status import StatusReport
-from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 pytestmark = [
     pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork"),

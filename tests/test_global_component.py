@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from failopen.exceptions import GlobalComponentError
-from failopen.vendor.global_component import (
+from failopen.providers.global_component import (
     Candidate,
     Choice,
     choose_global,

@@ -12,9 +12,9 @@ from failopen.engine.flag import EnforcementFlag
 from failopen.engine.guard import Decision, Guard, OutageConfirmer
 from failopen.engine.watcher import StatusWatcher
 from failopen.exceptions import StatusUnavailable
+from failopen.providers.status import StatusReport
+from failopen.providers.verify import VerifyOutcome, VerifyResult
 from failopen.testing.clock import FakeClock
-from failopen.vendor.status import StatusReport
-from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 
 def report(status: str) -> StatusReport:

@@ -23,9 +23,9 @@ from failopen.engine.guard import Decision, Guard, OutageConfirmer
 from failopen.engine.watcher import StatusWatcher
 from failopen.observe.audit import BypassAudit
 from failopen.observe.audit_file import AuditFile, hash_user_agent
+from failopen.providers.status import StatusReport
+from failopen.providers.verify import VerifyOutcome, VerifyResult
 from failopen.testing.clock import FakeClock
-from failopen.vendor.status import StatusReport
-from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 V = VerifyOutcome
 TWINS = ["decide", "adecide"]

@@ -28,11 +28,11 @@ from failopen.fallback import FallbackChallenges, MemoryUsedSolutions, OutageRat
 from failopen.observe.audit import BypassAudit
 from failopen.observe.audit_file import AuditFile, hash_user_agent
 from failopen.observe.metrics import Metrics
+from failopen.providers.status import StatusReport
+from failopen.providers.verify import VerifyOutcome, VerifyResult
 from failopen.secret import Secret
 from failopen.testing.clock import FakeClock
 from failopen.testing.fallback import solve_challenge
-from failopen.vendor.status import StatusReport
-from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 V = VerifyOutcome
 AGENT = "Mozilla/5.0 (X11; Linux x86_64) Firefox/128.0"

@@ -17,8 +17,8 @@ from failopen.engine.guard import Guard
 from failopen.engine.outcome_window import OutcomeWindow
 from failopen.observe.audit import BypassAudit
 from failopen.observe.audit_file import AuditFile, hash_user_agent
+from failopen.providers.verify import VerifyOutcome, VerifyResult
 from failopen.testing.clock import FakeClock
-from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 AGENT = "Mozilla/5.0 (X11; Linux x86_64) Firefox/128.0"
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from failopen.exceptions import FetchOverloaded, FetchTimeout
-from failopen.vendor import exchange as _http
+from failopen.providers import exchange as _http
 
 
 @pytest.mark.parametrize(

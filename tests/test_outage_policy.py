@@ -15,8 +15,8 @@ import pytest
 from failopen.engine.flag import EnforcementFlag
 from failopen.engine.guard import Guard
 from failopen.engine.outage import OutageGate, strictest
+from failopen.providers.verify import VerifyOutcome, VerifyResult
 from failopen.testing.clock import FakeClock
-from failopen.vendor.verify import VerifyOutcome, VerifyResult
 from failopen.web import RoutePolicies, challenge_answer, flag_payload, rejection_html
 
 

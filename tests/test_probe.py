@@ -22,10 +22,10 @@ from failopen.engine.probe import (
 )
 from failopen.engine.probe_record import ProbeResult, verdict_of
 from failopen.exceptions import ConfigError
+from failopen.providers.verify import HttpVerifier, VerifyOutcome, VerifyResult
 from failopen.runtime import FailOpen
 from failopen.testing import FakeClock, FakeStatusPage, FakeVerifyAPI
 from failopen.testing._server import FakeRequest, Reply, as_transport
-from failopen.vendor.verify import HttpVerifier, VerifyOutcome, VerifyResult
 from failopen.web import flag_payload
 
 POLL = 30.0

@@ -38,9 +38,9 @@ from failopen.engine.probe import (
 )
 from failopen.engine.probe_record import verdict_of
 from failopen.engine.watcher import StatusWatcher
+from failopen.providers.status import StatusClient
+from failopen.providers.verify import VerifyOutcome, VerifyResult
 from failopen.testing import FakeClock, FakeStatusPage
-from failopen.vendor.status import StatusClient
-from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 PAGE_STATUSES = ["operational", "operational", "major_outage", "degraded_performance",
                  "under_maintenance"]

@@ -7,8 +7,8 @@ import pytest
 from failopen.engine.flag import EnforcementFlag, FlagState
 from failopen.engine.watcher import StatusWatcher
 from failopen.exceptions import StatusUnavailable
+from failopen.providers.status import StatusReport
 from failopen.testing.clock import FakeClock
-from failopen.vendor.status import StatusReport
 
 
 def _report(status: str) -> StatusReport:
@@ -179,7 +179,7 @@ def test_a_pinned_global_component_that_became_a_group_does_not_count() -> None:
     import json
 
     from failopen.exceptions import StatusError
-    from failopen.vendor.status_documents import parse_components
+    from failopen.providers.status_documents import parse_components
 
     def page(global_is_group: bool) -> bytes:
         return json.dumps({"page": {"id": "p"}, "components": [

@@ -18,9 +18,9 @@ from test_probe import Site
 from failopen import Config
 from failopen.exceptions import ConfigError
 from failopen.observe.audit_file import AuditFile, check_audit_path, hash_user_agent
+from failopen.providers.verify import VerifyOutcome, VerifyResult
 from failopen.runtime import FailOpen
 from failopen.stores.redis import RedisStore
-from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 
 @pytest.fixture

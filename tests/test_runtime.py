@@ -14,10 +14,10 @@ import pytest
 from failopen import Config
 from failopen.engine.flag import EnforcementFlag
 from failopen.exceptions import ConfigError
+from failopen.providers.verify import VerifyOutcome, VerifyResult
 from failopen.runtime import FailOpen
 from failopen.stores.file import FileStore
 from failopen.testing import FakeClock, FakeStatusPage, FakeVerifyAPI
-from failopen.vendor.verify import VerifyOutcome, VerifyResult
 from failopen.web import flag_payload
 
 WATCHER_THREAD = "failopen.status-watcher"

@@ -38,10 +38,10 @@ from failopen.config import KNOWN_IMPAIRED
 from failopen.engine.flag import FORCE_OFF_DEFAULT_TTL, EnforcementFlag
 from failopen.engine.guard import Decision, Guard, OutageConfirmer
 from failopen.engine.watcher import StatusWatcher
+from failopen.providers.status import KNOWN_STATUSES, StatusClient
+from failopen.providers.verify import VerifyOutcome, VerifyResult
 from failopen.testing import FakeClock, FakeStatusPage
 from failopen.testing.status_page import UNKNOWN_STATUS
-from failopen.vendor.status import KNOWN_STATUSES, StatusClient
-from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 GLOBAL_STATUSES = [*sorted(KNOWN_STATUSES), UNKNOWN_STATUS, "MAJOR_OUTAGE", ""]
 # Drawn more often: the statuses that move the flag, so that runs reach outages and recoveries.
@@ -245,6 +245,8 @@ class FailOpenMachine(RuleBasedStateMachine):
             return False, False, "invalid_token", 403, True
         if outcome is VerifyOutcome.RATE_LIMITED:
             return False, False, "rate_limited", 503, True
+        if outcome is VerifyOutcome.MISCONFIGURED:  # our settings are wrong: never a reason
+            return False, False, "misconfigured", 503, True
         if outcome is not VerifyOutcome.UNAVAILABLE:  # e.g. our own overload: never a reason
             return False, False, "cannot_verify", 503, True
         now = self.clock.monotonic()

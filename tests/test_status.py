@@ -20,6 +20,14 @@ from failopen.exceptions import (
     StatusParseError,
     StatusUnavailable,
 )
+from failopen.providers.status import (
+    KNOWN_STATUSES,
+    Component,
+    StatusClient,
+    StatusReport,
+    parse_components,
+    parse_indicator,
+)
 from failopen.testing._server import FakeRequest, LoopbackServer, Reply
 from failopen.testing.clock import FakeClock
 from failopen.testing.status_page import (
@@ -27,14 +35,6 @@ from failopen.testing.status_page import (
     FAULTS,
     UNKNOWN_STATUS,
     FakeStatusPage,
-)
-from failopen.vendor.status import (
-    KNOWN_STATUSES,
-    Component,
-    StatusClient,
-    StatusReport,
-    parse_components,
-    parse_indicator,
 )
 
 URL = "https://status.test"

@@ -22,8 +22,8 @@ import pytest
 
 from failopen.config import Config
 from failopen.exceptions import ConfigError, GlobalComponentError, StatusParseError
+from failopen.providers.status import StatusClient, list_components, parse_components
 from failopen.runtime import FailOpen
-from failopen.vendor.status import StatusClient, list_components, parse_components
 
 FIXTURES = Path(__file__).parent / "fixtures" / "statuspage"
 URL = "https://status.test"

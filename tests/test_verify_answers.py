@@ -17,8 +17,8 @@ from failopen.exceptions import (
     RedirectRefused,
     ResponseTooLarge,
 )
-from failopen.vendor.exchange import Fetched
-from failopen.vendor.verify_answers import (
+from failopen.providers.exchange import Fetched
+from failopen.providers.verify_answers import (
     VerifyOutcome,
     VerifyResult,
     _from_fetch_error,

@@ -14,8 +14,8 @@ from failopen._internal.redact import public_error
 from failopen.engine.flag import EnforcementFlag, FlagState
 from failopen.engine.watcher import StatusWatcher
 from failopen.exceptions import StatusParseError, StatusUnavailable
+from failopen.providers.status import Component, StatusReport
 from failopen.testing.clock import FakeClock
-from failopen.vendor.status import Component, StatusReport
 
 
 def report(status: str, *, regions: dict[str, str] | None = None) -> StatusReport:

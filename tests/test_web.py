@@ -16,10 +16,10 @@ from failopen.config import Config
 from failopen.engine.flag import EnforcementFlag, FlagState, Override, rfc3339
 from failopen.engine.guard import Decision
 from failopen.exceptions import StoreError
+from failopen.providers.verify import MAX_TOKEN_LENGTH
 from failopen.stores.file import FileStore
 from failopen.stores.memory import MemoryStore
 from failopen.testing import FakeClock
-from failopen.vendor.verify import MAX_TOKEN_LENGTH
 from failopen.web import (
     FLAG_HEADERS,
     MAX_OVERRIDE_BODY,

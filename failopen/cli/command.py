@@ -43,7 +43,7 @@ from failopen.exceptions import ConfigError, FailopenError, StatusError
 
 if TYPE_CHECKING:
     from failopen.cli.check import ExtraCheck
-    from failopen.vendor.status import StatusClient
+    from failopen.providers.status import StatusClient
 
 __all__ = ["main", "build_parser", "parse_duration"]
 
@@ -62,7 +62,7 @@ def _emit(out: TextIO, data: dict[str, Any]) -> None:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from failopen.vendor.status import StatusClient
+    from failopen.providers.status import StatusClient
 
     config = command_config(
         args, uses=STATUS_FIELDS, status_url=args.status_url,

@@ -6,7 +6,7 @@ Each check returns a :class:`Check`: one line, ``ok``, ``warning`` (said, fails 
 the configuration line says why). ``facts`` are the same findings for ``--json`` readers.
 
 The verify check sends a token no vendor issued (``failopen-check-`` and random hex) and reads the
-answer as the guard would (:func:`failopen.vendor.verify_answers.classify`), then asks one more
+answer as the guard would (:func:`failopen.providers.verify_answers.classify`), then asks one more
 question the guard never needs to: did our private key pass? A 401 or 403 (or an error naming the
 private key) says no; a 400 or 2xx answer that refuses the token says yes; a 404, 405 or a
 non-JSON refusal is no verify endpoint's answer to a token, so it says nothing about the key.
@@ -32,8 +32,8 @@ from failopen.exceptions import (
     StatusError,
     StatusUnavailable,
 )
-from failopen.vendor.status import StatusClient, StatusReport
-from failopen.vendor.verify import HttpVerifier, VerifyOutcome, VerifyResult
+from failopen.providers.status import StatusClient, StatusReport
+from failopen.providers.verify import HttpVerifier, VerifyOutcome, VerifyResult
 
 __all__ = ["CHECK_TOKEN_PREFIX", "Check", "Status", "Wiring", "check_status_page",
            "check_verify_api"]

@@ -15,7 +15,7 @@
 - :mod:`~failopen.engine.fleet`: one flag and one poller for many processes through Redis;
 - :mod:`~failopen.engine.listeners`: callbacks on flag changes, off the request path.
 
-The engine reads the vendor's answers (``failopen.vendor``), keeps overrides in a store
+The engine reads the vendor's answers (``failopen.providers``), keeps overrides in a store
 (``failopen.stores``) and reports through ``failopen.observe``; it never imports an adapter.
 """
 

@@ -7,15 +7,19 @@ the refusals (403, 429, or 503 with ``Retry-After``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Decision", "Outcome", "fail_closed"]
+from failopen.providers.verify_answers import VerifyOutcome, VerifyResult
+
+__all__ = ["Decision", "Outcome", "fail_closed", "refusal", "verify_decision"]
 
 Outcome = Literal[
     "valid", "bypassed_flag_off", "bypassed_confirmed_outage", "bypassed_fallback",
     "missing_token", "invalid_token", "rate_limited", "cannot_verify", "internal_error",
     "outage_closed", "outage_rate_limited", "fallback_required", "fallback_invalid",
+    "misconfigured", "low_score",
 ]
 
 
@@ -47,3 +51,35 @@ def fail_closed(reason: str, *, retry_after: int) -> Decision:
     bypass. The guard and both adapters answer it alike."""
     return Decision(allow=False, bypassed=False, outcome="internal_error", reason=reason,
                     status_code=503, retry_after=retry_after)
+
+
+def refusal(status: int, outcome: Outcome, reason: str, retry_after: int | None) -> Decision:
+    """A refused request: ``status`` (403, 429, 503) with its outcome, reason and hint."""
+    return Decision(allow=False, bypassed=False, outcome=outcome, reason=reason,
+                    status_code=status, retry_after=retry_after)
+
+
+def verify_decision(result: VerifyResult, *, retry_after: int) -> Decision:
+    """A verify answer as a decision while enforcement is on; ``retry_after`` is the default
+    hint of a 503. A confirmed outage is the guard's to decide (the route's outage policy
+    applies there), never this one's."""
+    outcome = result.outcome
+    if outcome is VerifyOutcome.VALID:
+        return Decision(allow=True, bypassed=False, outcome="valid", reason="token verified")
+    if outcome is VerifyOutcome.INVALID:
+        return refusal(403, "low_score" if result.low_score else "invalid_token",
+                       f"token rejected: {result.reason}", None)
+    if outcome is VerifyOutcome.RATE_LIMITED:
+        hint = result.retry_after
+        return refusal(503, "rate_limited", "verify call rate-limited",
+                       min(int(hint), 3600) if hint is not None and math.isfinite(hint)
+                       and hint > 0 else retry_after)
+    if outcome is VerifyOutcome.MISCONFIGURED:
+        # Ours to fix, not the person's: a 503 they may retry, never a bypass.
+        return refusal(503, "misconfigured",
+                       f"cannot verify now ({result.reason}); our verify settings are wrong",
+                       retry_after)
+    # Unavailable without a confirmed outage, or any outcome not known here (such as our own
+    # overload): refuse for now. Only a confirmed outage ever opens the gate.
+    return refusal(503, "cannot_verify",
+                   f"cannot verify now ({result.reason}); no outage confirmed", retry_after)

@@ -52,7 +52,7 @@ from failopen.engine.fleet_reading import FleetReading, Kind, parse_reading
 from failopen.engine.override_reach import HEARTBEAT_TTL, LONGEST_BEAT, override_id
 from failopen.engine.probe_record import ProbeResult, parse_probe
 from failopen.exceptions import StoreError
-from failopen.vendor.status_documents import StatusReport
+from failopen.providers.status_documents import StatusReport
 
 if TYPE_CHECKING:
     from failopen.engine.watcher import StatusWatcher

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from failopen.engine.fleet_identity import stored_hash
 from failopen.exceptions import StoreError
-from failopen.vendor.status_documents import KNOWN_STATUSES, Component, StatusReport
+from failopen.providers.status_documents import KNOWN_STATUSES, Component, StatusReport
 
 __all__ = ["FleetReading", "Kind", "parse_reading"]
 

@@ -4,8 +4,9 @@
     no reading yet, would refuse ............................... wait for the first one (bounded)
     flag on:  no token ......................................... reject 403
               verify says valid ................................ allow
-              verify says invalid .............................. reject 403
+              verify says invalid .............................. reject 403 (low_score: 403 too)
               verify rate-limited (a caller can provoke 429) ... reject 503, never bypass
+              verify misconfigured (our key, URL, request) ..... reject 503, never bypass
               verify unavailable -> confirm an outage now:
                   the status page shows one .................... allow, bypassed, flag flips
                   it does not, or cannot be read ............... reject 503 "cannot verify now"
@@ -22,21 +23,26 @@ from __future__ import annotations
 
 import itertools
 import logging
-import math
 import threading
 import time
 from typing import TYPE_CHECKING, Literal, cast, get_args
 
 from failopen._internal.forksafe import renew_locks_after_fork
 from failopen.engine.confirm import CONFIRM_WAIT, OutageConfirmer
-from failopen.engine.decision import Decision, Outcome, fail_closed
+from failopen.engine.decision import Decision, Outcome, fail_closed, refusal, verify_decision
 from failopen.engine.first_reading import FirstReading
 from failopen.engine.flag import EnforcementFlag
 from failopen.engine.outage import OutageGate, Refusal
 from failopen.engine.shadow import shadow_decision
 from failopen.observe.audit import BypassAudit
 from failopen.observe.metrics import NO_METRICS, Metrics
-from failopen.vendor.verify import Verifier, VerifyOutcome, VerifyResult
+from failopen.providers.verify import (
+    Verifier,
+    VerifyOutcome,
+    VerifyResult,
+    averify_in_context,
+    verify_in_context,
+)
 
 if TYPE_CHECKING:
     from failopen.engine.flag_state import FlagState
@@ -107,6 +113,9 @@ class Guard:
         #: With the verify probe (FAILOPEN_EVIDENCE=status,probe): where requests' verify
         #: outcomes are counted, one of the probe's two conditions.
         self.outcome_window: OutcomeWindow | None = None
+        #: Set by the runtime (FAILOPEN_EXPECTED_ACTIONS): the action each route's tokens must
+        #: carry.
+        self.actions: dict[str, str] = {}
         #: Set by the runtime: the watcher's first turn, which a request that would be refused
         #: before it waits for (a fresh worker during an outage admits as the others do).
         self.first_reading: FirstReading | None = None
@@ -116,12 +125,15 @@ class Guard:
 
     def decide(self, token: str | None, *, path: str = "", client: str = "",
                user_agent: str = "", policy: str = "open", route: str = "",
-               solution: str | None = None) -> Decision:
+               solution: str | None = None, action: str | None = None) -> Decision:
         """Decide for one request to a protected route (``user_agent`` goes to the audit file).
 
         ``policy`` is the route's outage policy, ``route`` the protected route it counts under
         (the outage rate limit's key; the path when empty) and ``solution`` the fallback
         challenge solution the request carries: they matter only while enforcement is off.
+        ``action`` is the one a token must have been minted for (reCAPTCHA v3, Enterprise,
+        Turnstile); None: the route's in ``actions``, if any. ``client`` goes to the vendor as
+        the client's address where it takes one.
         """
         try:
             # Enforcement off: the decision needs neither the token nor the first reading (a
@@ -137,7 +149,9 @@ class Guard:
             if early is not None:
                 return early
             started = time.perf_counter()
-            result = self.verifier.verify(cast(str, token))  # _before_verify refused the rest
+            result = verify_in_context(  # _before_verify refused every token but a str
+                self.verifier, cast(str, token), remote_ip=client or None,
+                action=self._action(action, route, path))
             self._timed(started)
             self._observe_outcome(result)
             confirmer = self.confirmer if result.outcome is VerifyOutcome.UNAVAILABLE else None
@@ -155,14 +169,14 @@ class Guard:
             if confirmed and result.outcome is VerifyOutcome.UNAVAILABLE:
                 return self._bypass_confirmed(result, path, client, user_agent, policy, route,
                                               solution)
-            return self._finish(self._from_verify(result), path, client,
+            return self._finish(verify_decision(result, retry_after=self.retry_after), path, client,
                                 user_agent=user_agent, policy=policy)
         except Exception:
             return self._internal_error()
 
     async def adecide(self, token: str | None, *, path: str = "", client: str = "",
                       user_agent: str = "", policy: str = "open", route: str = "",
-                      solution: str | None = None) -> Decision:
+                      solution: str | None = None, action: str | None = None) -> Decision:
         """Async twin of :meth:`decide`."""
         try:
             state = self.flag.state
@@ -176,7 +190,9 @@ class Guard:
             if early is not None:
                 return early
             started = time.perf_counter()
-            result = await self.verifier.averify(cast(str, token))
+            result = await averify_in_context(
+                self.verifier, cast(str, token), remote_ip=client or None,
+                action=self._action(action, route, path))
             self._timed(started)
             self._observe_outcome(result)
             confirmer = self.confirmer if result.outcome is VerifyOutcome.UNAVAILABLE else None
@@ -194,7 +210,7 @@ class Guard:
             if confirmed and result.outcome is VerifyOutcome.UNAVAILABLE:
                 return self._bypass_confirmed(result, path, client, user_agent, policy, route,
                                               solution)
-            return self._finish(self._from_verify(result), path, client,
+            return self._finish(verify_decision(result, retry_after=self.retry_after), path, client,
                                 user_agent=user_agent, policy=policy)
         except Exception:
             return self._internal_error()
@@ -226,6 +242,14 @@ class Guard:
         return {outcome: n for outcome, n in counts.items() if n}
 
     # --- internals --------------------------------------------------------------------------
+
+    def _action(self, action: str | None, route: str, path: str) -> str | None:
+        """The action the token must carry: the caller's, else the route's
+        (FAILOPEN_EXPECTED_ACTIONS)."""
+        if action is not None:
+            return action
+        actions = self.actions
+        return actions.get(route or path) if actions else None
 
     def _timed(self, started: float) -> None:
         try:
@@ -335,37 +359,11 @@ class Guard:
             return None
         return first if state.source == "default" and first.under_way() else None
 
-    def _from_verify(self, result: VerifyResult) -> Decision:
-        """A verify answer as a decision; a confirmed outage is _bypass_confirmed's (the route's
-        outage policy applies there), never this one's."""
-        outcome = result.outcome
-        if outcome is VerifyOutcome.VALID:
-            return Decision(allow=True, bypassed=False, outcome="valid", reason="token verified")
-        if outcome is VerifyOutcome.INVALID:
-            return self._reject(403, "invalid_token", f"token rejected: {result.reason}")
-        if outcome is VerifyOutcome.RATE_LIMITED:
-            return self._reject(503, "rate_limited", "verify call rate-limited",
-                                self._retry_after(result.retry_after))
-        # Unavailable without a confirmed outage, or any outcome this guard does not know (such as
-        # our own overload): refuse for now. Only a confirmed outage ever opens the gate.
-        return self._reject(
-            503, "cannot_verify", f"cannot verify now ({result.reason}); no outage confirmed"
-        )
-
-    def _retry_after(self, hint: float | None) -> int:
-        if hint is None or not math.isfinite(hint) or hint <= 0:
-            return self.retry_after
-        return min(int(hint), 3600)
-
     def _reject(
         self, status: int, outcome: Outcome, reason: str, retry_after: int | None = None
     ) -> Decision:
-        if status == 503 and retry_after is None:
-            retry_after = self.retry_after
-        return Decision(
-            allow=False, bypassed=False, outcome=outcome, reason=reason,
-            status_code=status, retry_after=retry_after,
-        )
+        return refusal(status, outcome, reason,
+                       self.retry_after if status == 503 and retry_after is None else retry_after)
 
     def _finish(
         self, decision: Decision, path: str, client: str, *, first: bool = True,

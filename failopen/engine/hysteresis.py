@@ -26,7 +26,7 @@ from failopen.engine.flag import EnforcementFlag
 from failopen.engine.readings import PollResult, hysteresis, judge, next_poll_delay
 from failopen.engine.turns import ProbeTurn
 from failopen.exceptions import StatusUnavailable
-from failopen.vendor.status import StatusReport
+from failopen.providers.status import StatusReport
 
 __all__ = ["MAX_SHOWN_REGIONS", "ReadingHysteresis"]
 

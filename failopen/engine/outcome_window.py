@@ -13,7 +13,7 @@ import threading
 
 from failopen._internal.forksafe import renew_locks_after_fork
 from failopen.clock import SYSTEM_CLOCK, Clock
-from failopen.vendor.verify import VerifyOutcome, VerifyResult
+from failopen.providers.verify import VerifyOutcome, VerifyResult
 
 __all__ = ["OutcomeWindow"]
 

@@ -37,7 +37,15 @@ without the probe. Recovery evidence while stale: a status-driven bypass whose p
 ends after ``close_after`` healthy probes in a row (moving towards enforcement needs no
 attacker-proof evidence).
 
-Cost: one verify call per probe interval per fleet (2,880 a day at the default 30 s).
+Without a status page (``FAILOPEN_EVIDENCE=probe``, for vendors that publish none a machine can
+read: reCAPTCHA, reCAPTCHA Enterprise, Friendly Captcha) the same rule applies minus the page:
+the failing streak and the requests' own calls, none verified, open; ``close_after`` healthy
+probes in a row, or ``FAILOPEN_MAX_STALE_BYPASS``, close. Its threat model is worse: whoever can
+cut the path from the servers to the vendor (and nothing else) can turn ``open`` routes open
+after about a minute, which is why start-up warns when an ``open`` route relies on it alone.
+
+Cost: one verify call per probe interval per fleet (2,880 a day at the default 30 s; with
+reCAPTCHA Enterprise, each is a billed assessment).
 """
 
 from __future__ import annotations
@@ -50,7 +58,7 @@ from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.engine.flag import FlagState, rfc3339
 from failopen.engine.outcome_window import OutcomeWindow
 from failopen.engine.probe_record import ProbeResult, Verdict, verdict_of
-from failopen.vendor.verify import Verifier
+from failopen.providers.verify import Verifier
 
 if TYPE_CHECKING:
     from failopen.engine.watcher import Reading, StatusWatcher
@@ -86,8 +94,11 @@ class VerifyProbe:
         window: OutcomeWindow | None = None,
         clock: Clock = SYSTEM_CLOCK,
         slowest: float = 0.0,
+        with_page: bool = True,
     ) -> None:
         self.verifier = verifier
+        #: False with FAILOPEN_EVIDENCE=probe: no status page is watched, so none is waited for.
+        self.with_page = with_page
         self.watcher = watcher
         self.interval = interval
         self.open_after = open_after
@@ -206,7 +217,7 @@ class VerifyProbe:
 
     def _maybe_open(self, result: ProbeResult, auto: FlagState) -> None:
         status = auto.global_status
-        if auto.stale or status is None:
+        if self.with_page and (auto.stale or status is None):
             return  # the page must have a fresh reading (that is not an outage)
         calls, unavailable, valid = self.window.tally()
         busy = calls >= PROBE_MIN_CALLS
@@ -233,6 +244,8 @@ class VerifyProbe:
                                         reason=self._reason(status), global_status=status)
 
     def _reason(self, status: str | None) -> str:
+        if not self.with_page:
+            return f"{self._evidence}; no status page is watched (FAILOPEN_EVIDENCE=probe)"
         if status == "operational":
             page = "still reads operational"
         elif status in self.watcher.bypass_on:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from failopen.engine.fleet_identity import stored_hash
 from failopen.exceptions import StoreError
-from failopen.vendor.verify import VerifyOutcome, VerifyResult
+from failopen.providers.verify import VerifyOutcome, VerifyResult
 
 __all__ = ["ProbeResult", "Verdict", "parse_probe", "verdict_of"]
 
@@ -42,7 +42,8 @@ def verdict_of(result: VerifyResult) -> Verdict:
     outcome = result.outcome
     if outcome is VerifyOutcome.UNAVAILABLE:
         return "failed"
-    if outcome in (VerifyOutcome.VALID, VerifyOutcome.INVALID, VerifyOutcome.RATE_LIMITED):
+    if outcome in (VerifyOutcome.VALID, VerifyOutcome.INVALID, VerifyOutcome.RATE_LIMITED,
+                   VerifyOutcome.MISCONFIGURED):
         return "healthy"
     return "skipped"
 

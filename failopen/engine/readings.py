@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from failopen.vendor.status import StatusReport
+from failopen.providers.status import StatusReport
 
 __all__ = ["PollResult", "Reading", "StatusSource", "hysteresis", "judge", "next_poll_delay"]
 

@@ -13,7 +13,7 @@ from typing import Literal, Protocol
 from failopen.engine.fleet_reading import FleetReading, Kind
 from failopen.engine.probe_record import ProbeResult
 from failopen.engine.readings import Reading
-from failopen.vendor.status import StatusReport
+from failopen.providers.status import StatusReport
 
 __all__ = ["FleetTurn", "ProbeTurn"]
 

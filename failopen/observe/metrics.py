@@ -65,6 +65,7 @@ DECISION_OUTCOMES = (
     "valid", "bypassed_flag_off", "bypassed_confirmed_outage", "bypassed_fallback",
     "missing_token", "invalid_token", "rate_limited", "cannot_verify", "internal_error",
     "outage_closed", "outage_rate_limited", "fallback_required", "fallback_invalid",
+    "misconfigured", "low_score",
 )
 #: Where the flag's value came from (``failopen.flag.Source``): the ``source`` label.
 FLAG_SOURCES = ("default", "watcher", "confirmed", "probe", "override")

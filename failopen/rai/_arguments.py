@@ -11,8 +11,8 @@ from urllib.parse import quote
 import httpx
 
 from failopen.exceptions import ConfigError
+from failopen.providers.urls import check_url
 from failopen.rai.exceptions import RaiValidationError
-from failopen.vendor.urls import check_url
 
 __all__ = ["API_PREFIX", "MAX_WINDOW", "MAX_PAGE_SIZE", "Instant", "Params"]
 

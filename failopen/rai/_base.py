@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from failopen._internal.terminal import printable
+from failopen.providers.exchange import parse_retry_after
 from failopen.rai._arguments import API_PREFIX, check_base_url
 from failopen.rai.exceptions import (
     BadRequest,
@@ -32,7 +33,6 @@ from failopen.rai.exceptions import (
     Unauthorized,
 )
 from failopen.rai.models import Cohort, Page
-from failopen.vendor.exchange import parse_retry_after
 
 #: Pages in one window (at most 30 days; one cohort for its sessions): 100 million records at
 #: the spec's largest page_size of 1,000. ``max_pages`` of the clients, ``--max-pages``.

@@ -34,9 +34,9 @@ from typing import Any, Protocol
 
 import httpx
 
+from failopen.providers.status_documents import KNOWN_STATUSES
 from failopen.testing._server import FakeRequest, Handler, Reply
 from failopen.testing._vendor_modes import parse_mode
-from failopen.vendor.status_documents import KNOWN_STATUSES
 
 __all__ = [
     "CONTROL_PATH", "ControlError", "Controls", "StatusPageControls", "VendorScriptControls",

@@ -68,8 +68,8 @@ from typing import Any
 import httpx
 
 from failopen.clock import SYSTEM_CLOCK, Clock
+from failopen.providers.global_component import is_region_label
 from failopen.testing._server import FakeRequest, Handler, LoopbackServer, Reply, as_transport
-from failopen.vendor.global_component import is_region_label
 
 __all__ = ["FAULTS", "UNKNOWN_STATUS", "FakeStatusPage"]
 

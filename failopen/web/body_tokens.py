@@ -13,7 +13,7 @@ import json
 import re
 from urllib.parse import unquote
 
-from failopen.vendor.verify import MAX_TOKEN_LENGTH
+from failopen.providers.verify import MAX_TOKEN_LENGTH
 
 __all__ = ["media_type", "token_from_body"]
 

@@ -28,8 +28,8 @@ from urllib.parse import parse_qsl
 from failopen.integrations.asgi import FailOpenMiddleware
 
 from failopen import Config, FailOpen
+from failopen.providers.verify import VerifyOutcome, VerifyResult
 from failopen.testing import FakeStatusPage
-from failopen.vendor.verify import VerifyOutcome, VerifyResult
 from failopen.web import token_from_body
 
 FIELD = "enforcement-token"

@@ -31,10 +31,10 @@ from failopen.integrations.asgi import FailOpenMiddleware
 
 from failopen import Config
 from failopen.exceptions import ConfigError
+from failopen.providers.verify import VerifyResult
 from failopen.runtime import FailOpen
 from failopen.stores.file import FileStore
 from failopen.testing import FakeVerifyAPI
-from failopen.vendor.verify import VerifyResult
 from failopen.web import SOLVER_PATH
 
 pytestmark = pytest.mark.anyio

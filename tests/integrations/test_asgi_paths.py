@@ -23,9 +23,9 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route
 
 from failopen import Config
+from failopen.providers.verify import VerifyOutcome, VerifyResult
 from failopen.runtime import FailOpen
 from failopen.testing import FakeStatusPage
-from failopen.vendor.verify import VerifyOutcome, VerifyResult
 
 Make = Callable[..., Stack]
 

@@ -18,9 +18,9 @@ from werkzeug.test import TestResponse
 
 from failopen import Config
 from failopen.exceptions import ConfigError
+from failopen.providers.verify import VerifyResult
 from failopen.runtime import FailOpen
 from failopen.testing import FakeVerifyAPI
-from failopen.vendor.verify import VerifyResult
 
 Make = Callable[..., WsgiStack]
 GOOD, BAD, DENIED = FakeVerifyAPI.GOOD, FakeVerifyAPI.BAD, FakeVerifyAPI.DENIED

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from failopen.providers.status import KNOWN_STATUSES
 from failopen.testing._server import FakeRequest, LoopbackServer, Reply, as_transport
 from failopen.testing.clock import FakeClock
 from failopen.testing.status_page import (
@@ -24,7 +25,6 @@ from failopen.testing.status_page import (
     UNKNOWN_STATUS,
     FakeStatusPage,
 )
-from failopen.vendor.status import KNOWN_STATUSES
 
 COMPONENTS = "/api/v2/components.json"
 STATUS = "/api/v2/status.json"

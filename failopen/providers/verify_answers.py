@@ -2,7 +2,7 @@
 
 The rules that decide whether a token or an answer could ever lead to fail-open live here, apart
 from the HTTP in :class:`~failopen.verify.HttpVerifier`, so they read and test as plain functions
-(no I/O, no logging) of a token, an answer or a fetch error. :mod:`failopen.vendor.verify`
+(no I/O, no logging) of a token, an answer or a fetch error. :mod:`failopen.providers.verify`
 re-exports the public names.
 
 The spec defines the body only as far as ``session_details.solved`` /
@@ -86,7 +86,7 @@ from failopen.exceptions import (
     RedirectRefused,
     ResponseTooLarge,
 )
-from failopen.vendor.exchange import Fetched, parse_retry_after
+from failopen.providers.exchange import Fetched, parse_retry_after
 
 __all__ = [
     "MALFORMED_SESSION",
@@ -95,6 +95,7 @@ __all__ = [
     "VerifyResult",
     "check_token",
     "classify",
+    "safe_text",
 ]
 
 MAX_TOKEN_LENGTH = 4096
@@ -121,6 +122,8 @@ class VerifyOutcome(str, enum.Enum):
     UNAVAILABLE = "unavailable"
     RATE_LIMITED = "rate_limited"
     OVERLOADED = "overloaded"
+    #: The vendor says our own secret, site key, URL or request is wrong (never evidence).
+    MISCONFIGURED = "misconfigured"
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,12 @@ class VerifyResult:
     reason: str
     status_code: int | None = None
     retry_after: float | None = None
+    #: The vendor's own codes for this answer (``error-codes``, ``invalidReason``...), log-safe.
+    codes: tuple[str, ...] = ()
+    #: The answer's score, where the vendor gives one (reCAPTCHA v3, Enterprise).
+    score: float | None = None
+    #: True when the token was good but its score below ``FAILOPEN_MIN_SCORE``.
+    low_score: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "retry_after", _clamp_retry_after(self.retry_after))
@@ -154,8 +163,9 @@ def _clamp_retry_after(value: object) -> float | None:
     return min(max(seconds, 0.0), _MAX_RETRY_AFTER)  # inf becomes the cap
 
 
-def _safe_text(text: str, secrets: tuple[str, ...], limit: int) -> str | None:
-    """``text`` cut to printable ASCII and ``limit`` chars, or None if it may carry a secret."""
+def safe_text(text: str, secrets: tuple[str, ...], limit: int) -> str | None:
+    """``text`` cut to printable ASCII and ``limit`` chars, or None if it may carry a secret
+    (shares a run of 8 characters with one of ``secrets``)."""
     text = "".join(ch for ch in text if " " <= ch <= "~")[:limit].strip()
     if not text:
         return None
@@ -172,13 +182,13 @@ def _safe_text(text: str, secrets: tuple[str, ...], limit: int) -> str | None:
     return text
 
 
-def check_token(token: str) -> VerifyResult | None:
+def check_token(token: str, max_length: int = MAX_TOKEN_LENGTH) -> VerifyResult | None:
     """INVALID for a token no vendor would issue (decided without I/O), else None."""
     if not isinstance(token, str) or not token:
         return VerifyResult(VerifyOutcome.INVALID, "no token")
-    if len(token) > MAX_TOKEN_LENGTH:
+    if len(token) > max_length:
         return VerifyResult(
-            VerifyOutcome.INVALID, f"token longer than {MAX_TOKEN_LENGTH} characters"
+            VerifyOutcome.INVALID, f"token longer than {max_length} characters"
         )
     if not _PRINTABLE_ASCII.fullmatch(token):
         return VerifyResult(VerifyOutcome.INVALID, "token has characters outside printable ASCII")
@@ -199,7 +209,7 @@ def _error_detail(body: Any, secrets: tuple[str, ...]) -> str:
         error = error.get("code") or error.get("message")
     if not isinstance(error, str):
         return ""
-    detail = _safe_text(error, secrets, _DETAIL_LIMIT)
+    detail = safe_text(error, secrets, _DETAIL_LIMIT)
     return f": {detail}" if detail else ""
 
 
@@ -297,6 +307,6 @@ def _from_fetch_error(exc: FetchError, secrets: tuple[str, ...]) -> VerifyResult
         text = str(exc)
     except Exception:  # never let a broken exception turn a result into a crash
         text = ""
-    detail = _safe_text(text, secrets, 160)
+    detail = safe_text(text, secrets, 160)
     reason = f"{kind}: {detail}" if detail else kind
     return VerifyResult(outcome, reason)

@@ -4,7 +4,7 @@
 endpoint, the browser script's base): absolute, http(s), no credentials, https unless the host is
 loopback. :func:`next_url` is the rule for a redirect during an exchange: the same origin, at
 most three hops. Both are about addresses alone, so they live apart from the bounded exchange in
-:mod:`failopen.vendor.exchange` that follows them.
+:mod:`failopen.providers.exchange` that follows them.
 """
 
 from __future__ import annotations

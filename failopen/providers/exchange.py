@@ -9,7 +9,7 @@ read timeout could hold a request open forever. Here the deadline covers the who
   more than one socket read.
 
 Which URLs may be used at all (a configured vendor URL, a redirect's target) is decided in
-:mod:`failopen.vendor.urls`.
+:mod:`failopen.providers.urls`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +29,8 @@ import httpx
 
 from failopen._internal.redact import host_port
 from failopen.exceptions import FetchError, FetchOverloaded, FetchTimeout, FetchTransportError
-from failopen.vendor.bounded_body import BoundedBody
-from failopen.vendor.urls import next_url
+from failopen.providers.bounded_body import BoundedBody
+from failopen.providers.urls import next_url
 
 __all__ = ["Fetched", "fetch", "afetch", "parse_retry_after"]
 
@@ -45,6 +45,19 @@ class Fetched:
     content: bytes
     url: httpx.URL
     elapsed: float
+
+
+@dataclass(frozen=True)
+class Body:
+    """What a request carries besides its headers: JSON or a form, and query parameters."""
+
+    json: Any = None
+    data: Mapping[str, str] | None = None
+    params: Mapping[str, str] | None = None
+
+    def without_content(self) -> Body:
+        """The same query without a body: what a 301/302/303 redirect's GET sends."""
+        return Body(params=self.params)
 
 
 _RETRY_AFTER_MAX = 86_400.0
@@ -125,7 +138,7 @@ def _exchange(
     url: str,
     deadline: float,
     max_bytes: int,
-    json: Any,
+    content: Body,
     headers: dict[str, str] | None,
     sockets: _Sockets,
 ) -> Fetched:
@@ -134,8 +147,8 @@ def _exchange(
     hops = 0
     while True:
         request = client.build_request(
-            method, target, json=json, headers=_headers(headers),
-            timeout=_timeout(deadline - time.monotonic()),
+            method, target, json=content.json, data=content.data, params=content.params,
+            headers=_headers(headers), timeout=_timeout(deadline - time.monotonic()),
             extensions={"trace": sockets.trace},
         )
         response = client.send(request, stream=True, follow_redirects=False)
@@ -144,7 +157,7 @@ def _exchange(
             if follow is not None:
                 target, hops = follow, hops + 1
                 if response.status_code in (301, 302, 303):
-                    method, json = "GET", None
+                    method, content = "GET", content.without_content()
                 continue
             if response.is_stream_consumed:
                 body = BoundedBody.already_read(response.content, max_bytes)
@@ -169,7 +182,7 @@ async def _aexchange(
     url: str,
     deadline: float,
     max_bytes: int,
-    json: Any,
+    content: Body,
     headers: dict[str, str] | None,
 ) -> Fetched:
     started = time.monotonic()
@@ -177,8 +190,8 @@ async def _aexchange(
     hops = 0
     while True:
         request = client.build_request(
-            method, target, json=json, headers=_headers(headers),
-            timeout=_timeout(deadline - time.monotonic()),
+            method, target, json=content.json, data=content.data, params=content.params,
+            headers=_headers(headers), timeout=_timeout(deadline - time.monotonic()),
         )
         response = await client.send(request, stream=True, follow_redirects=False)
         try:
@@ -186,7 +199,7 @@ async def _aexchange(
             if follow is not None:
                 target, hops = follow, hops + 1
                 if response.status_code in (301, 302, 303):
-                    method, json = "GET", None
+                    method, content = "GET", content.without_content()
                 continue
             if response.is_stream_consumed:
                 body = BoundedBody.already_read(response.content, max_bytes)
@@ -278,21 +291,25 @@ def fetch(
     timeout: float,
     max_bytes: int,
     json: Any = None,
+    data: Mapping[str, str] | None = None,
+    params: Mapping[str, str] | None = None,
     headers: dict[str, str] | None = None,
     lane: str = "status",
 ) -> Fetched:
     """One exchange with an overall deadline of ``timeout`` seconds. Raises FetchError.
 
-    ``lane`` picks the worker pool: ``status``, ``verify`` or ``probe``. An exchange that never got
-    a worker before the deadline raises FetchOverloaded, not FetchTimeout: it says nothing about
-    the vendor.
+    The request carries ``json``, or ``data`` form-encoded; ``params`` join the URL's query (kept
+    apart from ``url`` so that a key sent as a query parameter never reaches an error message,
+    which names host and port only). ``lane`` picks the worker pool: ``status``, ``verify`` or
+    ``probe``. An exchange that never got a worker before the deadline raises FetchOverloaded, not
+    FetchTimeout: it says nothing about the vendor.
     """
     deadline = time.monotonic() + timeout
     started = threading.Event()
     sockets = _Sockets()
     future = _lanes[lane].submit(
-        _started(started, _exchange), client, method, url, deadline, max_bytes, json, headers,
-        sockets,
+        _started(started, _exchange), client, method, url, deadline, max_bytes,
+        Body(json, data, params), headers, sockets,
     )
     try:
         return future.result(timeout=timeout)
@@ -318,13 +335,16 @@ async def afetch(
     timeout: float,
     max_bytes: int,
     json: Any = None,
+    data: Mapping[str, str] | None = None,
+    params: Mapping[str, str] | None = None,
     headers: dict[str, str] | None = None,
 ) -> Fetched:
     """The async twin of :func:`fetch`: the deadline cancels the exchange."""
     deadline = time.monotonic() + timeout
     try:
         return await asyncio.wait_for(
-            _aexchange(client, method, url, deadline, max_bytes, json, headers), timeout
+            _aexchange(client, method, url, deadline, max_bytes, Body(json, data, params),
+                       headers), timeout
         )
     except asyncio.TimeoutError:
         raise FetchTimeout(

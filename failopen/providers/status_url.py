@@ -7,7 +7,7 @@ import re
 import httpx
 
 from failopen.exceptions import ConfigError
-from failopen.vendor.urls import check_url
+from failopen.providers.urls import check_url
 
 __all__ = ["COMPONENTS_PATH", "check_status_url"]
 
@@ -20,7 +20,7 @@ _DOCUMENT_PATH = re.compile(r"(?i)(?:/api/v2(?:/[^/]*)?|/[^/]*\.json)/*$")
 def check_status_url(value: str, setting: str = "FAILOPEN_STATUS_URL") -> str:
     """Validate the status page's base address; raise ConfigError saying what to change.
 
-    On top of :func:`failopen.vendor.urls.check_url` (absolute, https unless loopback, no
+    On top of :func:`failopen.providers.urls.check_url` (absolute, https unless loopback, no
     credentials, no whitespace): no query or fragment, and no document path. A value ending in
     ``/api/v2/components.json`` would be requested with the path doubled, so it is refused with
     the base address to use instead, rather than trimmed: a setting that means one thing here and

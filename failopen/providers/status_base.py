@@ -1,6 +1,6 @@
 """What the status client's sync and async twins share: everything but the I/O.
 
-:class:`~failopen.vendor.status.StatusClient` reads the page with a blocking or an async httpx
+:class:`~failopen.providers.status.StatusClient` reads the page with a blocking or an async httpx
 client; the settings checked at construction, the request options, what an answer means, the
 global component it pins and when the indicator fallback may run are the same either way. They
 live here, apart from the I/O (as httpx keeps its ``BaseClient``), so each twin reads as plain I/O
@@ -29,14 +29,14 @@ from failopen.exceptions import (
     StatusError,
     StatusUnavailable,
 )
-from failopen.vendor import exchange
-from failopen.vendor.status_documents import (
+from failopen.providers import exchange
+from failopen.providers.status_documents import (
     Component,
     StatusReport,
     parse_components,
     parse_indicator,
 )
-from failopen.vendor.status_url import COMPONENTS_PATH, check_status_url
+from failopen.providers.status_url import COMPONENTS_PATH, check_status_url
 
 __all__ = ["INDICATOR_PATH", "StatusClientBase"]
 
@@ -58,7 +58,7 @@ def _no_cookies() -> CookieJar:
 
 
 class StatusClientBase:
-    """The I/O-free half of :class:`~failopen.vendor.status.StatusClient` (see there)."""
+    """The I/O-free half of :class:`~failopen.providers.status.StatusClient` (see there)."""
 
     def __init__(
         self,

@@ -1,7 +1,7 @@
 """Which component of a status page is the global one: configured, pinned, or guessed.
 
 The global component decides every bypass, so it is chosen strictly; everything else on the page
-is read leniently (see :mod:`failopen.vendor.status_documents`).
+is read leniently (see :mod:`failopen.providers.status_documents`).
 
 In order:
 

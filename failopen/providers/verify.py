@@ -1,34 +1,34 @@
-"""The vendor's verify call: is this enforcement token good?
+"""The vendor's verify call: is this token good?
 
-:class:`HttpVerifier` POSTs ``{"private_key": ..., "session_token": ...}`` as JSON to the
-vendor's verify endpoint (``FAILOPEN_VERIFY_URL``) within one overall deadline
-(``FAILOPEN_VERIFY_TIMEOUT``) and maps the answer to one of five outcomes.
-
-Which answer maps to which outcome, and the security decisions behind it, are in
-:mod:`failopen.vendor.verify_answers` (pure, no I/O); its names are re-exported here.
+:class:`HttpVerifier` sends a token to the configured vendor's verify endpoint
+(``FAILOPEN_VERIFY_URL``, or the vendor's own) within one overall deadline
+(``FAILOPEN_VERIFY_TIMEOUT``) and maps the answer to an outcome. What the request looks like and
+what each answer means is the vendor adapter's (:mod:`failopen.providers.registry`; the spec's
+vendor by default, whose rules are :mod:`failopen.providers.verify_answers`); the HTTP, the
+deadline, the one retry a vendor may allow, and the paced logs are here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
 import os
 import threading
 import time
+import uuid
 import weakref
-from typing import Protocol, TypeAlias, runtime_checkable
+from typing import Protocol, TypeAlias, cast, runtime_checkable
 
 import httpx
 
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.exceptions import ConfigError, FetchError
-from failopen.secret import Secret
-from failopen.vendor.exchange import afetch, fetch
-from failopen.vendor.urls import check_url
-from failopen.vendor.verify_answers import (
+from failopen.providers.base import Expectation, Provider, VerifyCall
+from failopen.providers.enforcement import Enforcement
+from failopen.providers.exchange import Fetched, afetch, fetch
+from failopen.providers.urls import check_url
+from failopen.providers.verify_answers import (
     _PRINTABLE_ASCII,
-    MALFORMED_SESSION,
     MAX_TOKEN_LENGTH,
     VerifyOutcome,
     VerifyResult,
@@ -36,8 +36,12 @@ from failopen.vendor.verify_answers import (
     check_token,
     classify,
 )
+from failopen.providers.verify_log import CREDENTIALS_LOG_INTERVAL, VerifyLog
+from failopen.secret import Secret
 
 __all__ = [
+    "CREDENTIALS_LOG_INTERVAL",
+    "ContextVerifier",
     "VerifyOutcome",
     "VerifyResult",
     "Verifier",
@@ -45,15 +49,17 @@ __all__ = [
     "check_token",
     "classify",
     "MAX_TOKEN_LENGTH",
+    "averify_in_context",
+    "verify_in_context",
 ]
 
-logger = logging.getLogger("failopen.verify")
-
-CREDENTIALS_LOG_INTERVAL = 300.0  # seconds between ERROR logs about a rejected private key
+# A retry (where the vendor allows one) goes out only with this share of the deadline left:
+# sooner, it could not finish anyway.
+_RETRY_MIN_SHARE = 0.25
+_ENFORCEMENT = Enforcement()
 
 _USER_AGENT = "failopen"
 _MAX_IN_FLIGHT = 100  # concurrent async verify calls per event loop; the rest queue in order
-_WARNING_INTERVAL = 10.0  # seconds between "verify unavailable" warnings during an incident
 
 
 @runtime_checkable
@@ -69,9 +75,21 @@ class Verifier(Protocol):
         ...
 
 
-_PACED_WARNINGS = frozenset(
-    {VerifyOutcome.UNAVAILABLE, VerifyOutcome.RATE_LIMITED, VerifyOutcome.OVERLOADED}
-)
+class ContextVerifier(Verifier, Protocol):
+    """A Verifier that also sends the client's address and checks the route's action
+    (:class:`HttpVerifier`; it says so with ``accepts_context = True``)."""
+
+    def verify(self, token: str, *, remote_ip: str | None = None,
+               action: str | None = None) -> VerifyResult:
+        """The vendor's verdict on ``token`` for a client at ``remote_ip``."""
+        ...
+
+    async def averify(self, token: str, *, remote_ip: str | None = None,
+                      action: str | None = None) -> VerifyResult:
+        """The async twin of :meth:`verify`."""
+        ...
+
+
 _AsyncClients: TypeAlias = weakref.WeakKeyDictionary[
     asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, asyncio.Semaphore]
 ]
@@ -80,10 +98,15 @@ _AsyncClients: TypeAlias = weakref.WeakKeyDictionary[
 class HttpVerifier:
     """Verifies tokens with the vendor's verify endpoint over HTTP; never raises on bad answers.
 
-    ``transport``/``async_transport`` replace the network (e.g. ``FakeVerifyAPI().transport()``);
-    ``clock`` paces the ERROR log about rejected credentials; ``lane`` names the worker pool of
-    the sync calls (``verify``; the probe's own is ``probe``).
+    ``provider`` is the vendor's adapter (the spec's vendor by default); ``public_key`` its site
+    key, sent where the vendor takes one; ``min_score`` the lowest score admitted where answers
+    carry one. ``transport``/``async_transport`` replace the network (e.g.
+    ``FakeVerifyAPI().transport()``); ``clock`` paces the ERROR log about rejected credentials;
+    ``lane`` names the worker pool of the sync calls (``verify``; the probe's own is ``probe``).
     """
+
+    #: :meth:`verify` takes ``remote_ip`` and ``action`` (a Verifier of your own need not).
+    accepts_context = True
 
     def __init__(
         self,
@@ -97,8 +120,14 @@ class HttpVerifier:
         async_transport: httpx.AsyncBaseTransport | None = None,
         clock: Clock = SYSTEM_CLOCK,
         lane: str = "verify",
+        provider: Provider | None = None,
+        public_key: str | None = None,
+        min_score: float = 0.5,
     ) -> None:
         self.verify_url = check_url(verify_url, setting="FAILOPEN_VERIFY_URL")
+        self.provider = provider if provider is not None else _ENFORCEMENT
+        self.public_key = public_key
+        self._expect = Expectation(min_score=min_score, require_verified=require_verified)
         # ``probe``: the watcher's own verify probe, in its own worker pool (failopen.engine.probe).
         self._lane = lane
         if isinstance(private_key, Secret):  # Config.private_key, passed as it is
@@ -132,12 +161,11 @@ class HttpVerifier:
         # One (client, in-flight cap) per event loop, read and written as one tuple.
         self._aclients: _AsyncClients = weakref.WeakKeyDictionary()
         self._aclients_pid = os.getpid()
-        self._credentials_logged_at: float | None = None
-        self._warned_at: float | None = None
-        self._warnings_suppressed = 0
+        self._log = VerifyLog(self.provider, self.verify_url, clock)
 
     def __repr__(self) -> str:
-        return f"HttpVerifier(verify_url={self.verify_url!r})"
+        vendor = "" if self.provider is _ENFORCEMENT else f"vendor={self.provider.name!r}, "
+        return f"HttpVerifier({vendor}verify_url={self.verify_url!r})"
 
     # -- clients --------------------------------------------------------------------------------
 
@@ -230,31 +258,45 @@ class HttpVerifier:
 
     # -- the call -------------------------------------------------------------------------------
 
-    def verify(self, token: str) -> VerifyResult:
-        """Ask the vendor about ``token``; every failure becomes a result, never an exception."""
-        early = check_token(token)
-        if early is not None:
-            return self._finish(early)
-        secrets = (token, self._private_key)
-        try:
-            fetched = fetch(
-                self._sync_client(), "POST", self.verify_url,
-                timeout=self.timeout, max_bytes=self.max_bytes, json=self._payload(token),
-                lane=self._lane,
-            )
-        except FetchError as exc:
-            return self._finish(_from_fetch_error(exc, secrets))
-        return self._finish(classify(fetched, require_verified=self.require_verified,
-                                     secrets=secrets))
+    def verify(self, token: str, *, remote_ip: str | None = None,
+               action: str | None = None) -> VerifyResult:
+        """Ask the vendor about ``token``; every failure becomes a result, never an exception.
 
-    async def averify(self, token: str) -> VerifyResult:
-        """The async twin of :meth:`verify`."""
-        early = check_token(token)
+        ``remote_ip`` (the client's address) goes to vendors that take it; ``action`` is the one
+        the route expects (a token minted for another is invalid)."""
+        early = check_token(token, self.provider.max_token_length)
         if early is not None:
             return self._finish(early)
+        call, expect = self._call(token, remote_ip, action)
+        secrets = (token, self._private_key)
+        deadline = time.monotonic() + self.timeout
+        retried = False
+        while True:
+            try:
+                fetched = fetch(
+                    self._sync_client(), "POST", call.url, timeout=self._left(deadline),
+                    max_bytes=self.max_bytes, json=call.json, data=call.data,
+                    params=call.params, headers=dict(call.headers or {}), lane=self._lane,
+                )
+            except FetchError as exc:
+                result = _from_fetch_error(exc, secrets)
+            else:
+                result = self._classify(fetched, expect, secrets)
+            if retried or not self._retry_due(result, deadline):
+                return self._finish(result)
+            retried = True
+
+    async def averify(self, token: str, *, remote_ip: str | None = None,
+                      action: str | None = None) -> VerifyResult:
+        """The async twin of :meth:`verify`."""
+        early = check_token(token, self.provider.max_token_length)
+        if early is not None:
+            return self._finish(early)
+        call, expect = self._call(token, remote_ip, action)
         secrets = (token, self._private_key)
         client, semaphore = self._async_client()
         started = time.monotonic()
+        deadline = started + self.timeout
         try:
             # Callers beyond the cap wait here, inside the deadline: httpx's own pool queue slows
             # down superlinearly with thousands of waiters, an asyncio.Semaphore does not.
@@ -264,70 +306,71 @@ class HttpVerifier:
             return self._finish(VerifyResult(
                 VerifyOutcome.OVERLOADED,
                 f"overloaded: no free connection within {self.timeout:g}s"))
+        retried = False
         try:
-            fetched = await afetch(
-                client, "POST", self.verify_url,
-                timeout=max(self.timeout - (time.monotonic() - started), 0.001),
-                max_bytes=self.max_bytes, json=self._payload(token),
-            )
-        except FetchError as exc:
-            return self._finish(_from_fetch_error(exc, secrets))
+            while True:
+                try:
+                    fetched = await afetch(
+                        client, "POST", call.url, timeout=self._left(deadline),
+                        max_bytes=self.max_bytes, json=call.json, data=call.data,
+                        params=call.params, headers=dict(call.headers or {}),
+                    )
+                except FetchError as exc:
+                    result = _from_fetch_error(exc, secrets)
+                else:
+                    result = self._classify(fetched, expect, secrets)
+                if retried or not self._retry_due(result, deadline):
+                    return self._finish(result)
+                retried = True
         finally:
             semaphore.release()
-        return self._finish(classify(fetched, require_verified=self.require_verified,
-                                     secrets=secrets))
 
-    def _payload(self, token: str) -> dict[str, str]:
-        return {"private_key": self._private_key, "session_token": token}
+    def _call(self, token: str, remote_ip: str | None,
+              action: str | None) -> tuple[VerifyCall, Expectation]:
+        """The request for ``token`` and what its answer must show; a retry sends the same."""
+        call = self.provider.call(
+            token, secret=self._private_key, verify_url=self.verify_url,
+            public_key=self.public_key, remote_ip=remote_ip, action=action,
+            attempt=str(uuid.uuid4()),
+        )
+        expect = self._expect
+        if action is not None:
+            expect = Expectation(expect.min_score, action, expect.require_verified)
+        return call, expect
+
+    def _classify(self, fetched: Fetched, expect: Expectation,
+                  secrets: tuple[str, ...]) -> VerifyResult:
+        if self.provider is _ENFORCEMENT:  # the default: its classification, called directly
+            return classify(fetched, require_verified=expect.require_verified, secrets=secrets)
+        return self.provider.classify(fetched, expect=expect, secrets=secrets)
+
+    def _left(self, deadline: float) -> float:
+        return max(deadline - time.monotonic(), 0.001)
+
+    def _retry_due(self, result: VerifyResult, deadline: float) -> bool:
+        """True where the vendor makes a retry safe (an idempotency key), the answer was lost
+        or failed, and enough of the deadline is left for another try (callers retry once)."""
+        return self.provider.retries and result.outcome is VerifyOutcome.UNAVAILABLE \
+            and deadline - time.monotonic() >= self.timeout * _RETRY_MIN_SHARE
 
     def _finish(self, result: VerifyResult) -> VerifyResult:
-        outcome = result.outcome
-        # A replay field of a type we cannot read refuses every token until the vendor or we
-        # change: worth a (paced) warning, unlike an ordinary refusal.
-        if outcome in _PACED_WARNINGS or result.reason.startswith(MALFORMED_SESSION):
-            suppressed = self._warning_due()
-            if suppressed is None:
-                if logger.isEnabledFor(logging.DEBUG):
-                    logger.debug("verify %s: %s", outcome.value, result.reason, extra={
-                        "event": "failopen.verify_failed", "outcome": outcome.value,
-                        "reason": result.reason, "suppressed": None})
-            else:
-                logger.warning("verify %s: %s%s", outcome.value, result.reason,
-                               f" ({suppressed} similar since the last warning)"
-                               if suppressed else "", extra={
-                                   "event": "failopen.verify_failed",
-                                   "outcome": outcome.value, "reason": result.reason,
-                                   "suppressed": suppressed})
-        elif result.status_code in (401, 403) and self._credentials_log_due():
-            logger.error(
-                "verify: the vendor rejected our credentials (HTTP %s) at %s; check "
-                "FAILOPEN_PRIVATE_KEY. Every token is rejected until this is fixed.",
-                result.status_code, self.verify_url,
-                extra={"event": "failopen.verify_credentials_rejected",
-                       "status_code": result.status_code, "verify_url": self.verify_url},
-            )
-        elif logger.isEnabledFor(logging.DEBUG):
-            logger.debug("verify %s: %s", outcome.value, result.reason, extra={
-                "event": "failopen.verify", "outcome": outcome.value, "reason": result.reason})
+        self._log.record(result)
         return result
 
-    def _warning_due(self) -> int | None:
-        """During an incident every request fails alike: warn once per interval, with a count."""
-        now = self._clock.monotonic()
-        with self._lock:
-            last = self._warned_at
-            if last is not None and now - last < _WARNING_INTERVAL:
-                self._warnings_suppressed += 1
-                return None
-            suppressed, self._warnings_suppressed = self._warnings_suppressed, 0
-            self._warned_at = now
-            return suppressed
 
-    def _credentials_log_due(self) -> bool:
-        now = self._clock.monotonic()
-        with self._lock:
-            last = self._credentials_logged_at
-            if last is not None and now - last < CREDENTIALS_LOG_INTERVAL:
-                return False
-            self._credentials_logged_at = now
-            return True
+def verify_in_context(verifier: Verifier, token: str, *, remote_ip: str | None,
+                      action: str | None) -> VerifyResult:
+    """``verifier``'s verdict, with the client's address and the route's action where it takes
+    them (an :class:`HttpVerifier`; a Verifier of one's own is called with the token alone)."""
+    if getattr(verifier, "accepts_context", False):
+        return cast(ContextVerifier, verifier).verify(token, remote_ip=remote_ip, action=action)
+    return verifier.verify(token)
+
+
+async def averify_in_context(verifier: Verifier, token: str, *, remote_ip: str | None,
+                             action: str | None) -> VerifyResult:
+    """The async twin of :func:`verify_in_context`."""
+    if getattr(verifier, "accepts_context", False):
+        return await cast(ContextVerifier, verifier).averify(token, remote_ip=remote_ip,
+                                                             action=action)
+    return await verifier.averify(token)

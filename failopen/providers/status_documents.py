@@ -2,14 +2,14 @@
 
 :class:`~failopen.status.StatusClient` fetches ``components.json`` and ``status.json``; everything
 a fetched body means lives here, apart from the HTTP, so the rules that a fail-open decision rests
-on read and test as plain functions of bytes. Import the names from :mod:`failopen.vendor.status`,
-which re-exports them.
+on read and test as plain functions of bytes. Import the names from
+:mod:`failopen.providers.status`, which re-exports them.
 
 Strict about what decides, lenient about the rest:
 
 * fatal (StatusParseError): not a JSON object, duplicate keys, no ``components`` list, duplicate
   component ids, a global component that cannot be told (GlobalComponentError, see
-  :mod:`failopen.vendor.global_component`), a global component without a status string;
+  :mod:`failopen.providers.global_component`), a global component without a status string;
 * noted in ``StatusReport.odd`` and otherwise ignored: an entry that is not an object or has no
   id, a region whose status is not a string (left out of ``regions``), and any other field of
   the wrong type (``"group": "false"`` reads as false, a numeric ``updated_at`` as None);
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from failopen.exceptions import GlobalComponentError, StatusParseError
-from failopen.vendor.global_component import Candidate, choose_global
+from failopen.providers.global_component import Candidate, choose_global
 
 __all__ = [
     "KNOWN_STATUSES",
@@ -315,10 +315,11 @@ def parse_components(
 
     ``global_component`` is FAILOPEN_GLOBAL_COMPONENT (an id, or an exact unique name);
     ``pinned`` the (id, name) chosen by an earlier reading, which wins over both (see
-    :mod:`failopen.vendor.global_component`). Strict about what decides (the global component's id
-    and status), lenient about the rest: a region with a null status, a numeric ``updated_at``, a
-    ``"group": "false"`` or a missing optional field is listed in ``odd`` and the reading counts.
-    Unknown fields are ignored; unknown status values are kept (``known=False``).
+    :mod:`failopen.providers.global_component`). Strict about what decides (the global
+    component's id and status), lenient about the rest: a region with a null status, a numeric
+    ``updated_at``, a ``"group": "false"`` or a missing optional field is listed in ``odd`` and
+    the reading counts. Unknown fields are ignored; unknown status values are kept
+    (``known=False``).
     """
     document, entries, odd, complete = _entries(body)
     choice = choose_global(

@@ -20,7 +20,7 @@ What the client promises, because a fail-open decision rests on it:
   ``known=False``. It is not an outage: the caller decides what it means (failopen's watcher
   bypasses only on the values listed in ``bypass_on``).
 
-Which component is global (:mod:`failopen.vendor.global_component`): the one
+Which component is global (:mod:`failopen.providers.global_component`): the one
 ``FAILOPEN_GLOBAL_COMPONENT`` names (an id, or an exact unique name), else a guess made only when
 the page has the documented shape exactly. The first choice is pinned by id for the life of the
 client and logged once at INFO with its id and name; a pinned component that leaves the page makes
@@ -40,9 +40,9 @@ global component cannot be told would turn a regional outage into a bypass.
 No credentials are ever sent: no Authorization header, no user-info in the URL (refused at
 construction), and cookies the page sets are dropped.
 
-The parsing itself (no I/O) lives in :mod:`failopen.vendor.status_documents`; its names are
+The parsing itself (no I/O) lives in :mod:`failopen.providers.status_documents`; its names are
 re-exported here. What the sync and async twins share besides the I/O (settings, request options,
-answers, the pinned component, the fallback's budget) is :mod:`failopen.vendor.status_base`.
+answers, the pinned component, the fallback's budget) is :mod:`failopen.providers.status_base`.
 """
 
 from __future__ import annotations
@@ -54,9 +54,9 @@ import time
 import httpx
 
 from failopen.exceptions import FetchError, StatusError
-from failopen.vendor import exchange
-from failopen.vendor.status_base import INDICATOR_PATH, StatusClientBase
-from failopen.vendor.status_documents import (
+from failopen.providers import exchange
+from failopen.providers.status_base import INDICATOR_PATH, StatusClientBase
+from failopen.providers.status_documents import (
     KNOWN_STATUSES,
     OPERATIONAL,
     Component,
@@ -66,7 +66,7 @@ from failopen.vendor.status_documents import (
     parse_components,
     parse_indicator,
 )
-from failopen.vendor.status_url import COMPONENTS_PATH, check_status_url
+from failopen.providers.status_url import COMPONENTS_PATH, check_status_url
 
 __all__ = [
     "COMPONENTS_PATH",

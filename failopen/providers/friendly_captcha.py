@@ -1,0 +1,81 @@
+"""Friendly Captcha v2 (``FAILOPEN_VENDOR=friendly-captcha``).
+
+The verify call is ``POST https://global.frcapi.com/api/v2/captcha/siteverify`` with the API key
+(``FAILOPEN_PRIVATE_KEY``) in ``X-API-Key`` and ``{"response", "sitekey"}`` as JSON. Its own
+rules: ``auth_required``, ``auth_invalid``, ``sitekey_invalid`` and ``bad_request`` (400/401) are
+misconfigured; ``response_missing`` refuses the request, although Friendly Captcha's own SDKs
+accept it by default (the browser leaves the field out, so an attacker could); ``response_invalid``,
+``response_timeout`` and ``response_duplicate`` refuse the token. No status page a machine can
+read: outage evidence is the verify probe (``FAILOPEN_EVIDENCE=probe``).
+"""
+
+from __future__ import annotations
+
+from failopen.providers.base import (
+    Expectation,
+    Provider,
+    VerifyCall,
+    codes_of,
+    decode_object,
+    http_failure,
+    judge_codes,
+    refused_without_codes,
+)
+from failopen.providers.exchange import Fetched
+from failopen.providers.verify_answers import VerifyOutcome, VerifyResult
+
+__all__ = ["FriendlyCaptcha"]
+
+_MISCONFIGURED = frozenset({"auth_required", "auth_invalid", "sitekey_invalid", "bad_request"})
+_KNOWN = _MISCONFIGURED | {"response_missing", "response_invalid", "response_timeout",
+                           "response_duplicate"}
+_ADVICE = {
+    "auth_required": "set FAILOPEN_PRIVATE_KEY to a Friendly Captcha API key",
+    "auth_invalid": "FAILOPEN_PRIVATE_KEY is not a valid Friendly Captcha API key (dashboard, "
+                    "API keys)",
+    "sitekey_invalid": "FAILOPEN_PUBLIC_KEY is not a site key of this account",
+    "bad_request": "the request failopen sent was malformed: check FAILOPEN_VERIFY_URL",
+}
+
+
+class FriendlyCaptcha(Provider):
+    """Friendly Captcha's v2 siteverify."""
+
+    name = "friendly-captcha"
+    title = "Friendly Captcha"
+    verify_url = "https://global.frcapi.com/api/v2/captcha/siteverify"
+    token_field = "frc-captcha-response"
+    # Tokens do expire (response_timeout), after a time the docs do not give.
+    token_lifetime = None
+
+    def call(self, token: str, *, secret: str, verify_url: str, public_key: str | None,
+             remote_ip: str | None, action: str | None, attempt: str) -> VerifyCall:
+        body = {"response": token}
+        if public_key:
+            body["sitekey"] = public_key
+        return VerifyCall(verify_url, json=body, headers={"X-API-Key": secret})
+
+    def classify(self, fetched: Fetched, *, expect: Expectation,
+                 secrets: tuple[str, ...]) -> VerifyResult:
+        failure = http_failure(fetched, self.title)
+        if failure is not None:
+            return failure
+        status = fetched.status_code
+        body = decode_object(fetched)
+        success = body.get("success") if body is not None else None
+        error = body.get("error") if body is not None else None
+        code = error.get("error_code") if isinstance(error, dict) else None
+        codes = codes_of(code, secrets, _KNOWN)
+        if status >= 400 and (success is not False or not codes):
+            return refused_without_codes(status, self.title)
+        if success is True:
+            return VerifyResult(VerifyOutcome.VALID, "token verified", status)
+        if success is False:
+            return judge_codes(codes, status, title=self.title, misconfigured=_MISCONFIGURED,
+                               unavailable=frozenset())
+        what = "not a JSON object" if body is None else "without a boolean success"
+        return VerifyResult(VerifyOutcome.UNAVAILABLE,
+                            f"{self.title} answered HTTP {status} {what}", status)
+
+    def advice(self, code: str) -> str:
+        return _ADVICE.get(code) or super().advice(code)

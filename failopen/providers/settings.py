@@ -1,0 +1,103 @@
+"""The vendor's settings, checked together: ``FAILOPEN_VENDOR`` and what its adapter presets.
+
+For the spec's vendor (the default) nothing is preset and nothing changes. For another vendor,
+each setting left unset takes the vendor's own value: ``FAILOPEN_VERIFY_URL`` its verify endpoint
+(once ``FAILOPEN_PRIVATE_KEY`` is set), ``FAILOPEN_TOKEN_FIELD`` its widget's field,
+``FAILOPEN_STATUS_URL`` and ``FAILOPEN_GLOBAL_COMPONENT`` its status page and the component that
+stands for its captcha (where it has one a machine can read). A setting given always wins.
+
+A preset is kept as a :class:`~failopen._internal.defaults.DefaultText`, so a Config copied with
+another vendor (``Config.replace``) takes that vendor's presets instead of keeping the first's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from failopen._internal.defaults import DefaultText
+from failopen.exceptions import ConfigError
+from failopen.providers.registry import provider_named
+
+__all__ = ["action_routes", "vendor_presets"]
+
+# reCAPTCHA's rule for action names ("alphanumeric characters, slashes, and underscores"), which
+# Turnstile's (alphanumeric, _ and -, up to 32) nearly matches: the strictest common form.
+_SETTING = "FAILOPEN_EXPECTED_ACTIONS"
+_ACTION = re.compile(r"[A-Za-z0-9/_-]{1,100}")
+
+
+def vendor_presets(*, vendor: Any, verify_url: str | None, private_key: bool,
+                   public_key: str | None, token_field: str, status_url: str | None,
+                   global_component: str | None, evidence: frozenset[str]) -> dict[str, Any]:
+    """The fields the vendor presets (only those it changes), after checking what it needs."""
+    provider = provider_named(vendor)
+    found: dict[str, Any] = {}
+    if isinstance(token_field, DefaultText) and token_field != provider.token_field:
+        found["token_field"] = DefaultText(provider.token_field)
+    if isinstance(verify_url, DefaultText):  # another vendor's preset: not given
+        found["verify_url"] = verify_url = None
+    if isinstance(status_url, DefaultText):
+        found["status_url"] = status_url = None
+    if isinstance(global_component, DefaultText):
+        found["global_component"] = global_component = None
+    if verify_url is None and private_key and provider.verify_url is not None:
+        found["verify_url"] = verify_url = DefaultText(provider.verify_url)
+    if verify_url is not None and provider.needs_public_key and not public_key:
+        raise ConfigError(
+            f"FAILOPEN_PUBLIC_KEY: required with FAILOPEN_VENDOR={provider.name} (the site key "
+            f"goes with every {provider.title} verify call)")
+    if verify_url is not None:
+        provider.check_verify_url(verify_url)
+    preset = provider.status
+    if preset is not None and "status" in evidence:
+        if status_url is None:
+            found["status_url"] = DefaultText(preset.url)
+        if global_component is None:
+            found["global_component"] = DefaultText(preset.component)
+    return found
+
+
+def action_routes(value: Any, *, paths: tuple[str, ...],
+                  views: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """``ROUTE=ACTION`` pairs (FAILOPEN_EXPECTED_ACTIONS) from a comma-separated string, a
+    mapping or pairs; ConfigError for an item without ``=``, an action no vendor mints, a route
+    given twice or a route nothing protects."""
+    pairs: Iterable[Any]
+    if isinstance(value, str):
+        pairs = []
+        for item in value.split(","):
+            if not item.strip():
+                continue
+            route, equals, action = item.rpartition("=")
+            if not equals or not route.strip():
+                raise ConfigError(f"{_SETTING}: {item.strip()!r} is not ROUTE=ACTION; "
+                                  "write e.g. /login=login,/signup=signup")
+            pairs.append((route.strip(), action.strip()))
+    elif isinstance(value, Mapping):
+        pairs = value.items()
+    elif isinstance(value, Iterable):
+        pairs = value
+    else:
+        raise ConfigError(f"{_SETTING}: expected ROUTE=ACTION,... or a mapping of routes "
+                          f"to actions, got {type(value).__name__}")
+    found: dict[str, str] = {}
+    protected = set(paths) | set(views)
+    for pair in pairs:
+        if (not isinstance(pair, (tuple, list)) or len(pair) != 2
+                or not isinstance(pair[0], str) or not isinstance(pair[1], str)):
+            raise ConfigError(f"{_SETTING}: {pair!r} is not a (route, action) pair")
+        route, action = pair[0].strip(), pair[1]
+        if not _ACTION.fullmatch(action):
+            raise ConfigError(f"{_SETTING}: {action!r} (for {route!r}) is not an action "
+                              "name: use letters, digits, /, _ and - (as the widget was given it)")
+        if found.setdefault(route, action) != action:
+            raise ConfigError(f"{_SETTING}: {route!r} is given two actions, "
+                              f"{found[route]} and {action}; give it one")
+        if route not in protected:
+            raise ConfigError(
+                f"{_SETTING}: {route!r} is not a protected route; spell each route as in "
+                f"FAILOPEN_PROTECTED_PATHS or FAILOPEN_PROTECTED_VIEWS "
+                f"({', '.join(sorted(protected)) or 'both empty'})")
+    return tuple(found.items())
