@@ -255,3 +255,162 @@ def test_a_lifetime_of_none_never_expires(vendor: Vendor, clock: FakeClock) -> N
         assert ask(vendor, client, fake, fake.GOOD) == vendor.success(fake.GOOD)
     with pytest.raises(ValueError, match="token_lifetime"):
         fake_verify_api(vendor.name, token_lifetime=0)
+
+
+# -- faults --------------------------------------------------------------------------------------
+
+HTML = "<html><body><h1>Service temporarily unavailable</h1></body></html>"
+# The vendors with their own body for a 500, 429 or 503; the others' front ends send HTML.
+STYLED = {
+    "recaptcha-enterprise": {
+        500: google_error(500, "INTERNAL", "Internal error encountered.")[1],
+        429: google_error(429, "RESOURCE_EXHAUSTED")[1],
+        503: google_error(503, "UNAVAILABLE", "The service is currently unavailable.")[1],
+    },
+}
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 429])
+def test_status_faults_in_each_vendors_style(
+    vendor: Vendor, client: httpx.Client, fake: CaptchaVerifyFake, status: int
+) -> None:
+    token = fake.issue_token()
+    fake.set_fault(str(status), retry_after=2.5)
+    response = vendor.send(client, fake, token, fake.private_key)
+    assert response.status_code == status
+    styled = STYLED.get(vendor.name, {}).get(status)
+    if styled is not None:
+        assert response.json() == styled
+    else:
+        assert response.headers["content-type"] == "text/html"
+        assert response.text == HTML
+    assert response.headers.get("retry-after") == ("3" if status in (429, 503) else None)
+    fake.set_fault(None)
+    assert ask(vendor, client, fake, token) == vendor.success(token)  # the fault used nothing
+
+
+@pytest.mark.parametrize(("fault", "error"), [
+    ("timeout", httpx.ReadTimeout), ("slow_drip", httpx.ReadTimeout),
+    ("reset", httpx.ReadError), ("truncated", httpx.RemoteProtocolError),
+])
+def test_network_faults_in_process(vendor: Vendor, client: httpx.Client,
+                                   fake: CaptchaVerifyFake, fault: str,
+                                   error: type[Exception]) -> None:
+    fake.set_fault(fault)
+    with pytest.raises(error):
+        vendor.send(client, fake, fake.issue_token(), fake.private_key)
+
+
+@pytest.mark.parametrize(("fault", "content_type", "body"), [
+    ("not_json", "text/html", HTML.encode()),
+    ("empty", "application/json", b""),
+    ("wrong_shape", "application/json", b'{"status": "ok", "result": {}}'),
+])
+def test_body_faults(vendor: Vendor, client: httpx.Client, fake: CaptchaVerifyFake, fault: str,
+                     content_type: str, body: bytes) -> None:
+    fake.set_fault(fault)
+    response = vendor.send(client, fake, fake.GOOD, fake.private_key)
+    assert (response.status_code, response.headers["content-type"], response.content) == (
+        200, content_type, body)
+
+
+def test_unknown_fault_is_refused(fake: CaptchaVerifyFake) -> None:
+    with pytest.raises(ValueError, match="unknown fault 'melt'"):
+        fake.set_fault("melt")
+    assert ("internal_error" in fake.FAULTS) == (fake.vendor == "turnstile")
+
+
+def test_other_paths_and_methods(fake: CaptchaVerifyFake, client: httpx.Client) -> None:
+    assert client.post("/elsewhere").status_code == 404
+    response = client.get(fake.path)
+    assert (response.status_code, response.headers["allow"]) == (405, "POST")
+
+
+def test_reset_clears_faults_counters_and_replay_memory(
+    vendor: Vendor, client: httpx.Client, fake: CaptchaVerifyFake, clock: FakeClock
+) -> None:
+    assert ask(vendor, client, fake, fake.GOOD) == vendor.success(fake.GOOD)
+    fake.set_fault("503")
+    clock.advance(fake.token_lifetime or 0)
+    fake.reset()
+    assert (fake.fault, fake.requests, fake.tokens_seen) == (None, 0, [])
+    status, body = ask(vendor, client, fake, fake.GOOD)  # solved anew, at the reset
+    assert (status, body) == (200, ANY) and body != vendor.replay(fake.GOOD)[1]
+
+
+# -- on a real socket ----------------------------------------------------------------------------
+
+
+def test_served_on_a_socket(vendor: Vendor, fake: CaptchaVerifyFake) -> None:
+    with pytest.raises(RuntimeError, match="serve"):
+        _ = fake.url
+    with fake.serve(), httpx.Client(base_url=fake.url, timeout=5) as client:
+        assert fake.verify_url == fake.url + fake.path
+        token = fake.issue_token()
+        assert ask(vendor, client, fake, token) == vendor.success(token)
+        assert ask(vendor, client, fake, token) == vendor.replay(token)
+        fake.set_fault("reset")
+        with pytest.raises(httpx.TransportError):
+            vendor.send(client, fake, fake.GOOD, fake.private_key)
+
+
+@pytest.mark.parametrize(("fault", "error"), [
+    ("timeout", httpx.ReadTimeout), ("slow_drip", httpx.ReadTimeout),
+    ("truncated", httpx.RemoteProtocolError),
+])
+def test_network_faults_on_a_socket(fault: str, error: type[Exception]) -> None:
+    fake = FakeTurnstileVerify()
+    fake.set_fault(fault)
+    # The drip sends a byte every 50 ms: a read time-out shorter than that sees it stall.
+    timeout = httpx.Timeout(5.0, read=0.03)
+    with fake.serve(), httpx.Client(base_url=fake.url, timeout=timeout) as client:
+        with pytest.raises(error):
+            post_siteverify(client, fake, fake.GOOD, fake.private_key)
+
+
+def test_served_with_control(fake: CaptchaVerifyFake) -> None:
+    with fake.serve(control=True):
+        state = send_control(fake.url, {"fault": "503"})
+        assert state == {"fake": "verify", "fault": "503", "requests": 0}
+        assert fake.fault == "503"
+
+
+# -- tokens minted in another process ------------------------------------------------------------
+
+
+def test_minted_tokens_are_accepted_once_by_a_fake_with_the_key(
+    vendor: Vendor, clock: FakeClock
+) -> None:
+    served = fake_verify_api(vendor.name, clock=clock, private_key="shared-test-key")
+    token = mint_token(vendor.name, "shared-test-key")
+    forged = mint_token(vendor.name, "another-key")
+    other_vendor = mint_token("turnstile" if vendor.name != "turnstile" else "hcaptcha",
+                              "shared-test-key")
+    with served.serve(), httpx.Client(base_url=served.url, timeout=5) as client:
+        assert ask(vendor, client, served, token) == vendor.success(token)
+        assert ask(vendor, client, served, token) == vendor.replay(token)
+        assert ask(vendor, client, served, forged) == vendor.junk(forged)
+        assert ask(vendor, client, served, other_vendor) == vendor.junk(other_vendor)
+
+
+def test_minted_claims_ride_in_the_token() -> None:
+    fake = FakeRecaptchaVerify(clock=FakeClock())
+    token = mint_token("recaptcha", fake.private_key, score=0.2, action="signup",
+                       hostname="shop.example")
+    with httpx.Client(transport=fake.transport(), base_url=BASE) as client:
+        body = post_siteverify(client, fake, token, fake.private_key).json()
+    assert body == {"success": True, "challenge_ts": START + "Z", "hostname": "shop.example",
+                    "score": 0.2, "action": "signup"}
+    with pytest.raises(TypeError, match="hcaptcha tokens carry no 'action'"):
+        mint_token("hcaptcha", "k", action="login")
+    with pytest.raises(ValueError, match="no fake for vendor"):
+        mint_token("recaptcha-v4", "k")
+
+
+def test_token_options_are_checked() -> None:
+    with pytest.raises(TypeError, match="friendly-captcha tokens carry no 'score'"):
+        FakeFriendlyCaptchaVerify().issue_token(score=0.5)
+    with pytest.raises(ValueError, match="score runs from 0.0 to 1.0"):
+        FakeRecaptchaVerify().issue_token(score=1.5)
+    with pytest.raises(TypeError, match="score must be int or float"):
+        FakeRecaptchaVerify().issue_token(score="high")  # type: ignore[arg-type]

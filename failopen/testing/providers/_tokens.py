@@ -60,7 +60,8 @@ def check_claims(vendor: str, allowed: Collection[str], given: dict[str, Any]) -
             raise TypeError(f"{vendor} tokens carry no {name!r}; they carry "
                             f"{', '.join(sorted(allowed))}")
         if not isinstance(value, _CLAIM_TYPES[name]) or (name == "score" and value is True):
-            raise TypeError(f"{name} must be {_CLAIM_TYPES[name][0].__name__}, not {value!r}")
+            kinds = " or ".join(kind.__name__ for kind in _CLAIM_TYPES[name])
+            raise TypeError(f"{name} must be {kinds}, not {value!r}")
     if not 0.0 <= claims.get("score", 0.0) <= 1.0:
         raise ValueError(f"score runs from 0.0 to 1.0, got {claims['score']!r}")
     return claims
