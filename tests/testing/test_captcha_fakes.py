@@ -189,13 +189,14 @@ def ask(vendor: Vendor, client: httpx.Client, fake: CaptchaVerifyFake, token: st
 
 
 def test_registry_names_each_vendor_once() -> None:
-    assert FAKES == {
+    expected = {
         "turnstile": FakeTurnstileVerify,
         "hcaptcha": FakeHCaptchaVerify,
         "recaptcha": FakeRecaptchaVerify,
         "recaptcha-enterprise": FakeRecaptchaEnterpriseVerify,
         "friendly-captcha": FakeFriendlyCaptchaVerify,
     }
+    assert expected == FAKES
     assert {name: fake.token_field for name, fake in FAKES.items()} == {
         "turnstile": "cf-turnstile-response",
         "hcaptcha": "h-captcha-response",
@@ -363,9 +364,9 @@ def test_network_faults_on_a_socket(fault: str, error: type[Exception]) -> None:
     fake.set_fault(fault)
     # The drip sends a byte every 50 ms: a read time-out shorter than that sees it stall.
     timeout = httpx.Timeout(5.0, read=0.03)
-    with fake.serve(), httpx.Client(base_url=fake.url, timeout=timeout) as client:
-        with pytest.raises(error):
-            post_siteverify(client, fake, fake.GOOD, fake.private_key)
+    with (fake.serve(), httpx.Client(base_url=fake.url, timeout=timeout) as client,
+          pytest.raises(error)):
+        post_siteverify(client, fake, fake.GOOD, fake.private_key)
 
 
 def test_served_with_control(fake: CaptchaVerifyFake) -> None:
@@ -414,3 +415,243 @@ def test_token_options_are_checked() -> None:
         FakeRecaptchaVerify().issue_token(score=1.5)
     with pytest.raises(TypeError, match="score must be int or float"):
         FakeRecaptchaVerify().issue_token(score="high")  # type: ignore[arg-type]
+
+
+# -- Turnstile -----------------------------------------------------------------------------------
+
+
+def turnstile_client(fake: FakeTurnstileVerify) -> httpx.Client:
+    return httpx.Client(transport=fake.transport(), base_url=BASE)
+
+
+TURNSTILE_SUCCESS = BY_NAME["turnstile"].success("")[1]
+
+
+def test_turnstile_idempotent_retry_gets_the_same_answer() -> None:
+    fake = FakeTurnstileVerify(clock=FakeClock())
+    token = fake.issue_token(action="login", cdata="session-7", hostname="shop.example")
+    first = {"secret": fake.private_key, "response": token, "idempotency_key": "k-1"}
+    success = TURNSTILE_SUCCESS | {"action": "login", "cdata": "session-7",
+                                   "hostname": "shop.example"}
+    with turnstile_client(fake) as client:
+        assert client.post(fake.path, data=first).json() == success
+        assert client.post(fake.path, json=first).json() == success  # the retry, as JSON
+        assert client.post(fake.path, data=first | {"idempotency_key": "k-2"}).json() == {
+            "success": False, "error-codes": ["timeout-or-duplicate"]}
+        assert client.post(fake.path, data={"secret": fake.private_key,
+                                            "response": token}).json() == {
+            "success": False, "error-codes": ["timeout-or-duplicate"]}
+        fake.reset()  # forgets the remembered answers too
+        assert client.post(fake.path, data=first).json()["success"] is True
+
+
+def test_turnstile_request_errors() -> None:
+    fake = FakeTurnstileVerify()
+    with turnstile_client(fake) as client:
+        def codes(**kwargs: Any) -> Json:
+            return client.post(fake.path, **kwargs).json()["error-codes"]
+
+        assert codes(data={"response": fake.GOOD}) == ["missing-input-secret"]
+        assert codes(content=b"{not json", headers={"Content-Type": "application/json"}) == [
+            "bad-request"]
+        assert codes(data={"secret": fake.private_key, "response": "x" * 2049}) == [
+            "invalid-input-response"]
+        fake.set_fault("internal_error")
+        response = client.post(fake.path, data={"secret": fake.private_key, "response": "t"})
+        assert (response.status_code, response.json()) == (
+            200, {"success": False, "error-codes": ["internal-error"]})
+
+
+@pytest.mark.parametrize(("secret", "dummy", "real"), [
+    (FakeTurnstileVerify.ALWAYS_PASS_SECRET, "pass", "invalid-input-response"),
+    (FakeTurnstileVerify.ALWAYS_FAIL_SECRET, "invalid-input-response", "invalid-input-response"),
+    (FakeTurnstileVerify.ALREADY_SPENT_SECRET, "timeout-or-duplicate", "timeout-or-duplicate"),
+])
+def test_turnstile_test_secrets(secret: str, dummy: str, real: str) -> None:
+    fake = FakeTurnstileVerify(private_key=secret, clock=FakeClock())
+    with turnstile_client(fake) as client:
+        for _ in range(2):  # test keys do not use tokens up
+            body = client.post(fake.path, data={"secret": secret,
+                                                "response": fake.DUMMY_TOKEN}).json()
+            assert body == (TURNSTILE_SUCCESS | {"action": "test", "cdata": "test-data"}
+                            if dummy == "pass" else {"success": False, "error-codes": [dummy]})
+        assert client.post(fake.path, data={"secret": secret, "response": fake.GOOD}).json() == {
+            "success": False, "error-codes": [real]}
+    production = FakeTurnstileVerify()
+    with turnstile_client(production) as client:
+        assert client.post(production.path, data={"secret": production.private_key,
+                                                  "response": fake.DUMMY_TOKEN}).json() == {
+            "success": False, "error-codes": ["invalid-input-response"]}
+
+
+# -- hCaptcha ------------------------------------------------------------------------------------
+
+
+def hcaptcha_answer(fake: FakeHCaptchaVerify, **fields: str) -> tuple[int, Json]:
+    with httpx.Client(transport=fake.transport(), base_url=BASE) as client:
+        return answer(client.post(fake.path, data={"secret": fake.private_key, **fields}))
+
+
+def test_hcaptcha_sitekey_checks() -> None:
+    fake = FakeHCaptchaVerify()
+    assert hcaptcha_answer(fake, response=fake.GOOD, sitekey="someone-elses") == error_codes(
+        "sitekey-secret-mismatch")
+    assert hcaptcha_answer(fake, response=fake.GOOD, sitekey=fake.TEST_SITE_KEY) == error_codes(
+        "not-using-dummy-passcode")
+    assert hcaptcha_answer(fake, response=fake.GOOD, sitekey=fake.public_key)[1]["success"]
+
+
+def test_hcaptcha_remoteip_and_secret_checks() -> None:
+    fake = FakeHCaptchaVerify(require_remoteip=True)
+    assert hcaptcha_answer(fake, response=fake.GOOD) == error_codes("missing-remoteip")
+    assert hcaptcha_answer(fake, response=fake.GOOD, remoteip="300.1.1.1") == error_codes(
+        "invalid-remoteip")
+    assert hcaptcha_answer(fake, secret="", response=fake.GOOD) == error_codes(
+        "missing-input-secret")
+    assert hcaptcha_answer(fake, response=fake.GOOD, remoteip="2001:db8::1")[1]["success"]
+
+
+def test_hcaptcha_enterprise_scores_each_token() -> None:
+    fake = FakeHCaptchaVerify(enterprise=True, clock=FakeClock())
+    risky = fake.issue_token(score=0.8)
+    assert hcaptcha_answer(fake, response=risky) == (200, {
+        "success": True, "challenge_ts": START + "Z", "hostname": "localhost", "credit": False,
+        "score": 0.8, "score_reason": []})
+    assert hcaptcha_answer(fake, response=fake.GOOD)[1]["score"] == 0.0
+
+
+def test_hcaptcha_test_keys() -> None:
+    fake = FakeHCaptchaVerify(private_key=FakeHCaptchaVerify.TEST_SECRET, clock=FakeClock())
+    assert fake.public_key == fake.TEST_SITE_KEY
+    for _ in range(2):
+        assert hcaptcha_answer(fake, response=fake.TEST_TOKEN, sitekey=fake.TEST_SITE_KEY) == (
+            200, {"success": True, "challenge_ts": START + "Z", "hostname": "dummy-key-pass",
+                  "credit": False})
+    assert hcaptcha_answer(fake, response=fake.GOOD) == error_codes("invalid-input-response")
+
+
+# -- reCAPTCHA -----------------------------------------------------------------------------------
+
+
+def test_recaptcha_v3_score_and_action() -> None:
+    fake = FakeRecaptchaVerify(clock=FakeClock())
+    bot, human = fake.issue_token(score=0.1, action="login"), fake.issue_token(action="signup")
+    with httpx.Client(transport=fake.transport(), base_url=BASE) as client:
+        assert answer(post_siteverify(client, fake, bot, fake.private_key)) == (200, {
+            "success": True, "challenge_ts": START + "Z", "hostname": "localhost",
+            "score": 0.1, "action": "login"})
+        assert post_siteverify(client, fake, human, fake.private_key).json()["score"] == 0.9
+        # Google reads the query string too, and names both missing fields at once.
+        query = client.post(fake.path, params={"secret": fake.private_key,
+                                               "response": fake.GOOD})
+        assert query.json()["success"] is True
+        assert client.post(fake.path, json={"secret": fake.private_key}).json() == {
+            "success": False, "error-codes": ["missing-input-response", "missing-input-secret"]}
+
+
+def test_recaptcha_test_keys_pass_everything() -> None:
+    fake = FakeRecaptchaVerify(private_key=FakeRecaptchaVerify.TEST_SECRET, clock=FakeClock())
+    assert fake.public_key == fake.TEST_SITE_KEY
+    with httpx.Client(transport=fake.transport(), base_url=BASE) as client:
+        for token in ("anything", "anything"):
+            assert post_siteverify(client, fake, token, fake.private_key).json() == {
+                "success": True, "challenge_ts": START + "Z", "hostname": "testkey.google.com"}
+
+
+# -- reCAPTCHA Enterprise ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def enterprise() -> FakeRecaptchaEnterpriseVerify:
+    return FakeRecaptchaEnterpriseVerify(clock=FakeClock())
+
+
+def assess(fake: FakeRecaptchaEnterpriseVerify, event: Json, *, key: str | None = None,
+           path: str | None = None, **kwargs: Any) -> tuple[int, Json]:
+    params = {"key": fake.private_key if key is None else key}
+    with httpx.Client(transport=fake.transport(), base_url=BASE) as client:
+        return answer(client.post(path or fake.path, params=params, json=event, **kwargs))
+
+
+def test_enterprise_invalid_reasons(enterprise: FakeRecaptchaEnterpriseVerify) -> None:
+    site = enterprise.public_key
+    other_site = enterprise.issue_token(site_key="6LotherSiteKey")
+    broken = enterprise.issue_token(browser_error=True)
+    scored = enterprise.issue_token(score=0.3, action="login", hostname="shop.example")
+
+    def reason(token: str) -> str:
+        status, body = assess(enterprise, {"event": {"token": token, "siteKey": site}})
+        assert status == 200
+        return str(body["tokenProperties"]["invalidReason"])
+
+    assert reason(other_site) == "SITE_MISMATCH"
+    assert reason(broken) == "BROWSER_ERROR"
+    status, body = assess(enterprise, {"event": {"token": scored, "siteKey": site,
+                                                 "expectedAction": "login"}})
+    assert body["riskAnalysis"] == {"score": 0.3, "reasons": []}
+    assert body["tokenProperties"] == {
+        "valid": True, "invalidReason": "INVALID_REASON_UNSPECIFIED", "hostname": "shop.example",
+        "action": "login", "createTime": START + ".000Z"}
+    assert body["event"]["expectedAction"] == "login"
+    assert body["name"].startswith("projects/123456789012/assessments/")
+    assert reason(scored) == "DUPE"
+
+
+def test_enterprise_request_errors(enterprise: FakeRecaptchaEnterpriseVerify) -> None:
+    event = {"event": {"token": enterprise.GOOD, "siteKey": enterprise.public_key}}
+    assert assess(enterprise, event, key="wrong") == API_KEY_INVALID
+    assert assess(enterprise, event, key="") == google_error(
+        403, "PERMISSION_DENIED", "The request is missing a valid API key.")
+    assert assess(enterprise, event, path="/v1/projects/not-mine/assessments") == google_error(
+        403, "PERMISSION_DENIED")
+    assert assess(enterprise, {"token": enterprise.GOOD}) == google_error(400, "INVALID_ARGUMENT")
+    assert assess(enterprise, None, content=b"token=x") == google_error(400, "INVALID_ARGUMENT")
+    # None of those used the token up.
+    assert assess(enterprise, event)[1]["tokenProperties"]["valid"] is True
+
+
+def test_enterprise_key_in_header_and_project() -> None:
+    fake = FakeRecaptchaEnterpriseVerify(project="shop-prod", private_key="api-key-1")
+    assert fake.path == "/v1/projects/shop-prod/assessments"
+    with httpx.Client(transport=fake.transport(), base_url=BASE) as client:
+        response = client.post(fake.path, headers={"X-Goog-Api-Key": "api-key-1"},
+                               json={"event": {"token": fake.GOOD, "siteKey": fake.public_key}})
+    assert response.json()["tokenProperties"]["valid"] is True
+
+
+# -- Friendly Captcha ----------------------------------------------------------------------------
+
+
+def friendly(fake: FakeFriendlyCaptchaVerify, headers: dict[str, str] | None = None,
+             **kwargs: Any) -> tuple[int, Json]:
+    sent = {"X-API-Key": fake.private_key} if headers is None else headers
+    with httpx.Client(transport=fake.transport(), base_url=BASE) as client:
+        return answer(client.post(fake.path, headers=sent, **kwargs))
+
+
+def test_friendly_captcha_request_errors() -> None:
+    fake = FakeFriendlyCaptchaVerify()
+    good = {"response": fake.GOOD}
+    assert friendly(fake, headers={}, json=good) == friendly_error("auth_required", 401)
+    assert friendly(fake, headers={"X-API-Key": "nope"}, json=good) == friendly_error(
+        "auth_invalid", 401)
+    assert friendly(fake, json=good | {"sitekey": "FCMOTHER"}) == friendly_error(
+        "sitekey_invalid", 400)
+    assert friendly(fake, json={"sitekey": fake.public_key}) == friendly_error(
+        "response_missing", 400)
+    assert friendly(fake, content=b"{oops", headers={"X-API-Key": fake.private_key,
+                                                     "Content-Type": "application/json"}) == (
+        friendly_error("bad_request", 400))
+    assert friendly(fake) == friendly_error("bad_request", 400)  # an empty body
+
+
+def test_friendly_captcha_success_and_form_bodies() -> None:
+    fake = FakeFriendlyCaptchaVerify(clock=FakeClock())
+    token = fake.issue_token(hostname="shop.example")
+    status, body = friendly(fake, data={"response": token, "sitekey": fake.public_key})
+    assert (status, body) == (200, {"success": True, "data": {
+        "event_id": ANY, "challenge": {"timestamp": START + "Z", "origin": "https://shop.example"},
+        "risk_intelligence": None}})
+    assert body["data"]["event_id"].startswith("ev_")
+    assert friendly(fake, json={"response": token})[1]["error"] == {
+        "error_code": "response_duplicate", "detail": "The response has already been used."}
