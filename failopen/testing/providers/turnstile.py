@@ -26,6 +26,7 @@ accepts only :attr:`DUMMY_TOKEN` (as often as it is sent) and rejects real token
 ``invalid-input-response``; with :attr:`ALWAYS_FAIL_SECRET` every token gets
 ``invalid-input-response``; with :attr:`ALREADY_SPENT_SECRET`, ``timeout-or-duplicate``.
 
+``remoteip`` is read and not checked (Cloudflare: "currently not strictly validated").
 Where the docs are silent the fake chooses: the code for an over-long token, the HTTP status of
 errors (200 throughout), and that an ``idempotency_key`` need not be a UUID. The ``metadata``
 object is empty (Cloudflare fills ``ephemeral_id`` there for Enterprise customers).
