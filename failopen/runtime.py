@@ -28,7 +28,7 @@ from failopen.engine.fleet_identity import Watched
 from failopen.engine.guard import CONFIRM_WAIT, Decision, Guard, OutageConfirmer
 from failopen.engine.listeners import ChangeListeners
 from failopen.engine.outage import OutageGate
-from failopen.engine.probe import VerifyProbe
+from failopen.engine.probe import VerifyProbe, warn_probe_alone
 from failopen.engine.watcher import PollResult, StatusWatcher
 from failopen.exceptions import ConfigError
 from failopen.fallback import (
@@ -59,21 +59,6 @@ class _NoVerifier:
 
     async def averify(self, token: str) -> VerifyResult:
         return self.verify(token)
-
-
-def _warn_probe_alone(config: Config) -> None:
-    """Say at start-up that an ``open`` route's bypass rests on the probe alone: whoever can
-    block the path from these servers to the vendor can then open it (docs/probe.md)."""
-    open_routes = [route for route, policy in config.outage_policy_routes if policy == "open"]
-    if config.outage_policy != "open" and not open_routes:
-        return
-    which = "every protected route without a policy of its own (FAILOPEN_OUTAGE_POLICY=open)" \
-        if config.outage_policy == "open" else ", ".join(open_routes)
-    logger.warning(
-        "failopen: FAILOPEN_EVIDENCE=probe: the verify probe alone can turn enforcement off, and "
-        "%s then admits requests unchecked; whoever can block the path from these servers to "
-        "%s can bring that about. Prefer the fallback or closed outage policy there.",
-        which, config.provider.title, extra={"event": "failopen.probe_alone_opens"})
 
 
 class FailOpen:
@@ -191,7 +176,8 @@ class FailOpen:
         if config.probe:
             self.probe = self._build_probe(probe_verifier, verify_transport)
             if self.status is None:
-                _warn_probe_alone(config)
+                warn_probe_alone(config.outage_policy, config.outage_policy_routes,
+                                 config.provider.title)
 
     def _outage_gate(self, config: Config, clock: Clock) -> OutageGate:
         """What protected routes do while enforcement is off: their outage policies, the outage

@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OutcomeWindow", "PROBE_MIN_CALLS", "PROBE_MOSTLY_UNAVAILABLE", "PROBE_QUIET_FACTOR",
-    "PROBE_TOKEN_PREFIX", "ProbeResult", "VerifyProbe",
+    "PROBE_TOKEN_PREFIX", "ProbeResult", "VerifyProbe", "warn_probe_alone",
 ]
 
 logger = logging.getLogger("failopen.probe")
@@ -78,6 +78,22 @@ PROBE_MOSTLY_UNAVAILABLE = 0.8
 PROBE_QUIET_FACTOR = 2
 #: How the probe's synthetic tokens begin (a random part follows): no vendor issues such a token.
 PROBE_TOKEN_PREFIX = "failopen-probe-"
+
+
+def warn_probe_alone(policy: str, routes: tuple[tuple[str, str], ...], vendor: str) -> None:
+    """Say at start-up that an ``open`` route's bypass rests on the probe alone
+    (FAILOPEN_EVIDENCE=probe): whoever can block the path from these servers to the vendor can
+    then open it. ``policy`` is the default outage policy, ``routes`` the routes' own."""
+    open_routes = [route for route, own in routes if own == "open"]
+    if policy != "open" and not open_routes:
+        return
+    which = "every protected route without a policy of its own (FAILOPEN_OUTAGE_POLICY=open)" \
+        if policy == "open" else ", ".join(open_routes)
+    logger.warning(
+        "FAILOPEN_EVIDENCE=probe: the verify probe alone can turn enforcement off, and %s then "
+        "admits requests unchecked; whoever can block the path from these servers to %s can "
+        "bring that about. Prefer the fallback or closed outage policy there.",
+        which, vendor, extra={"event": "failopen.probe_alone_opens"})
 
 
 class VerifyProbe:

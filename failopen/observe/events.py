@@ -110,8 +110,8 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
         "failopen.verify", "ERROR", "the vendor answered 401/403 to our private key",
         "status_code, verify_url"),
     "failopen.probe_alone_opens": (
-        "failopen", "WARNING", "start-up: the verify probe alone (FAILOPEN_EVIDENCE=probe) can "
-        "turn enforcement off for an open route", ""),
+        "failopen.probe", "WARNING", "start-up: the verify probe alone (FAILOPEN_EVIDENCE=probe) "
+        "can turn enforcement off for an open route", ""),
     "failopen.verify_misconfigured": (
         "failopen.verify", "ERROR", "a vendor said our secret, site key, URL or request is "
         "wrong (its codes and what to change; at most every 5 minutes)",

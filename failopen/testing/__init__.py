@@ -4,6 +4,9 @@
 * :class:`FakeVerifyAPI` — the verify call, with good (each verified once, as the vendor's),
   bad and denied tokens, sessions that time out, and faults.
 * :class:`FakeVendorScript` — the vendor's client script (``api.js``) for browser tests.
+* :func:`fake_verify_api` — the verify API of Turnstile, hCaptcha, reCAPTCHA, reCAPTCHA
+  Enterprise or Friendly Captcha, by name (:mod:`failopen.testing.providers`: one class each,
+  with every documented code, single use, scores and actions, and the faults above).
 * :class:`RaiEmulator` — the session-intelligence API (interface A).
 * :class:`FakeClock` — time that moves only when told to.
 * :func:`solve_challenge` — the solution of a fallback challenge, as the browser sends it.
@@ -22,6 +25,7 @@ from __future__ import annotations
 from failopen.testing._server import FakeRequest, LoopbackServer, Reply, as_transport, free_port
 from failopen.testing.clock import FakeClock
 from failopen.testing.fallback import solve_challenge
+from failopen.testing.providers import fake_verify_api, mint_token
 from failopen.testing.rai_emulator import RaiEmulator
 from failopen.testing.status_page import FakeStatusPage
 from failopen.testing.vendor_script import FakeVendorScript
@@ -37,6 +41,8 @@ __all__ = [
     "RaiEmulator",
     "Reply",
     "as_transport",
+    "fake_verify_api",
     "free_port",
+    "mint_token",
     "solve_challenge",
 ]
