@@ -46,9 +46,11 @@ def test_all_good_is_exit_0_with_one_line_per_check(run: Any, env: Any,
     assert "memory: this process only" in found["store"][1]
     assert found["fleet identity"][1].startswith("standalone (memory store")
     assert "default open" in found["outage policies"][1]
-    # The made-up token went to the verify API, once: no vendor issues such a token.
-    assert len(fake_verify_api.tokens_seen) == 1
+    # The made-up token went to the verify API with our key, and once more with a key nobody
+    # has (the answers differ: ours could only come from a good key); no vendor issues it.
+    assert len(fake_verify_api.tokens_seen) == 2
     assert fake_verify_api.tokens_seen[0].startswith(CHECK_TOKEN_PREFIX)
+    assert fake_verify_api.tokens_seen[0] == fake_verify_api.tokens_seen[1]
     assert shown.err == ""
 
 
@@ -310,7 +312,9 @@ def _verify_server(reply: Reply) -> LoopbackServer:
     (Reply.json({"error": "INVALID PRIVATE KEY"}, status=400), "key_rejected", "key rejected"),
     (Reply.json({"session_details": {"solved": True, "verified": True}}), "token_accepted",
      "accepted a made-up token"),
-    (Reply.json({"error": "DENIED ACCESS"}), "key_accepted", "key accepted, token invalid"),
+    # What the spec's vendor answers a made-up token and a wrong key alike: the key passed no
+    # test (it said "key accepted" for a wrong key before).
+    (Reply.json({"error": "DENIED ACCESS"}), "key_not_confirmed", "key not confirmed"),
     (Reply.json({"session_details": {"solved": False}}), "key_accepted", "challenge not solved"),
 ])
 def test_what_the_answer_says_about_the_key(run: Any, env: pytest.MonkeyPatch, reply: Reply,
@@ -324,7 +328,9 @@ def test_what_the_answer_says_about_the_key(run: Any, env: pytest.MonkeyPatch, r
     verify = data["checks"][2]
     assert verify["facts"]["answer"] == answer
     assert said in verify["detail"]
-    assert verify["ok"] is (answer == "key_accepted")
+    assert verify["ok"] is (answer in ("key_accepted", "key_not_confirmed"))
+    assert verify["status"] == {"key_accepted": "ok", "key_not_confirmed": "warning"}.get(
+        answer, "problem")
 
 
 def test_a_private_key_config_takes_but_the_verifier_refuses(run: Any,

@@ -15,8 +15,9 @@ An adapter adds its own lines (Django: ``django_views``, see ``manage.py failope
 When the configuration is invalid, each later check is built from its own settings only (the
 others at their defaults), as every verb does: it runs when those are good, says ``skipped``
 when the error is among them, and is a problem of its own when another bad setting is. Every
-check runs on its own daemon thread and is given up at a deadline (the status or verify time-out
-plus a second; 5 s for the store), so the command never hangs. Every secret the settings hold
+check runs on its own daemon thread and is given up at a deadline (the status time-out, or twice
+the verify time-out: a second call may compare a wrong key's answer; plus a second; 5 s for the
+store), so the command never hangs. Every secret the settings hold
 (and every ``FAILOPEN_*`` secret variable) is replaced by ``***`` in whatever is printed.
 
 Exit codes: 0 every check passed (warnings allowed), 1 a problem (with ``--strict``, a warning
@@ -61,7 +62,8 @@ _SECRET_VARIABLES = ("FAILOPEN_PRIVATE_KEY", "FAILOPEN_ADMIN_TOKEN", "FAILOPEN_S
                      "FAILOPEN_FALLBACK_SECRET", "FAILOPEN_RAI_CLIENT_SECRET")
 
 _VERIFY_FIELDS = frozenset({"verify_url", "private_key", "verify_timeout", "require_verified",
-                            "protected_paths", "protected_views"})
+                            "protected_paths", "protected_views", "vendor", "public_key",
+                            "min_score"})
 _FLEET_FIELDS = STORE_FIELDS | {"status_url", "global_component", "verify_url", "private_key",
                                 "evidence", "mode"}
 _Run = Callable[[Config, Wiring, Mapping[str, str]], Check]
@@ -70,7 +72,7 @@ _PARTS: tuple[tuple[str, frozenset[str], _Run, Callable[[Config], float]], ...] 
     ("status_page", STATUS_FIELDS, lambda c, w, e: check_status_page(c, w),
      lambda c: c.status_timeout + _SLACK),
     ("verify_api", _VERIFY_FIELDS, lambda c, w, e: check_verify_api(c, w),
-     lambda c: c.verify_timeout + _SLACK),
+     lambda c: 2 * c.verify_timeout + _SLACK),
     ("store", STORE_FIELDS | {"override_endpoint"}, lambda c, w, e: check_store(c, e),
      lambda c: STORE_DEADLINE),
     ("fleet_identity", _FLEET_FIELDS, lambda c, w, e: check_fleet_identity(c, e),

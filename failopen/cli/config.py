@@ -33,7 +33,7 @@ _FLAGS = {"status_url": "--status-url", "global_component": "--global-component"
 # The settings each verb uses; any other one that is bad is warned about and left out.
 STATUS_FIELDS = frozenset({
     "status_url", "global_component", "indicator_fallback", "status_timeout",
-    "status_max_bytes", "bypass_on"})
+    "status_max_bytes", "bypass_on", "vendor", "evidence"})
 WATCH_FIELDS = STATUS_FIELDS | {
     "poll_interval", "poll_jitter", "open_after", "close_after", "stale_after", "backoff_max",
     "max_stale_bypass", "store", "store_password", "store_refresh", "redis_prefix",

@@ -6,10 +6,13 @@ Each check returns a :class:`Check`: one line, ``ok``, ``warning`` (said, fails 
 the configuration line says why). ``facts`` are the same findings for ``--json`` readers.
 
 The verify check sends a token no vendor issued (``failopen-check-`` and random hex) and reads the
-answer as the guard would (:func:`failopen.providers.verify_answers.classify`), then asks one more
-question the guard never needs to: did our private key pass? A 401 or 403 (or an error naming the
-private key) says no; a 400 or 2xx answer that refuses the token says yes; a 404, 405 or a
-non-JSON refusal is no verify endpoint's answer to a token, so it says nothing about the key.
+answer as the guard would (the vendor's adapter), then asks one more question the guard never
+needs to: did our key pass? A misconfiguration (the vendor's code for a wrong secret, site key or
+URL), a 401 or 403 (or an error naming the private key) says no. "Key accepted" only for an answer
+that could only come from a vendor that accepted it (:meth:`Provider.confirms_key`: the token
+refused by the vendor's own codes for a token); any other refusal, such as the spec's vendor's
+``DENIED ACCESS``, which it also answers a wrong key with, is "key not confirmed" (a warning). A
+404, 405 or a non-JSON refusal is no verify endpoint's answer to a token.
 """
 
 from __future__ import annotations
@@ -80,6 +83,16 @@ class Wiring:
 def check_status_page(config: Config, wiring: Wiring) -> Check:
     """Read the status page once, as the watcher does, and name the global component."""
     url = config.status_url
+    provider = config.provider
+    if url is None and "status" not in config.evidence:
+        return Check("status_page", "ok",
+                     f"none watched: FAILOPEN_EVIDENCE=probe, the verify probe is the evidence of "
+                     f"a {provider.title} outage", {"url": None, "evidence": "probe"})
+    if url is None and not provider.publishes_status:
+        return Check("status_page", "problem",
+                     f"{provider.title} publishes no status page a machine can read: set "
+                     "FAILOPEN_EVIDENCE=probe to let the verify probe see an outage (without it "
+                     "failopen never fails open)", {"url": None})
     if url is None:
         return Check("status_page", "problem",
                      "FAILOPEN_STATUS_URL is not set: failopen cannot see an outage, so it never "
@@ -164,32 +177,67 @@ def _status_read(config: Config, url: str, report: StatusReport) -> Check:
 def check_verify_api(config: Config, wiring: Wiring) -> Check:
     """Send the verify API a made-up token: is the key accepted, rejected, or nobody there?"""
     url = config.verify_url
+    provider = config.provider
     if url is None:
         protected = config.protected_paths or config.protected_views
+        missing = "FAILOPEN_PRIVATE_KEY" if provider.verify_url else "FAILOPEN_VERIFY_URL"
         return Check(
             "verify_api", "problem" if protected else "warning",
-            "FAILOPEN_VERIFY_URL is not set: no token can be verified"
+            f"{missing} is not set: no token can be verified"
             + ("; the protected routes would refuse every request" if protected else
                " (needed by every protected route)"), {"url": None, "answer": "not_configured"})
     try:
         verifier = HttpVerifier(url, config.private_key or "", timeout=config.verify_timeout,
                                 require_verified=config.require_verified,
-                                transport=wiring.verify_transport)
+                                transport=wiring.verify_transport, provider=provider,
+                                public_key=config.public_key, min_score=config.min_score)
     except ConfigError as exc:  # the key's own shape (whitespace): the message never shows it
         return Check("verify_api", "problem", str(exc), {"url": url, "answer": "not_sent"})
+    token = CHECK_TOKEN_PREFIX + secrets.token_hex(8)
     try:
-        result = verifier.verify(CHECK_TOKEN_PREFIX + secrets.token_hex(8))
+        result = verifier.verify(token)
     finally:
         verifier.close()
-    answer, status, detail = _verify_answer(result, config)
+    # The vendor's own codes may vouch for the key; else a wrong key's answer must differ.
+    confirmed = provider.confirms_key(result) or (
+        result.outcome is VerifyOutcome.INVALID
+        and _wrong_key_answers_otherwise(config, wiring, token, result))
+    answer, status, detail = _verify_answer(result, config, confirmed=confirmed)
     return Check("verify_api", status, f"{url}: {detail}",
-                 {"url": url, "answer": answer, "http_status": result.status_code})
+                 {"url": url, "answer": answer, "http_status": result.status_code,
+                  "vendor": provider.name, "codes": list(result.codes)})
 
 
-def _verify_answer(result: VerifyResult, config: Config) -> tuple[str, Status, str]:
+def _wrong_key_answers_otherwise(config: Config, wiring: Wiring, token: str,
+                                 ours: VerifyResult) -> bool:
+    """True when the same made-up token sent with a key nobody has gets another answer than
+    ours: then ours could only come from a vendor that accepted our key. A vendor that answers
+    both alike (the spec's vendor's ``DENIED ACCESS``) leaves the key unconfirmed."""
+    assert config.verify_url is not None  # checked by the caller
+    wrong = HttpVerifier(config.verify_url, "failopen-check-no-such-key-" + secrets.token_hex(8),
+                         timeout=config.verify_timeout, transport=wiring.verify_transport,
+                         provider=config.provider, public_key=config.public_key)
+    try:
+        theirs = wrong.verify(token)
+    finally:
+        wrong.close()
+    if theirs.outcome in (VerifyOutcome.UNAVAILABLE, VerifyOutcome.RATE_LIMITED,
+                          VerifyOutcome.OVERLOADED):
+        return False  # no answer to compare with
+    return (theirs.outcome, theirs.status_code, theirs.reason, theirs.codes) != (
+        ours.outcome, ours.status_code, ours.reason, ours.codes)
+
+
+def _verify_answer(result: VerifyResult, config: Config, *,
+                   confirmed: bool) -> tuple[str, Status, str]:
     """(``answer`` fact, line status, what it means) for the made-up token's answer."""
     code, reason = result.status_code, result.reason
     outcome = result.outcome
+    provider = config.provider
+    if outcome is VerifyOutcome.MISCONFIGURED:
+        return ("key_rejected", "problem",
+                f"{reason}: {provider.advice(result.codes[0] if result.codes else '')}; every "
+                "request to a protected route would be refused")
     if outcome is VerifyOutcome.INVALID:
         if code in (401, 403) or "PRIVATE KEY" in reason.upper().replace("_", " "):
             return ("key_rejected", "problem",
@@ -199,7 +247,13 @@ def _verify_answer(result: VerifyResult, config: Config) -> tuple[str, Status, s
             # No verify endpoint answers a token like this: the URL is probably not it.
             return ("not_a_verify_answer", "problem",
                     f"{reason}: is FAILOPEN_VERIFY_URL the vendor's verify endpoint?")
-        return "key_accepted", "ok", f"key accepted, token invalid ({reason})"
+        if confirmed:
+            site_key = " (the site key is not confirmed by a made-up token: a log-in on staging " \
+                "is)" if provider.needs_public_key else ""
+            return "key_accepted", "ok", f"key accepted, token invalid ({reason}){site_key}"
+        return ("key_not_confirmed", "warning",
+                f"key not confirmed: the made-up token was refused ({reason}), an answer "
+                f"{provider.title} may give a wrong key too; a log-in on staging confirms it")
     if outcome is VerifyOutcome.VALID:
         return ("token_accepted", "problem",
                 "accepted a made-up token: FAILOPEN_VERIFY_URL does not look like the vendor's "

@@ -101,6 +101,11 @@ class Provider:
     retries: ClassVar[bool] = False
     #: True where the verify call needs the site key (``FAILOPEN_PUBLIC_KEY``).
     needs_public_key: ClassVar[bool] = False
+    #: False where the vendor publishes no status page a machine can read.
+    publishes_status: ClassVar[bool] = True
+    #: The vendor's documented codes for a refused token (bad, expired, replayed, missing):
+    #: answered only once our key has passed, so one of them confirms the key.
+    refusals: ClassVar[frozenset[str]] = frozenset()
 
     def call(self, token: str, *, secret: str, verify_url: str, public_key: str | None,
              remote_ip: str | None, action: str | None, attempt: str) -> VerifyCall:
@@ -111,6 +116,12 @@ class Provider:
                  secrets: tuple[str, ...]) -> VerifyResult:
         """What a complete answer means (pure: no I/O, no logging)."""
         raise NotImplementedError
+
+    def confirms_key(self, result: VerifyResult) -> bool:
+        """True when ``result``, the answer to a made-up token, could only come from a vendor
+        that accepted our key (``failopen check``): a refusal of the token by its own codes."""
+        return result.outcome is VerifyOutcome.INVALID and bool(result.codes) \
+            and all(code in self.refusals for code in result.codes)
 
     def check_verify_url(self, url: str) -> None:
         """ConfigError when ``url`` cannot be this vendor's verify endpoint (a checked URL)."""

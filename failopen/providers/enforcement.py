@@ -12,9 +12,15 @@ from __future__ import annotations
 
 from failopen.providers.base import Expectation, Provider, VerifyCall
 from failopen.providers.exchange import Fetched
-from failopen.providers.verify_answers import VerifyResult, classify
+from failopen.providers.verify_answers import VerifyOutcome, VerifyResult, classify
 
 __all__ = ["Enforcement"]
+
+# Refusals read from an answer's session_details: the vendor looked the session up, which it
+# does only for a request whose private key it accepted. Its "DENIED ACCESS", by contrast, is
+# what it answers a wrong private key with as well.
+_SESSION_REFUSALS = frozenset({"challenge not solved", "solved but not verified",
+                               "token replayed: verified before", "session timed out"})
 
 
 class Enforcement(Provider):
@@ -32,3 +38,6 @@ class Enforcement(Provider):
     def classify(self, fetched: Fetched, *, expect: Expectation,
                  secrets: tuple[str, ...]) -> VerifyResult:
         return classify(fetched, require_verified=expect.require_verified, secrets=secrets)
+
+    def confirms_key(self, result: VerifyResult) -> bool:
+        return result.outcome is VerifyOutcome.INVALID and result.reason in _SESSION_REFUSALS

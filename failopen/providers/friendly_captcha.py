@@ -27,8 +27,9 @@ from failopen.providers.verify_answers import VerifyOutcome, VerifyResult
 __all__ = ["FriendlyCaptcha"]
 
 _MISCONFIGURED = frozenset({"auth_required", "auth_invalid", "sitekey_invalid", "bad_request"})
-_KNOWN = _MISCONFIGURED | {"response_missing", "response_invalid", "response_timeout",
-                           "response_duplicate"}
+_REFUSALS = frozenset({"response_missing", "response_invalid", "response_timeout",
+                       "response_duplicate"})
+_KNOWN = _MISCONFIGURED | _REFUSALS
 _ADVICE = {
     "auth_required": "set FAILOPEN_PRIVATE_KEY to a Friendly Captcha API key",
     "auth_invalid": "FAILOPEN_PRIVATE_KEY is not a valid Friendly Captcha API key (dashboard, "
@@ -47,6 +48,8 @@ class FriendlyCaptcha(Provider):
     token_field = "frc-captcha-response"
     # Tokens do expire (response_timeout), after a time the docs do not give.
     token_lifetime = None
+    publishes_status = False
+    refusals = _REFUSALS
 
     def call(self, token: str, *, secret: str, verify_url: str, public_key: str | None,
              remote_ip: str | None, action: str | None, attempt: str) -> VerifyCall:

@@ -24,6 +24,7 @@ class Recaptcha(Siteverify):
     token_field = "g-recaptcha-response"
     token_lifetime = 120.0
     score_field = "score"
+    publishes_status = False
     misconfigured = frozenset({"missing-input-secret", "invalid-input-secret", "bad-request"})
     refusals = frozenset({"missing-input-response", "invalid-input-response",
                           "timeout-or-duplicate"})

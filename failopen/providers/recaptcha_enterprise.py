@@ -63,6 +63,9 @@ class RecaptchaEnterprise(Provider):
     token_field = "g-recaptcha-response"
     token_lifetime = 120.0
     needs_public_key = True
+    publishes_status = False
+    # An assessment (any reason) is made only for a request whose API key and project passed.
+    refusals = _REASONS
 
     def call(self, token: str, *, secret: str, verify_url: str, public_key: str | None,
              remote_ip: str | None, action: str | None, attempt: str) -> VerifyCall:

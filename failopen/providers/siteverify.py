@@ -50,9 +50,6 @@ class Siteverify(Provider):
     misconfigured: ClassVar[frozenset[str]]
     #: Codes by which the vendor says it failed itself.
     unavailable: ClassVar[frozenset[str]] = frozenset()
-    #: Codes by which the vendor refuses the token (every code not in the two sets above does
-    #: too; these are the documented ones, kept as they are in logs).
-    refusals: ClassVar[frozenset[str]]
     #: What to change for each code of ours.
     advice_by_code: ClassVar[Mapping[str, str]] = {}
     #: The form field that carries the site key, where the vendor takes one.
