@@ -122,6 +122,8 @@ class FailOpen:
             max_stale_bypass=config.max_stale_bypass_seconds, store_refresh=config.store_refresh,
             clock=clock, on_poll=on_poll,
         )
+        self.watcher.vendor = config.vendor
+        self.watcher.watch_component(config.global_component)
         if self.status is not None:
             # A caller never waits on another's check longer than the check itself may take.
             confirmer = OutageConfirmer(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from failopen.providers.registry import DEFAULT_VENDOR
 from failopen.runtime import FailOpen
 from failopen.stores import mask_url
 
@@ -32,6 +33,9 @@ def evidence_text(runtime: FailOpen) -> str:
     """Where outage evidence comes from, as one phrase."""
     config = runtime.config
     if config.status_url is None:
+        if runtime.probe is not None:
+            return (f"the verify probe alone (FAILOPEN_EVIDENCE=probe: {config.provider.title} "
+                    "has no status page failopen reads)")
         return "none (no FAILOPEN_STATUS_URL: it never fails open; overrides only)"
     component = config.global_component or "guessed from the page's shape"
     text = f"status page {mask_url(config.status_url)} (global component: {component})"
@@ -44,12 +48,14 @@ def announce(logger: logging.Logger, runtime: FailOpen, *, adapter: str,
     config = runtime.config
     store = runtime.store.describe()
     evidence = evidence_text(runtime)
+    # The spec's vendor's line stays as it always was; another vendor is named in it.
+    vendor = "" if config.vendor == DEFAULT_VENDOR else f"vendor: {config.provider.title}; "
     logger.info(
-        "failopen (%s) protects %s; evidence: %s; store: %s; mode: %s", adapter,
-        protects or "nothing", evidence, store, config.mode,
+        "failopen (%s) protects %s; %sevidence: %s; store: %s; mode: %s", adapter,
+        protects or "nothing", vendor, evidence, store, config.mode,
         extra={"event": "failopen.started", "adapter": adapter,
-               "protects": protects or None, "evidence": evidence, "store": store,
-               "mode": config.mode})
+               "protects": protects or None, "vendor": config.vendor, "evidence": evidence,
+               "store": store, "mode": config.mode})
     if not protects:
         logger.warning(
             "failopen (%s) protects nothing: every request reaches the app unchecked. %s",

@@ -40,6 +40,7 @@ from failopen.cli.terminal_log import log_to_terminal
 from failopen.config import Config
 from failopen.engine.flag import FlagState, rfc3339
 from failopen.exceptions import ConfigError, FailopenError, StatusError
+from failopen.providers.registry import DEFAULT_VENDOR
 
 if TYPE_CHECKING:
     from failopen.cli.check import ExtraCheck
@@ -60,6 +61,21 @@ def _emit(out: TextIO, data: dict[str, Any]) -> None:
 
 # --- failopen status ----------------------------------------------------------------------------
 
+# More components than this (Cloudflare lists hundreds of data centres): only those not
+# operational are listed one by one.
+_ALL_REGIONS_SHOWN = 40
+
+
+def _watched_line(config: Config) -> str | None:
+    """``watching Turnstile: <page>, component <id>`` for another vendor than the spec's (whose
+    output stays as it always was), else None."""
+    if config.vendor == DEFAULT_VENDOR or config.status_url is None:
+        return None
+    component = config.global_component or "the page's global component"
+    return printable(f"watching {config.provider.title}: {config.status_url}, component "
+                     f"{component}")
+
+
 
 def _cmd_status(args: argparse.Namespace) -> int:
     from failopen.providers.status import StatusClient
@@ -76,6 +92,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
         timeout=config.status_timeout, max_bytes=config.status_max_bytes,
         indicator_fallback=config.indicator_fallback,
     ) as client:
+        watched = _watched_line(config)
+        if watched is not None and not args.json:
+            print(watched)
         if args.components:
             return _print_components(args, client)
         try:
@@ -88,6 +107,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
                     "fetched_at": None, "page_updated_at": None, "global_component": None,
                     "regions": [], "impaired_regions": [], "odd": [], "chosen_by": None,
                     "would_bypass": False, "error": f"{type(exc).__name__}: {exc}",
+                    "vendor": config.vendor,
                 })
             else:
                 print(printable(f"status page unusable: {type(exc).__name__}: {exc}"),
@@ -95,12 +115,19 @@ def _cmd_status(args: argparse.Namespace) -> int:
             return EXIT_UNKNOWN
     would_bypass = report.global_status in config.bypass_on
     if args.json:
-        _emit(sys.stdout, {**report.to_dict(), "would_bypass": would_bypass, "error": None})
+        _emit(sys.stdout, {**report.to_dict(), "would_bypass": would_bypass, "error": None,
+                           "vendor": config.vendor})
     else:
         # Everything but the labels comes from the status page: shown as text, never obeyed.
         print(printable(f"global: {report.global_status}")
               + ("  (would bypass)" if would_bypass else ""))
-        for region in report.regions:
+        regions = report.regions
+        if len(regions) > _ALL_REGIONS_SHOWN:  # Cloudflare's hundreds of data centres
+            impaired = [r for r in regions if r.status != "operational"]
+            print(printable(f"  {len(regions) - len(impaired)} of {len(regions)} other "
+                            "components operational; the rest:"))
+            regions = tuple(impaired)
+        for region in regions:
             print(printable(f"  {region.description or region.name}: {region.status}"))
         for line in report.odd:
             print(printable(f"  odd (the reading still counts): {line}"))
@@ -189,6 +216,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
                     "leader": runtime.fleet.leader, "store": runtime.fleet.store_state}),
                 # FAILOPEN_EVIDENCE=status,probe: the verify probe's state (else null).
                 "probe": None if runtime.probe is None else runtime.probe.describe(),
+                **runtime.watcher.watching,  # the vendor, and the component that decides
                 **outage,
             })
         else:
@@ -210,6 +238,9 @@ def _cmd_watch(args: argparse.Namespace) -> int:
                             f"({new.source}: {new.reason})"), flush=True)
 
     runtime.flag.add_listener(on_transition)
+    watched = _watched_line(config)
+    if watched is not None and not args.json:
+        print(watched, flush=True)
     # Restored afterwards, so main() called in-process (tests, embedding) leaves Ctrl-C working.
     previous = {s: signal.signal(s, lambda *_: done.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     runtime.start()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 from failopen._config_fields import default_backoff_max
 from failopen._internal.redact import MAX_LOGGED_ERROR, public_error
@@ -81,6 +81,10 @@ class ReadingHysteresis:
         self._last_error: str | None = None
         self._last_regions: tuple[str, ...] = ()
         self._impaired: tuple[tuple[str, str], ...] = ()
+        #: The captcha vendor (FAILOPEN_VENDOR) and the component it is watched by, as set
+        #: (FAILOPEN_GLOBAL_COMPONENT; the runtime sets both) until a reading names it.
+        self.vendor = "enforcement"
+        self._watched: tuple[str, str | None] | None = None
 
     # Read by the flag endpoint per request: one attribute each, written whole (no lock needed).
 
@@ -95,6 +99,19 @@ class ReadingHysteresis:
         """``(region, status)`` of each region the last good reading showed not operational
         (diagnosis only: regions never decide anything); at most :data:`MAX_SHOWN_REGIONS`."""
         return self._impaired
+
+    @property
+    def watching(self) -> dict[str, Any]:
+        """``{"vendor", "component": {"id", "name"} | None}``: whose status page decides, and by
+        which component (its id and name once a reading chose it)."""
+        watched = self._watched
+        return {"vendor": self.vendor, "component": None if watched is None else
+                {"id": watched[0], "name": watched[1]}}
+
+    def watch_component(self, component: str | None) -> None:
+        """The configured component (an id or a name), shown until a reading names it."""
+        if component is not None and self._watched is None:
+            self._watched = (component, None)
 
     def forget_streaks(self) -> None:
         """Forget the reading streaks (a bypass ended without them): opening again needs new
@@ -182,6 +199,9 @@ class ReadingHysteresis:
                 enforce=enforce, source=applied, reason=reason, global_status=status
             )
         self._log_regions(report)
+        chosen = report.global_component
+        if chosen is not None:
+            self._watched = (chosen.id, chosen.name)
         if reading == "neutral" and not report.known:
             logger.warning("status page reports unknown global status %r; not acting on it",
                            status, extra={"event": "failopen.unknown_status",

@@ -212,7 +212,8 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
         "a background thread ended unexpectedly (it restarts on next use)", "thread_role"),
     "failopen.started": (
         "the adapter's", "INFO", "an adapter built its runtime: what it protects, with which "
-        "evidence, store (password masked) and mode", "adapter, protects, evidence, store, mode"),
+        "evidence, store (password masked) and mode", "adapter, protects, vendor, evidence, store, "
+        "mode"),
     "failopen.protects_nothing": (
         "the adapter's", "WARNING", "an adapter protects no path or view: nothing is checked",
         "adapter"),

@@ -21,6 +21,9 @@ class PollDiagnosis(Protocol):
     @property
     def impaired_regions(self) -> tuple[tuple[str, str], ...]: ...
 
+    @property
+    def watching(self) -> dict[str, Any]: ...
+
 __all__ = [
     "ACTOR_START", "CHALLENGE_ENFORCING", "FLAG_HEADERS", "PollDiagnosis", "challenge_answer",
     "flag_payload", "wants_confirm",
@@ -54,7 +57,9 @@ def flag_payload(
 
     ``poll`` (the runtime's status watcher) makes ``error`` the last poll's error from the first
     poll that fails, not only once the reading is stale, and adds ``impaired_regions``
-    (``[{"region", "status"}]``, diagnosis only): what an operator asks first in an incident.
+    (``[{"region", "status"}]``, diagnosis only): what an operator asks first in an incident;
+    and ``vendor`` and ``component`` (``{"id", "name"}``, null without a status page): whose
+    status page decides, by which component.
 
     In shadow mode the server enforces whatever the flag says, so the browser is told to enforce
     too (a browser skipping the challenge would only collect 403s); ``shadow.enforce`` (and
@@ -74,6 +79,7 @@ def flag_payload(
         payload["error"] = poll.last_poll_error or state.error
         payload["impaired_regions"] = [{"region": region, "status": status}
                                        for region, status in poll.impaired_regions]
+        payload.update(poll.watching)
     else:
         payload["impaired_regions"] = []
     if mode == "shadow":
