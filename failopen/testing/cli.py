@@ -63,6 +63,7 @@ def _region_status(text: str) -> tuple[str, str]:
 
 DEFAULT_REGIONS = "us-east-1,eu-west-1"
 DEFAULT_PRIVATE_KEY = "test-private-key"
+_SPEC_VENDOR = "enforcement"  # FAILOPEN_VENDOR's default: the fakes above
 CONTROL_HINT = "  change it while it runs: failopen emulate {fake} --set {example}"
 
 
@@ -103,7 +104,12 @@ def _verify(args: argparse.Namespace) -> int:
         return _control("verify", args)
     if args.url is not None:
         return usage_error("verify", "--url names a running fake for --set or --show")
+    if args.vendor != _SPEC_VENDOR:
+        return _captcha_verify(args)
     from failopen.testing.verify_api import FakeVerifyAPI
+
+    if args.fault is not None and args.fault not in FakeVerifyAPI.FAULTS:
+        return usage_error("verify", f"--fault {args.fault}: a fault of --vendor turnstile only")
 
     key = args.private_key if args.private_key is not None else DEFAULT_PRIVATE_KEY
     # No session lifetime: the built-in tokens began when the emulator started, perhaps long
@@ -119,6 +125,32 @@ def _verify(args: argparse.Namespace) -> int:
             f"  FAILOPEN_PRIVATE_KEY={key}\n"
             f"  tokens: each solve of `failopen emulate vendor` with this key, and {api.GOOD}, "
             f"once each like a real solve; {api.BAD} (unsolved), {api.DENIED} (denied)\n"
+            + CONTROL_HINT.format(fake="verify", example="fault=503")
+            + ("" if port == DEFAULT_PORTS["verify"] else f" --url {url}")
+        ))  # fmt: skip
+
+
+def _captcha_verify(args: argparse.Namespace) -> int:
+    """``emulate verify --vendor NAME``: that vendor's verify API, as its docs describe it."""
+    from failopen.testing.providers import fake_verify_api
+
+    api = fake_verify_api(args.vendor, private_key=args.private_key)
+    if args.fault:
+        if args.fault not in api.FAULTS:
+            return usage_error("verify", f"--fault {args.fault}: not a fault of the "
+                                         f"{args.vendor} fake ({', '.join(sorted(api.FAULTS))})")
+        api.set_fault(args.fault)
+    port = serving_port(args, "verify")
+    name = args.vendor
+    return _serve_until_signalled(
+        "verify", port, lambda: api.serve(port, control=True), lambda url: (
+            f"fake {name} verify API: {url}{api.path}\n"
+            f"  FAILOPEN_VENDOR={name}\n"
+            f"  FAILOPEN_VERIFY_URL={url}{api.path}\n"
+            f"  FAILOPEN_PRIVATE_KEY={api.private_key}\n"
+            f"  FAILOPEN_PUBLIC_KEY={api.public_key}\n"
+            f"  tokens: `failopen emulate token --vendor {name} --private-key "
+            f"{api.private_key}`, once each like a real solve; {api.GOOD} once; {api.BAD} never\n"
             + CONTROL_HINT.format(fake="verify", example="fault=503")
             + ("" if port == DEFAULT_PORTS["verify"] else f" --url {url}")
         ))  # fmt: skip
@@ -177,6 +209,11 @@ def _add_control_flags(parser: argparse.ArgumentParser, fake: str, example: str)
 
 
 def _token(args: argparse.Namespace) -> int:
+    if args.vendor != _SPEC_VENDOR:
+        return _captcha_token(args)
+    if args.score is not None or args.action is not None:
+        return usage_error("token", "--score and --action are for --vendor recaptcha, "
+                                    "recaptcha-enterprise or turnstile (--action)")
     from failopen.testing.verify_api import signed_token
 
     key = args.private_key if args.private_key is not None else DEFAULT_PRIVATE_KEY
@@ -185,6 +222,31 @@ def _token(args: argparse.Namespace) -> int:
     for _ in range(args.count):
         print(signed_token(key))
     return 0
+
+
+def _captcha_token(args: argparse.Namespace) -> int:
+    from failopen.testing.providers import FAKES, mint_token
+
+    fake = FAKES[args.vendor]
+    key = args.private_key if args.private_key is not None else fake.DEFAULT_PRIVATE_KEY
+    try:
+        tokens = [mint_token(args.vendor, key, score=args.score, action=args.action)
+                  for _ in range(args.count)]
+    except (TypeError, ValueError) as exc:
+        return usage_error("token", str(exc))
+    for token in tokens:
+        print(token)
+    return 0
+
+
+def _score(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a score from 0.0 to 1.0, got {text!r}")
+    return value
 
 
 def _whole_seconds(text: str) -> int:
@@ -226,7 +288,9 @@ def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.Argume
     verify.add_argument("--private-key",
                         help="the key the fake accepts (a test value, never a real one; "
                              f"default {DEFAULT_PRIVATE_KEY})")
-    verify.add_argument("--fault", choices=sorted(FakeVerifyAPI.FAULTS))
+    # Every vendor's faults; the one a vendor lacks (Turnstile's internal_error) is refused.
+    verify.add_argument("--fault", choices=sorted(FakeVerifyAPI.FAULTS | {"internal_error"}))
+    _add_vendor_flag(verify)
     _add_control_flags(verify, "verify", "fault=503 or fault=none")
     verify.set_defaults(func=_verify)
 
@@ -248,7 +312,19 @@ def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.Argume
                        help="the key of the running fake verify API (a test value; default "
                             f"{DEFAULT_PRIVATE_KEY})")
     token.add_argument("--count", type=_count, default=1, help="how many tokens (default 1)")
+    _add_vendor_flag(token)
+    token.add_argument("--score", type=_score,
+                       help="the token's score (reCAPTCHA v3 and Enterprise)")
+    token.add_argument("--action", help="the action the token was minted for (reCAPTCHA v3, "
+                                        "Enterprise, Turnstile)")
     token.set_defaults(func=_token)
+
+
+def _add_vendor_flag(parser: argparse.ArgumentParser) -> None:
+    from failopen.testing.providers import FAKES
+
+    parser.add_argument("--vendor", choices=[_SPEC_VENDOR, *FAKES], default=_SPEC_VENDOR,
+                        help=f"whose verify API (default {_SPEC_VENDOR}, the spec's vendor)")
 
 
 def _sessions_range(text: str) -> int | tuple[int, int]:
