@@ -375,20 +375,22 @@ class FailOpen:
 
     def decide(self, token: str | None, *, path: str = "", client: str = "",
                user_agent: str = "", policy: str = "open", route: str = "",
-               solution: str | None = None) -> Decision:
-        """The guard's decision for one request to a protected route."""
+               solution: str | None = None, action: str | None = None) -> Decision:
+        """The guard's decision for one request to a protected route (``action``: the one its
+        token must carry, over ``FAILOPEN_EXPECTED_ACTIONS``)."""
         if not self._stopped:
             self.watcher.ensure_running()
         return self.guard.decide(token, path=path, client=client, user_agent=user_agent,
-                                 policy=policy, route=route, solution=solution)
+                                 policy=policy, route=route, solution=solution, action=action)
 
     async def adecide(self, token: str | None, *, path: str = "", client: str = "",
                       user_agent: str = "", policy: str = "open", route: str = "",
-                      solution: str | None = None) -> Decision:
+                      solution: str | None = None, action: str | None = None) -> Decision:
         """Async twin of :meth:`decide`."""
         self.ensure_started()
         return await self.guard.adecide(token, path=path, client=client, user_agent=user_agent,
-                                        policy=policy, route=route, solution=solution)
+                                        policy=policy, route=route, solution=solution,
+                                        action=action)
 
     def confirm(self) -> FlagState:
         """Check for an outage now (single-flight, cached) and return the fresh state."""
