@@ -1,10 +1,19 @@
 """Core benchmark: what failopen costs on the request path, and what a failing vendor costs it.
 
-    python tests/benchmarks/bench_core.py            # prints a Markdown table
+    python tests/benchmarks/bench_core.py            # prints two Markdown tables (about a minute)
 
 1. Nanoseconds per call, measured side by side in one run: a bare function call, one flag read,
-   one decision with the flag off (audit logger enabled with a handler that drops records, and
-   disabled), and one decision with the flag on and a missing token (no I/O).
+   one decision with the flag off (audit logger disabled, and enabled with a handler that drops
+   records), and one decision with the flag on and a missing token (no I/O). Every runtime pins
+   its outage rate limit (``FAILOPEN_OUTAGE_RATE``): it is on by default wherever ``limits`` is
+   installed, and it decides what a flag-off row measures. The flag-off decision is shown with
+   the limit ``none`` and with the default ``20/minute`` side by side, each over the same client
+   addresses taken in turn, enough of them that none reaches 20 calls (so every call is an
+   admitted ``bypassed_flag_off``), at three numbers of clients: ``limits`` keeps its moving
+   windows in memory and a timer thread walks every client's window every 10 ms, so the cost
+   grows with the clients seen in the last minute. The refusal over the limit (429
+   ``outage_rate_limited``) is its own row. After each row the guard's outcome counts are
+   checked: a row that measured another outcome than it names stops the run.
 2. Status requests caused by 1,000 concurrent verifies that all fail (fake verify answering 503,
    fake status page on loopback), with threads and with asyncio tasks. The goal is one per
    ``confirm_ttl``.
@@ -15,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import math
 import statistics
 import sys
 import threading
@@ -26,6 +36,15 @@ from failopen.testing import FakeStatusPage, FakeVerifyAPI
 
 ROUNDS = 7
 CALLS = 200_000
+# Written out rather than taken from failopen: a Config given the default's own object treats
+# the limit as unset (and turns it off with a warning when ``limits`` is missing), while a value
+# given here must be counted, or Config refuses to start.
+DEFAULT_RATE = "20/minute"
+PER_CLIENT = 20  # calls DEFAULT_RATE admits per client and route in a minute
+FLAG_OFF = "bypassed_flag_off"
+RATE_LIMITED = "outage_rate_limited"
+
+Row = tuple[str, float, float | None]  # name, ns per call, × its `none` row (or None)
 
 
 def _ns_per_call(fn: Callable[[], object], calls: int = CALLS) -> float:
@@ -41,11 +60,42 @@ def _ns_per_call(fn: Callable[[], object], calls: int = CALLS) -> float:
     return statistics.median(samples)
 
 
-def bench_request_path() -> list[tuple[str, float]]:
-    config = Config(verify_url="http://127.0.0.1:9/verify", private_key="k",
-                    protected_paths=("/login",))
-    fo = FailOpen(config)
-    flag, guard = fo.flag, fo.guard
+def _runtime(rate: str, *, flag_off: bool = True) -> FailOpen:
+    """A runtime with its outage rate limit pinned to ``rate``, the flag forced off."""
+    fo = FailOpen(Config(verify_url="http://127.0.0.1:9/verify", private_key="k",
+                         protected_paths=("/login",), outage_rate=rate))
+    # A limit that silently did not count (no ``limits``) would make every row a `none` row.
+    if (fo.guard.gate.rate is None) != (rate == "none"):
+        raise SystemExit(f"outage rate {rate!r} was not applied: {fo.guard.gate!r}")
+    if flag_off:
+        fo.flag.force_off("benchmark")
+    fo.ensure_started()
+    return fo
+
+
+def _expect(fo: FailOpen, name: str, expected: dict[str, int]) -> None:
+    """Stop the run when the row's decisions were not the outcome its name says."""
+    counts = fo.guard.counts()
+    if counts != expected:
+        raise SystemExit(f"{name}: measured {counts}, expected {expected}")
+
+
+def _clients(calls: int) -> tuple[int, Callable[[], str]]:
+    """For a row of ``calls`` per round: how many client addresses keep every one of its
+    ROUNDS × ``calls`` calls under DEFAULT_RATE, and a function giving the next address. The
+    addresses are taken in turn (interleaved, as many clients' requests arrive), each at most
+    PER_CLIENT times in the whole run, so it cannot exceed the limit whatever the run's length."""
+    total = calls * ROUNDS
+    count = math.ceil(total / PER_CLIENT)
+    addresses = [f"10.{n >> 16 & 255}.{n >> 8 & 255}.{n & 255}" for n in range(count)]
+    return count, iter([addresses[i % count] for i in range(total)]).__next__
+
+
+def _decide(fo: FailOpen, next_client: Callable[[], str]) -> Callable[[], object]:
+    return lambda: fo.decide(None, path="/login", client=next_client())
+
+
+def bench_request_path() -> list[Row]:
     audit = logging.getLogger("failopen.audit")
     audit.addHandler(logging.NullHandler())
     audit.propagate = False
@@ -55,21 +105,65 @@ def bench_request_path() -> list[tuple[str, float]]:
     def bare() -> None:
         return None
 
-    rows = [("bare function call", _ns_per_call(bare)),
-            ("flag read (`flag.state.enforce`)", _ns_per_call(lambda: flag.state.enforce))]
+    fo = _runtime("none", flag_off=False)
+    flag, guard = fo.flag, fo.guard
+    rows: list[Row] = [("bare function call", _ns_per_call(bare), None),
+                       ("flag read (`flag.state.enforce`)",
+                        _ns_per_call(lambda: flag.state.enforce), None)]
     flag.force_off("benchmark")
-    fo.ensure_started()
-    rows.append(("`Guard.decide`, flag off, audit disabled",
-                 _ns_per_call(lambda: guard.decide(None, path="/login", client="192.0.2.1"))))
-    rows.append(("`FailOpen.decide`, flag off, audit disabled (what adapters call)",
-                 _ns_per_call(lambda: fo.decide(None, path="/login", client="192.0.2.1"))))
+    name = "`Guard.decide`, flag off, outage rate `none`, audit disabled"
+    rows.append((name, _ns_per_call(lambda: guard.decide(None, path="/login",
+                                                         client="192.0.2.1")), None))
+    _expect(fo, name, {FLAG_OFF: CALLS * ROUNDS})
+    fo.stop()
+
+    # The `none` row and the 429 row with one client: the decision the manual quoted before the
+    # outage rate limit existed, and what a client over the limit costs.
+    fo = _runtime("none")
+    name = "`FailOpen.decide`, flag off, outage rate `none`, one client (what adapters call)"
+    one_none = _ns_per_call(lambda: fo.decide(None, path="/login", client="192.0.2.1"))
+    _expect(fo, name, {FLAG_OFF: CALLS * ROUNDS})
+    rows.append((name, one_none, 1.0))
+    fo.stop()
+
+    for calls in (CALLS // 100, CALLS // 10, CALLS):
+        count, _ = _clients(calls)
+        ns: dict[str, float] = {}
+        for rate in ("none", DEFAULT_RATE):
+            fo = _runtime(rate)
+            label = "`none`" if rate == "none" else f"`{rate}` (default), admitted"
+            name = f"`FailOpen.decide`, flag off, outage rate {label}, {count:,} clients in turn"
+            ns[rate] = _ns_per_call(_decide(fo, _clients(calls)[1]), calls)
+            _expect(fo, name, {FLAG_OFF: calls * ROUNDS})
+            rows.append((name, ns[rate], ns[rate] / ns["none"]))
+            fo.stop()
+
+    fo = _runtime(DEFAULT_RATE)
+    for _ in range(PER_CLIENT):  # the client's allowance, spent before the clock starts
+        fo.decide(None, path="/login", client="192.0.2.1")
+    calls = CALLS // 10
+    name = "`FailOpen.decide`, flag off, over the outage rate limit (refused 429), one client"
+    refused = _ns_per_call(lambda: fo.decide(None, path="/login", client="192.0.2.1"), calls)
+    # All within one window: a run slower than a minute would admit again, and say so here.
+    _expect(fo, name, {FLAG_OFF: PER_CLIENT, RATE_LIMITED: calls * ROUNDS})
+    rows.append((name, refused, refused / one_none))
+    fo.stop()
+
+    fo = _runtime("none")
+    guard = fo.guard
     audit.setLevel(logging.NOTSET)
-    rows.append(("`Guard.decide`, flag off, audit logged to a handler",
-                 _ns_per_call(lambda: guard.decide(None, path="/login", client="192.0.2.1"),
-                              CALLS // 10)))
-    flag.automatic()
-    rows.append(("`Guard.decide`, flag on, missing token (no I/O)",
-                 _ns_per_call(lambda: guard.decide(None, path="/login"))))
+    name = "`Guard.decide`, flag off, outage rate `none`, audit logged to a handler"
+    rows.append((name, _ns_per_call(lambda: guard.decide(None, path="/login",
+                                                         client="192.0.2.1"), CALLS // 10),
+                 None))
+    _expect(fo, name, {FLAG_OFF: CALLS // 10 * ROUNDS})
+    fo.stop()
+
+    fo = _runtime("none", flag_off=False)
+    guard = fo.guard
+    name = "`Guard.decide`, flag on, missing token (no I/O)"
+    rows.append((name, _ns_per_call(lambda: guard.decide(None, path="/login")), None))
+    _expect(fo, name, {"missing_token": CALLS * ROUNDS})
     fo.stop()
     return rows
 
@@ -107,10 +201,12 @@ def bench_failing_verifies(concurrency: int = 1000) -> list[tuple[str, int, int,
         page.set_global("operational")
         verify.set_fault("503")
         with page.serve() as status_server, verify.serve() as verify_server:
+            # The status page reads operational, so enforcement stays on: the outage rate limit
+            # is never asked, and pinned only so no setting is left to the install.
             fo = FailOpen(Config(
                 status_url=status_server.url, verify_url=verify_server.url + verify.path,
                 private_key=verify.private_key, protected_paths=("/login",),
-                confirm_ttl=10.0, poll_interval=3600,
+                confirm_ttl=10.0, poll_interval=3600, outage_rate="none",
             ))
             started = time.perf_counter()
             outcomes = _flood(fo, kind, concurrency)
@@ -125,10 +221,11 @@ def main() -> int:
     print(f"Python {sys.version.split()[0]}, {ROUNDS} rounds, median\n")
     rows = bench_request_path()
     bare = rows[0][1]
-    print("| request path | ns per call | × bare call |")
-    print("|---|---:|---:|")
-    for name, ns in rows:
-        print(f"| {name} | {ns:,.0f} | {ns / bare:.1f} |")
+    print("| request path | ns per call | × bare call | × `none` (same clients) |")
+    print("|---|---:|---:|---:|")
+    for name, ns, versus_none in rows:
+        shown = "" if versus_none is None else f"{versus_none:.1f}"
+        print(f"| {name} | {ns:,.0f} | {ns / bare:.1f} | {shown} |")
     print("\n| 1,000 concurrent failing verifies | status requests | confirm TTL | wall time |")
     print("|---|---:|---:|---:|")
     for kind, n, requests, elapsed in bench_failing_verifies():

@@ -238,8 +238,11 @@ def _decisions(calls: int, rounds: int,
     def runtimes(**store: Any) -> tuple[FailOpen, FailOpen, FailOpen, FailOpen]:
         fallback = {"outage_policy_routes": "/signup=fallback", "fallback_secret": SECRET,
                     "fallback_cost": SOLVE_COST, **store}
-        return (_runtime(**fallback), _runtime(outage_rate="none", **fallback),
-                _runtime(**store), _runtime(outage_rate="none", **store))
+        # The default rate written out: Config counts a value it is given (or refuses to start
+        # without ``limits``), where the implicit default would turn off with a warning.
+        return (_runtime(outage_rate="20/minute", **fallback),
+                _runtime(outage_rate="none", **fallback),
+                _runtime(outage_rate="20/minute", **store), _runtime(outage_rate="none", **store))
 
     def fallback_decide(fo: FailOpen, count: int) -> Callable[[int], Callable[[], object]]:
         issuer, guard = fo.challenges, fo.guard

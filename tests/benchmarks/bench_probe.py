@@ -6,7 +6,10 @@
 The real runtime (flag, watcher, guard, probe, HttpVerifier, StatusClient) over the in-process
 fakes; the watcher is stepped once per simulated second, so 50 minutes replay in seconds.
 
-Timeline (poll and probe interval 30 s, every other setting at its default):
+Timeline (poll and probe interval 30 s, no outage rate limit, every other setting at its
+default: the limit counts on the wall clock, which the replay outruns, so with it all but 20
+requests of each real minute of bypass would be 429s, and the rows would count the limit's
+refusals, not the evidence's):
 
 * 0-5 min: healthy;
 * 5 min: the verify API stops answering (timeouts); the status page still reads operational;
@@ -73,7 +76,7 @@ def build(evidence: str, clock: FakeClock) -> tuple[FailOpen, FakeStatusPage, Fa
         {"EVIDENCE": evidence},
         status_url="https://status.test", verify_url="https://verify.test" + api.path,
         private_key=api.private_key, protected_paths=("/login",), poll_interval=INTERVAL,
-        poll_jitter=0.0)
+        poll_jitter=0.0, outage_rate="none")
     runtime = FailOpen(config, status_transport=page.transport(), verify_transport=transport,
                        verify_async_transport=transport, clock=clock)
     return runtime, page, api

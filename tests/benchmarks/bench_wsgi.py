@@ -7,9 +7,12 @@ The same Flask app (a log-in page at ``GET /`` and a log-in handler at ``POST /l
 through its WSGI entry point with a prepared environ, bare and with
 ``failopen.integrations.wsgi.FailOpenMiddleware`` around ``app.wsgi_app`` (``/login`` protected,
 the flag forced off, so every log-in is admitted as a bypass without a verify call; no status
-page, so no thread polls during the run). A third variant adds ``FAILOPEN_AUDIT_FILE``. Runs of the
-variants alternate every ``CHUNK`` requests, so drift (CPU frequency, other load) hits them alike;
-the table shows the median time per request over the rounds and the ratio to bare.
+page, so no thread polls during the run). The outage rate limit is pinned to ``none``: the
+default ``20/minute`` per client would refuse every log-in after the 20th with 429 (all come
+from one address), and ``bench_core.py`` measures that limit's cost on its own. A third variant
+adds ``FAILOPEN_AUDIT_FILE``. Runs of the variants alternate every ``CHUNK`` requests, so drift
+(CPU frequency, other load) hits them alike; the table shows the median time per request over
+the rounds and the ratio to bare.
 
 What the middleware adds on ``POST /login`` is the path check, reading the flag, the guard's
 bypass decision with its counters and audit tally, and ``environ["failopen.decision"]``; the body
@@ -56,9 +59,10 @@ def flask_app() -> Flask:
 
 
 def wrapped(audit_file: str | None) -> tuple[Flask, FailOpen]:
-    """The app with failopen's middleware, ``/login`` protected and the flag forced off."""
+    """The app with failopen's middleware, ``/login`` protected, no outage rate limit and the
+    flag forced off."""
     config = Config(protected_paths=("/login",), verify_url="http://127.0.0.1:9/api/v4/verify/",
-                    private_key="bench-private-key", audit_file=audit_file)
+                    private_key="bench-private-key", audit_file=audit_file, outage_rate="none")
     runtime = FailOpen(config)
     runtime.flag.force_off("benchmark", ttl=3600)
     app = flask_app()
@@ -116,8 +120,9 @@ def main() -> None:
         variants = {"bare": flask_app(), "failopen": ours, "failopen + audit file": audited}
         print("| route | variant | µs per request | × bare |")
         print("|---|---|---:|---:|")
-        for method, path, label in (("GET", "/", "`GET /` (not protected)"),
-                                    ("POST", "/login", "`POST /login` (protected, flag off)")):
+        for method, path, label in (
+                ("GET", "/", "`GET /` (not protected)"),
+                ("POST", "/login", "`POST /login` (protected, flag off, outage rate `none`)")):
             times: dict[str, list[float]] = {name: [] for name in variants}
             for app in variants.values():  # warm-up
                 one_chunk(app, method, path)
@@ -129,6 +134,12 @@ def main() -> None:
             for name in variants:
                 median = statistics.median(times[name])
                 print(f"| {label} | {name} | {median * 1e6:,.1f} | {median / bare:.3f} |")
+        # Every protected request was the bypass the rows name (a 429 would have stopped the run
+        # already; this also catches a decision that was never made).
+        for guarded in (runtime, audited_runtime):
+            counts = guarded.guard.counts()
+            if set(counts) != {"bypassed_flag_off"}:
+                raise SystemExit(f"the protected route was not only bypassed: {counts}")
         runtime.stop()
         audited_runtime.stop()
 
