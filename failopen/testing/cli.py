@@ -15,6 +15,7 @@ from failopen.testing._emulate_basics import DEFAULT_PORTS, serving_port, usage_
 
 if TYPE_CHECKING:
     from failopen.testing._server import LoopbackServer
+    from failopen.testing.status_page import FakeStatusPage
 
 __all__ = ["register_emulate_fakes", "register_emulate_rai"]
 
@@ -61,6 +62,28 @@ def _region_status(text: str) -> tuple[str, str]:
 
 # --- serving ------------------------------------------------------------------------------------
 
+
+def _cloudflare_page() -> FakeStatusPage:
+    from failopen.testing.vendor_status_pages import FakeCloudflareStatusPage
+
+    return FakeCloudflareStatusPage()
+
+
+def _hcaptcha_page() -> FakeStatusPage:
+    from failopen.testing.vendor_status_pages import FakeHCaptchaStatusPage
+
+    return FakeHCaptchaStatusPage()
+
+
+# ``--shape``: a page shaped like the one a vendor preset reads; ``global`` is that component.
+_SHAPES: dict[str, Callable[[], FakeStatusPage]] = {
+    "cloudflare": _cloudflare_page, "hcaptcha": _hcaptcha_page,
+}
+_SHAPE_NOTES = {
+    "cloudflare": " (Turnstile, m4jywscr0n0k, what FAILOPEN_VENDOR=turnstile reads)",
+    "hcaptcha": " (Captcha API, what FAILOPEN_VENDOR=hcaptcha reads)",
+}
+
 DEFAULT_REGIONS = "us-east-1,eu-west-1"
 DEFAULT_PRIVATE_KEY = "test-private-key"
 CONTROL_HINT = "  change it while it runs: failopen emulate {fake} --set {example}"
@@ -73,12 +96,18 @@ def _status(args: argparse.Namespace) -> int:
         return usage_error("status", "--url names a running fake for --set or --show")
     from failopen.testing.status_page import FakeStatusPage
 
-    regions = args.regions if args.regions is not None else DEFAULT_REGIONS
     global_status = args.global_status if args.global_status is not None else "operational"
-    try:
-        page = FakeStatusPage(regions=tuple(r.strip() for r in regions.split(",")))
-    except ValueError as exc:
-        return usage_error("status", f"--regions: {exc}")
+    if args.shape is not None:
+        if args.regions is not None or args.region:
+            return usage_error("status", f"--regions and --region shape the spec's page; "
+                                         f"--shape {args.shape} has its vendor's components")
+        page: FakeStatusPage = _SHAPES[args.shape]()
+    else:
+        regions = args.regions if args.regions is not None else DEFAULT_REGIONS
+        try:
+            page = FakeStatusPage(regions=tuple(r.strip() for r in regions.split(",")))
+        except ValueError as exc:
+            return usage_error("status", f"--regions: {exc}")
     page.set_global(global_status)
     for name, status in args.region or []:
         if name not in page.region_ids:
@@ -91,7 +120,7 @@ def _status(args: argparse.Namespace) -> int:
     return _serve_until_signalled(
         "status", port, lambda: page.serve(port, control=True), lambda url: (
             f"fake status page: {url}\n"
-            f"  global component: {global_status}\n"
+            f"  global component: {global_status}{_SHAPE_NOTES.get(args.shape, '')}\n"
             f"  FAILOPEN_STATUS_URL={url}\n"
             + CONTROL_HINT.format(fake="status", example="global=major_outage")
             + ("" if port == DEFAULT_PORTS["status"] else f" --url {url}")
@@ -216,6 +245,10 @@ def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.Argume
     status.add_argument("--region", action="append", type=_region_status, metavar="NAME=STATUS",
                         help="status of one region (repeatable)")
     status.add_argument("--fault", choices=sorted(FakeStatusPage.FAULTS))
+    status.add_argument("--shape", choices=sorted(_SHAPES),
+                        help="serve a page shaped like Cloudflare's (Turnstile among ~330 PoPs) "
+                             "or hCaptcha's (Captcha API) instead of the spec's; --global sets "
+                             "the component the vendor preset reads")
     _add_control_flags(status, "status", "global=major_outage, eu-west-1=degraded_performance, "
                                          "fault=500 or fault=none")
     status.set_defaults(func=_status)

@@ -8,12 +8,18 @@ bypass.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from failopen import Config
+from failopen.cli.command import main
 from failopen.exceptions import GlobalComponentError
 from failopen.providers.status import StatusClient, parse_components
 from failopen.runtime import FailOpen
@@ -26,6 +32,7 @@ from failopen.testing import (
 )
 
 COMPONENTS = "/api/v2/components.json"
+FAILOPEN = Path(sys.executable).with_name("failopen")
 
 
 def get(page: FakeStatusPage, path: str = COMPONENTS) -> bytes:
@@ -308,3 +315,39 @@ def test_the_turnstile_preset_end_to_end_over_a_socket() -> None:
         finally:
             runtime.stop()
     assert page.requests >= 4
+
+
+# --- failopen emulate status --shape ---------------------------------------------------------
+
+
+def test_emulate_set_and_show_drive_a_shaped_page(capsys: pytest.CaptureFixture[str]) -> None:
+    page = FakeCloudflareStatusPage()
+    with page.serve(control=True):
+        assert main(["emulate", "status", "--url", page.url, "--set", "global=major_outage"]) == 0
+        assert "global=major_outage" in capsys.readouterr().out
+        client = StatusClient(page.url, global_component="m4jywscr0n0k")
+        assert client.fetch().global_status == "major_outage"
+        assert main(["emulate", "status", "--url", page.url, "--set", "fault=503"]) == 0
+        assert main(["emulate", "status", "--url", page.url, "--show"]) == 0
+        assert "fault=503" in capsys.readouterr().out
+        assert main(["emulate", "status", "--url", page.url, "--show", "--shape",
+                     "hcaptcha"]) == 2, "--shape configures a new fake, not a running one"
+    assert main(["emulate", "status", "--shape", "cloudflare", "--regions", "us-east-1"]) == 2
+    assert "--shape cloudflare has its vendor's components" in capsys.readouterr().err
+
+
+def test_emulate_status_shape_serves_the_vendors_page() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAILOPEN_")}
+    proc = subprocess.Popen([str(FAILOPEN), "emulate", "status", "--shape", "hcaptcha",
+                             "--port", "0", "--global", "partial_outage"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split(": ", 1)[1].strip()
+        assert "Captcha API" in proc.stdout.readline()
+        client = StatusClient(url, global_component="Captcha API")
+        assert client.fetch().global_status == "partial_outage"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
