@@ -15,7 +15,6 @@ from failopen.testing._emulate_basics import DEFAULT_PORTS, serving_port, usage_
 
 if TYPE_CHECKING:
     from failopen.testing._server import LoopbackServer
-    from failopen.testing.status_page import FakeStatusPage
 
 __all__ = ["register_emulate_fakes", "register_emulate_rai"]
 
@@ -63,27 +62,6 @@ def _region_status(text: str) -> tuple[str, str]:
 # --- serving ------------------------------------------------------------------------------------
 
 
-def _cloudflare_page() -> FakeStatusPage:
-    from failopen.testing.vendor_status_pages import FakeCloudflareStatusPage
-
-    return FakeCloudflareStatusPage()
-
-
-def _hcaptcha_page() -> FakeStatusPage:
-    from failopen.testing.vendor_status_pages import FakeHCaptchaStatusPage
-
-    return FakeHCaptchaStatusPage()
-
-
-# ``--shape``: a page shaped like the one a vendor preset reads; ``global`` is that component.
-_SHAPES: dict[str, Callable[[], FakeStatusPage]] = {
-    "cloudflare": _cloudflare_page, "hcaptcha": _hcaptcha_page,
-}
-_SHAPE_NOTES = {
-    "cloudflare": " (Turnstile, m4jywscr0n0k, what FAILOPEN_VENDOR=turnstile reads)",
-    "hcaptcha": " (Captcha API, what FAILOPEN_VENDOR=hcaptcha reads)",
-}
-
 DEFAULT_REGIONS = "us-east-1,eu-west-1"
 DEFAULT_PRIVATE_KEY = "test-private-key"
 CONTROL_HINT = "  change it while it runs: failopen emulate {fake} --set {example}"
@@ -95,13 +73,14 @@ def _status(args: argparse.Namespace) -> int:
     if args.url is not None:
         return usage_error("status", "--url names a running fake for --set or --show")
     from failopen.testing.status_page import FakeStatusPage
+    from failopen.testing.vendor_status_pages import SHAPES
 
     global_status = args.global_status if args.global_status is not None else "operational"
     if args.shape is not None:
         if args.regions is not None or args.region:
             return usage_error("status", f"--regions and --region shape the spec's page; "
                                          f"--shape {args.shape} has its vendor's components")
-        page: FakeStatusPage = _SHAPES[args.shape]()
+        page: FakeStatusPage = SHAPES[args.shape]()
     else:
         regions = args.regions if args.regions is not None else DEFAULT_REGIONS
         try:
@@ -120,7 +99,8 @@ def _status(args: argparse.Namespace) -> int:
     return _serve_until_signalled(
         "status", port, lambda: page.serve(port, control=True), lambda url: (
             f"fake status page: {url}\n"
-            f"  global component: {global_status}{_SHAPE_NOTES.get(args.shape, '')}\n"
+            f"  global component: {global_status}"
+            + ("" if args.shape is None else f" ({SHAPES[args.shape].DECIDES})") + "\n"
             f"  FAILOPEN_STATUS_URL={url}\n"
             + CONTROL_HINT.format(fake="status", example="global=major_outage")
             + ("" if port == DEFAULT_PORTS["status"] else f" --url {url}")
@@ -233,6 +213,7 @@ def _count(text: str) -> int:
 def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``status``, ``verify`` and ``vendor`` under ``failopen emulate``."""
     from failopen.testing.status_page import FakeStatusPage
+    from failopen.testing.vendor_status_pages import SHAPES
     from failopen.testing.verify_api import FakeVerifyAPI
 
     status = emulators.add_parser("status", help="a fake status page (interface B)")
@@ -245,7 +226,7 @@ def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.Argume
     status.add_argument("--region", action="append", type=_region_status, metavar="NAME=STATUS",
                         help="status of one region (repeatable)")
     status.add_argument("--fault", choices=sorted(FakeStatusPage.FAULTS))
-    status.add_argument("--shape", choices=sorted(_SHAPES),
+    status.add_argument("--shape", choices=sorted(SHAPES),
                         help="serve a page shaped like Cloudflare's (Turnstile among ~330 PoPs) "
                              "or hCaptcha's (Captcha API) instead of the spec's; --global sets "
                              "the component the vendor preset reads")

@@ -37,7 +37,7 @@ from failopen.testing._cloudflare_pops import (
 from failopen.testing._status_layout import PageComponent, PageInfo
 from failopen.testing.status_page import FakeStatusPage
 
-__all__ = ["FakeCloudflareStatusPage", "FakeHCaptchaStatusPage"]
+__all__ = ["SHAPES", "FakeCloudflareStatusPage", "FakeHCaptchaStatusPage"]
 
 
 class FakeCloudflareStatusPage(FakeStatusPage):
@@ -52,6 +52,8 @@ class FakeCloudflareStatusPage(FakeStatusPage):
     TURNSTILE_ID = TURNSTILE_ID
     SERVICES_GROUP_ID = SERVICES_GROUP[0]
     REGIONS = tuple(REGIONS)
+    #: The component that decides, as ``failopen emulate status --shape cloudflare`` says it.
+    DECIDES = "Turnstile, m4jywscr0n0k, what FAILOPEN_VENDOR=turnstile reads"
 
     def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
         layout, pop_ids, group_ids = cloudflare_layout()
@@ -97,6 +99,8 @@ class FakeHCaptchaStatusPage(FakeStatusPage):
     URL = "https://www.hcaptchastatus.com"
     PAGE_ID = "q2w8hcstat01"
     CAPTCHA_API_ID = _HCAPTCHA_COMPONENTS[0][1]
+    #: The component that decides, as ``failopen emulate status --shape hcaptcha`` says it.
+    DECIDES = "Captcha API, what FAILOPEN_VENDOR=hcaptcha reads"
 
     def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
         super().__init__(
@@ -109,3 +113,9 @@ class FakeHCaptchaStatusPage(FakeStatusPage):
     def set_captcha_api(self, status: str) -> None:
         """Set ``Captcha API``'s status (the component the hcaptcha preset names)."""
         self.set_global(status)
+
+
+#: ``failopen emulate status --shape NAME``: the page a vendor preset reads, by vendor.
+SHAPES: dict[str, type[FakeCloudflareStatusPage | FakeHCaptchaStatusPage]] = {
+    "cloudflare": FakeCloudflareStatusPage, "hcaptcha": FakeHCaptchaStatusPage,
+}
