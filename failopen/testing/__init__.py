@@ -1,6 +1,10 @@
 """Faithful local fakes of the vendor, for failopen's tests, the demo, and your own tests.
 
-* :class:`FakeStatusPage` — the public status page (interface B), with every fault.
+* :class:`FakeStatusPage` — the public status page (interface B), with every fault; any list of
+  components and groups too (:class:`PageComponent`, :class:`PageInfo`).
+* :class:`FakeCloudflareStatusPage`, :class:`FakeHCaptchaStatusPage` — the real pages the
+  ``turnstile`` and ``hcaptcha`` presets read: Turnstile among ~330 PoPs in regional groups,
+  ``Captcha API`` by name; the same faults and serving.
 * :class:`FakeVerifyAPI` — the verify call, with good (each verified once, as the vendor's),
   bad and denied tokens, sessions that time out, and faults.
 * :class:`FakeVendorScript` — the vendor's client script (``api.js``) for browser tests.
@@ -27,17 +31,22 @@ from failopen.testing.clock import FakeClock
 from failopen.testing.fallback import solve_challenge
 from failopen.testing.providers import fake_verify_api, mint_token
 from failopen.testing.rai_emulator import RaiEmulator
-from failopen.testing.status_page import FakeStatusPage
+from failopen.testing.status_page import FakeStatusPage, PageComponent, PageInfo
 from failopen.testing.vendor_script import FakeVendorScript
+from failopen.testing.vendor_status_pages import FakeCloudflareStatusPage, FakeHCaptchaStatusPage
 from failopen.testing.verify_api import FakeVerifyAPI
 
 __all__ = [
     "FakeClock",
+    "FakeCloudflareStatusPage",
+    "FakeHCaptchaStatusPage",
     "FakeRequest",
     "FakeStatusPage",
     "FakeVendorScript",
     "FakeVerifyAPI",
     "LoopbackServer",
+    "PageComponent",
+    "PageInfo",
     "RaiEmulator",
     "Reply",
     "as_transport",

@@ -14,7 +14,7 @@ __all__ = ["control", "control_target"]
 # The flags that configure a fake being started; --set and --show talk to one already running.
 _SERVING_FLAGS = {
     "status": (("regions", "--regions"), ("global_status", "--global"), ("region", "--region"),
-               ("fault", "--fault")),
+               ("fault", "--fault"), ("shape", "--shape")),
     "verify": (("private_key", "--private-key"), ("fault", "--fault")),
     "vendor": (("mode", "--mode"),),
 }

@@ -61,6 +61,7 @@ def _region_status(text: str) -> tuple[str, str]:
 
 # --- serving ------------------------------------------------------------------------------------
 
+
 DEFAULT_REGIONS = "us-east-1,eu-west-1"
 DEFAULT_PRIVATE_KEY = "test-private-key"
 _SPEC_VENDOR = "enforcement"  # FAILOPEN_VENDOR's default: the fakes above
@@ -73,13 +74,20 @@ def _status(args: argparse.Namespace) -> int:
     if args.url is not None:
         return usage_error("status", "--url names a running fake for --set or --show")
     from failopen.testing.status_page import FakeStatusPage
+    from failopen.testing.vendor_status_pages import SHAPES
 
-    regions = args.regions if args.regions is not None else DEFAULT_REGIONS
     global_status = args.global_status if args.global_status is not None else "operational"
-    try:
-        page = FakeStatusPage(regions=tuple(r.strip() for r in regions.split(",")))
-    except ValueError as exc:
-        return usage_error("status", f"--regions: {exc}")
+    if args.shape is not None:
+        if args.regions is not None or args.region:
+            return usage_error("status", f"--regions and --region shape the spec's page; "
+                                         f"--shape {args.shape} has its vendor's components")
+        page: FakeStatusPage = SHAPES[args.shape]()
+    else:
+        regions = args.regions if args.regions is not None else DEFAULT_REGIONS
+        try:
+            page = FakeStatusPage(regions=tuple(r.strip() for r in regions.split(",")))
+        except ValueError as exc:
+            return usage_error("status", f"--regions: {exc}")
     page.set_global(global_status)
     for name, status in args.region or []:
         if name not in page.region_ids:
@@ -92,7 +100,8 @@ def _status(args: argparse.Namespace) -> int:
     return _serve_until_signalled(
         "status", port, lambda: page.serve(port, control=True), lambda url: (
             f"fake status page: {url}\n"
-            f"  global component: {global_status}\n"
+            f"  global component: {global_status}"
+            + ("" if args.shape is None else f" ({SHAPES[args.shape].DECIDES})") + "\n"
             f"  FAILOPEN_STATUS_URL={url}\n"
             + CONTROL_HINT.format(fake="status", example="global=major_outage")
             + ("" if port == DEFAULT_PORTS["status"] else f" --url {url}")
@@ -266,6 +275,7 @@ def _count(text: str) -> int:
 def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``status``, ``verify`` and ``vendor`` under ``failopen emulate``."""
     from failopen.testing.status_page import FakeStatusPage
+    from failopen.testing.vendor_status_pages import SHAPES
     from failopen.testing.verify_api import FakeVerifyAPI
 
     status = emulators.add_parser("status", help="a fake status page (interface B)")
@@ -278,6 +288,10 @@ def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.Argume
     status.add_argument("--region", action="append", type=_region_status, metavar="NAME=STATUS",
                         help="status of one region (repeatable)")
     status.add_argument("--fault", choices=sorted(FakeStatusPage.FAULTS))
+    status.add_argument("--shape", choices=sorted(SHAPES),
+                        help="serve a page shaped like Cloudflare's (Turnstile among ~330 PoPs) "
+                             "or hCaptcha's (Captcha API) instead of the spec's; --global sets "
+                             "the component the vendor preset reads")
     _add_control_flags(status, "status", "global=major_outage, eu-west-1=degraded_performance, "
                                          "fault=500 or fault=none")
     status.set_defaults(func=_status)

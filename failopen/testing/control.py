@@ -125,6 +125,9 @@ class ControlledStatusPage(ControlledFake, Protocol):
     @property
     def region_ids(self) -> dict[str, str]: ...
 
+    @property
+    def global_id(self) -> str: ...
+
     def components_document(self) -> dict[str, Any]: ...
 
     def set_global(self, status: str) -> None: ...
@@ -156,12 +159,13 @@ class StatusPageControls(Controls):
 
     def state(self) -> dict[str, Any]:
         """Global and regional statuses, the fault, and the request count."""
-        components = self.page.components_document()["components"]
+        status = {c["id"]: c["status"] for c in self.page.components_document()["components"]}
         return {
             "fake": self.kind,
-            "global": next(c["status"] for c in components if c["description"] is None),
-            "regions": {c["description"]: c["status"] for c in components
-                        if c["description"] is not None},
+            # By id, not by a null description: a page shaped like Cloudflare's (``--shape``)
+            # has hundreds of components without one, and no regions in the spec's sense.
+            "global": status[self.page.global_id],
+            "regions": {label: status[cid] for label, cid in self.page.region_ids.items()},
             "fault": self.page.fault,
             "requests": self.page.requests,
         }

@@ -53,45 +53,50 @@ Faults (:data:`FAULTS`; they apply to both documents unless said otherwise):
 ``set_fault(..., endpoint="components")`` (or ``"status"``) limits a fault to one document, for
 example to exercise the indicator fallback. Every request is counted in :attr:`requests` and kept
 (the last 1,000) in :attr:`received`, so a test can check what a client sent.
+
+Other shapes of page: ``FakeStatusPage(components=[PageComponent(...), ...], global_id=...)``
+serves any list of components, groups included (a group's status is the worst of its members', as
+Statuspage reports it; ``status.indicator`` is the worst of every component's unless
+:meth:`~FakeStatusPage.set_indicator` says otherwise), with the same faults, counters and
+serving; ``global_id`` names the component the faults ``missing_global`` and ``unknown_status``
+act on and :meth:`~FakeStatusPage.set_global` sets. :mod:`failopen.testing.vendor_status_pages`
+builds Cloudflare's and hCaptcha's pages this way.
 """
 
 from __future__ import annotations
 
 import collections
-import datetime
-import json
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
 
 from failopen.clock import SYSTEM_CLOCK, Clock
-from failopen.providers.global_component import is_region_label
 from failopen.testing._server import FakeRequest, Handler, LoopbackServer, Reply, as_transport
-
-__all__ = ["FAULTS", "UNKNOWN_STATUS", "FakeStatusPage"]
-
-FAULTS = frozenset(
-    {
-        "500", "503", "429", "timeout", "slow_drip", "reset", "truncated", "malformed",
-        "not_json", "empty", "huge", "missing_global", "unknown_status", "wrong_shape",
-    }
+from failopen.testing._status_faults import DRIP_SECONDS_PER_BYTE as DRIP_SECONDS_PER_BYTE
+from failopen.testing._status_faults import FAULTS as FAULTS
+from failopen.testing._status_faults import HOLD_SECONDS as HOLD_SECONDS
+from failopen.testing._status_faults import HUGE_BYTES as HUGE_BYTES
+from failopen.testing._status_faults import STATUS_FAULTS, fault_applies, fault_reply
+from failopen.testing._status_faults import UNKNOWN_STATUS as UNKNOWN_STATUS
+from failopen.testing._status_layout import (
+    GLOBAL_ID,
+    PageComponent,
+    PageInfo,
+    check_layout,
+    positions,
+    region_layout,
+    rfc3339,
+    severity,
 )
-#: What the ``unknown_status`` fault reports: plausible-looking, but not a spec 3.2 value.
-UNKNOWN_STATUS = "service_disruption"
+
+__all__ = ["FAULTS", "UNKNOWN_STATUS", "FakeStatusPage", "PageComponent", "PageInfo"]
 
 COMPONENTS_PATH = "/api/v2/components.json"
 STATUS_PATH = "/api/v2/status.json"
-PAGE_ID = "fakepage0001"
-GLOBAL_ID = "fakeglobal00"
-DRIP_SECONDS_PER_BYTE = 0.05
-HOLD_SECONDS = 3600.0
-HUGE_BYTES = 50 * 1024 * 1024
 
-_STATUS_FAULTS = frozenset({"500", "503", "429"})
-_COMPONENTS_ONLY = frozenset({"missing_global", "unknown_status"})
 _INDICATORS = {
     "operational": "none",
     "degraded_performance": "minor",
@@ -99,21 +104,6 @@ _INDICATORS = {
     "major_outage": "critical",
     "under_maintenance": "maintenance",
 }
-_REASONS = {
-    "500": "Internal Server Error",
-    "503": "Service Unavailable",
-    "429": "Too Many Requests",
-}
-_HTML = (
-    b"<!doctype html><html><head><title>We'll be right back</title></head>"
-    b"<body><h1>We'll be right back</h1><p>The status page is being updated.</p></body></html>"
-)
-
-
-def _rfc3339(timestamp: float) -> str:
-    moment = datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
 
 def _check_status(status: object) -> str:
     if not isinstance(status, str):
@@ -127,38 +117,47 @@ class FakeStatusPage:
     ``regions`` are the region labels, each getting its own component (ids ``fakeregion01``, ...
     in order, see :attr:`region_ids`); the global component's id is :attr:`global_id`. Everything
     starts ``operational``. ``clock`` stamps ``created_at``/``updated_at``. Thread-safe.
+    Instead of ``regions``, ``components`` (with ``global_id`` and ``page``) serves any list of
+    components, groups included (see the module docstring).
     """
 
     FAULTS = FAULTS
 
     def __init__(
-        self, *, regions: Sequence[str] = ("us-east-1", "eu-west-1"), clock: Clock = SYSTEM_CLOCK
+        self, *, regions: Sequence[str] | None = None, clock: Clock = SYSTEM_CLOCK,
+        components: Sequence[PageComponent] | None = None, global_id: str | None = None,
+        page: PageInfo | None = None,
     ) -> None:
-        labels = [regions] if isinstance(regions, str) else list(regions)
-        if any(not isinstance(label, str) or not label for label in labels):
-            raise ValueError("region labels are non-empty strings")
-        prose = [label for label in labels if not is_region_label(label)]
-        if prose:
-            # A page with prose descriptions is not the documented shape, and failopen would
-            # rightly refuse to guess its global component: say so here, not in a test failure.
-            raise ValueError(
-                f"region labels are short labels like 'us-east-1' or 'EU (Frankfurt)' (at most "
-                f"32 characters and three words, no commas); not {prose[0]!r}"
-            )
-        if len(set(labels)) != len(labels):
-            raise ValueError(f"region labels repeat: {labels!r}")
         self._clock = clock
         self._lock = threading.Lock()
         self._created = clock.time()
-        self.global_id = GLOBAL_ID
-        self.region_ids: dict[str, str] = {
-            label: f"fakeregion{n:02d}" for n, label in enumerate(labels, start=1)
-        }
-        self._status: dict[str, str] = {GLOBAL_ID: "operational"}
-        self._status.update(dict.fromkeys(self.region_ids.values(), "operational"))
+        self.region_ids: dict[str, str] = {}
+        if components is None:
+            if global_id is not None:
+                raise ValueError("global_id goes with components=")
+            layout = region_layout(("us-east-1", "eu-west-1") if regions is None else regions,
+                                    self._created)
+            self.region_ids = {c.description: c.id for c in layout if c.description is not None}
+            global_id = GLOBAL_ID
+        else:
+            if regions is not None:
+                raise ValueError("give regions= or components=, not both")
+            layout = list(components)
+            if global_id is None:
+                raise ValueError("components= needs global_id=, the component that decides")
+            check_layout(layout, global_id)
+        # The spec's shape: the indicator follows the global component alone (regions never
+        # move it). A page built from components reports its worst component, as Statuspage.
+        self._indicator_follows_global = components is None
+        self._indicator: str | None = None
+        self._info = page or PageInfo()
+        self._layout = tuple(layout)
+        self._by_id = {c.id: c for c in self._layout}
+        self._positions = positions(self._layout)
+        self.global_id = global_id
+        self._status = {c.id: "operational" for c in self._layout if not c.group}
         self._updated: dict[str, float] = dict.fromkeys(self._status, self._created)
-        self._names = {GLOBAL_ID: "Global"}
-        self._names.update({cid: f"Region {label}" for label, cid in self.region_ids.items()})
+        self._names = {c.id: c.name for c in self._layout}
         self._fault: str | None = None
         self._fault_endpoint: str | None = None
         self._retry_after: float | None = None
@@ -168,13 +167,16 @@ class FakeStatusPage:
         self.server: LoopbackServer | None = None
 
     def __repr__(self) -> str:
+        if not self._indicator_follows_global:
+            return (f"{type(self).__name__}(components={len(self._layout)}, "
+                    f"global_id={self.global_id!r}, fault={self._fault!r})")
         return f"FakeStatusPage(regions={list(self.region_ids)!r}, fault={self._fault!r})"
 
     # -- what it reports ---------------------------------------------------------------------
 
     def set_global(self, status: str) -> None:
         """Set the global component's status (any string: unknown values are served as given)."""
-        self._set(GLOBAL_ID, _check_status(status))
+        self._set(self.global_id, _check_status(status))
 
     def set_region(self, region: str, status: str) -> None:
         """Set one region's status, by label. Raises KeyError for a region the page lacks."""
@@ -182,12 +184,55 @@ class FakeStatusPage:
             raise KeyError(f"no region {region!r}; the page has {list(self.region_ids)!r}")
         self._set(self.region_ids[region], _check_status(status))
 
-    def set_name(self, name: str, *, region: str | None = None) -> None:
-        """Rename the global component, or ``region``'s: any string is served as given (to see
-        how a client shows a hostile page's names)."""
+    def component_id(self, component: str) -> str:
+        """The id of ``component``, given by id or by exact name; KeyError if no component (or
+        several) answers to it."""
+        if component in self._by_id:
+            return component
+        with self._lock:
+            named = [cid for cid, name in self._names.items() if name == component]
+        if len(named) != 1:
+            found = "several components" if named else "no component"
+            raise KeyError(f"{found} with the id or name {component!r}")
+        return named[0]
+
+    def set_component(self, component: str, status: str) -> None:
+        """Set one component's status, by id or exact name (not a group's: see
+        :meth:`set_group`). Any string is served as given."""
+        cid = self.component_id(component)
+        if self._by_id[cid].group:
+            raise ValueError(f"{component!r} is a group: its status is its members' worst; "
+                             "set_group() sets every member")
+        self._set(cid, _check_status(status))
+
+    def set_group(self, group: str, status: str) -> None:
+        """Set every member of a group (by id or exact name) to ``status``."""
+        gid = self.component_id(group)
+        if not self._by_id[gid].group:
+            raise ValueError(f"{group!r} is not a group component")
+        _check_status(status)
+        for member in self._by_id[gid].members:
+            self._set(member, status)
+
+    def set_indicator(self, indicator: str | None) -> None:
+        """Serve ``indicator`` in status.json whatever the components say; None follows them
+        again. Real pages set it by hand too (an incident's impact)."""
+        if indicator is not None:
+            _check_status(indicator)
+        with self._lock:
+            self._indicator = indicator
+
+    def set_name(self, name: str, *, region: str | None = None,
+                 component: str | None = None) -> None:
+        """Rename the global component, or ``region``'s, or ``component`` (an id): any string is
+        served as given (to see how a client shows a hostile page's names)."""
         if not isinstance(name, str):
             raise TypeError(f"a name is a string, not {type(name).__name__}")
-        cid = GLOBAL_ID if region is None else self.region_ids[region]
+        cid = self.global_id if region is None else self.region_ids[region]
+        if component is not None:
+            if component not in self._by_id:
+                raise KeyError(f"no component with the id {component!r}")
+            cid = component
         with self._lock:
             self._names[cid] = name
 
@@ -208,7 +253,7 @@ class FakeStatusPage:
         if fault is not None and fault not in FAULTS:
             raise ValueError(f"unknown fault {fault!r}; choose from {sorted(FAULTS)}")
         if retry_after is not None:
-            if fault not in _STATUS_FAULTS:
+            if fault not in STATUS_FAULTS:
                 raise ValueError("retry_after goes with the '500', '503' and '429' faults")
             if not math.isfinite(retry_after) or retry_after < 0:
                 raise ValueError(f"retry_after must be a non-negative number, not {retry_after!r}")
@@ -240,38 +285,51 @@ class FakeStatusPage:
 
     def _page(self) -> dict[str, Any]:
         return {
-            "id": PAGE_ID,
-            "name": "Fake vendor status",
-            "url": "https://status.example.com",
+            "id": self._info.id,
+            "name": self._info.name,
+            "url": self._info.url,
             "time_zone": "Etc/UTC",
-            "updated_at": _rfc3339(max(self._updated.values())),
+            "updated_at": rfc3339(max(self._updated.values())),
         }
 
-    def _component(self, cid: str, position: int, label: str | None) -> dict[str, Any]:
-        return {
+    def _worst(self, ids: Sequence[str]) -> str:
+        return max((self._status[cid] for cid in ids),
+                   key=severity, default="operational")
+
+    def _component(self, item: PageComponent) -> dict[str, Any]:
+        cid = item.id
+        updated = (max(self._updated[m] for m in item.members) if item.group
+                   else self._updated[cid])
+        component = {
             "id": cid,
             "name": self._names[cid],
-            "status": self._status[cid],
-            "created_at": _rfc3339(self._created),
-            "updated_at": _rfc3339(self._updated[cid]),
-            "position": position,
-            "description": label,
-            "showcase": True,
-            "start_date": _rfc3339(self._created)[:10],
-            "group_id": None,
-            "page_id": PAGE_ID,
-            "group": False,
+            "status": self._worst(item.members) if item.group else self._status[cid],
+            "created_at": rfc3339(self._created),
+            "updated_at": rfc3339(updated),
+            "position": self._positions[cid],
+            "description": item.description,
+            "showcase": item.showcase,
+            "start_date": item.start_date,
+            "group_id": item.group_id,
+            "page_id": self._info.id,
+            "group": item.group,
             "only_show_if_degraded": False,
         }
+        if item.group:
+            component["components"] = list(item.members)
+        return component
 
     def _components_unlocked(self) -> dict[str, Any]:
-        components = [self._component(GLOBAL_ID, 1, None)]
-        for position, (label, cid) in enumerate(self.region_ids.items(), start=2):
-            components.append(self._component(cid, position, label))
+        components = [self._component(item) for item in self._layout]
         return {"page": self._page(), "components": components}
 
     def _status_unlocked(self) -> dict[str, Any]:
-        indicator = _INDICATORS.get(self._status[GLOBAL_ID], "minor")
+        if self._indicator is not None:
+            indicator = self._indicator
+        elif self._indicator_follows_global:
+            indicator = _INDICATORS.get(self._status[self.global_id], "minor")
+        else:
+            indicator = _INDICATORS.get(self._worst(list(self._status)), "minor")
         description = "All Systems Operational" if indicator == "none" else "Service disruption"
         status = {"indicator": indicator, "description": description}
         return {"page": self._page(), "status": status}
@@ -305,9 +363,8 @@ class FakeStatusPage:
             return Reply(405, b"method not allowed\n", [("Allow", "GET, HEAD")])
         if kind is None:
             return Reply(404, b"not found\n", [("Content-Type", "text/plain")])
-        here = endpoint in (None, kind) and (kind == "components" or fault not in _COMPONENTS_ONLY)
-        if fault is not None and here:
-            return _fault_reply(fault, kind, document, retry_after)
+        if fault is not None and fault_applies(fault, endpoint, kind):
+            return fault_reply(fault, kind, document, retry_after, self.global_id)
         return Reply.json(document)
 
     @property
@@ -345,65 +402,3 @@ class FakeStatusPage:
         if self.server is None:
             raise RuntimeError("FakeStatusPage is not served: call serve() first")
         return self.server.url
-
-
-def _huge(document: dict[str, Any]) -> Iterator[bytes]:
-    """About HUGE_BYTES of a components document that looks valid all along."""
-    head = json.dumps({"page": document["page"]})[:-1].encode() + b', "components": ['
-    component = json.dumps(document["components"][0]).encode()
-    chunk = b"".join([b", " + component] * max(1, 65536 // (len(component) + 2)))
-    yield head + component
-    sent = len(head) + len(component)
-    while sent < HUGE_BYTES:
-        yield chunk
-        sent += len(chunk)
-    yield b"]}"
-
-
-def _fault_reply(
-    fault: str, kind: str, document: dict[str, Any], retry_after: float | None
-) -> Reply:
-    json_type = [("Content-Type", "application/json")]
-    if fault in _STATUS_FAULTS:
-        headers = [("Content-Type", "text/plain")]
-        if retry_after is not None:
-            headers.append(("Retry-After", str(math.ceil(retry_after))))
-        return Reply(int(fault), f"{_REASONS[fault]}\n".encode(), headers)
-    if fault == "timeout":
-        return Reply.json(document, delay=HOLD_SECONDS)
-    if fault == "slow_drip":
-        return Reply.json(document, drip=DRIP_SECONDS_PER_BYTE)
-    if fault == "reset":
-        return Reply(reset=True)
-    if fault == "truncated":
-        return Reply.json(document, truncate=True)
-    if fault == "malformed":
-        text = json.dumps(document).encode()
-        return Reply(200, text[: len(text) // 2], json_type)
-    if fault == "not_json":
-        return Reply(200, _HTML, [("Content-Type", "text/html; charset=utf-8")])
-    if fault == "empty":
-        return Reply(200, b"", json_type)
-    if fault == "huge":
-        if kind == "status":
-            return Reply(200, _huge_status(), json_type)
-        return Reply(200, _huge(document), json_type)
-    shaped = document  # built for this request alone, so it may be reshaped in place
-    if fault == "missing_global":
-        shaped["components"] = [c for c in shaped["components"] if c["description"] is not None]
-    elif fault == "unknown_status":
-        shaped["components"][0]["status"] = UNKNOWN_STATUS
-    elif kind == "components":  # wrong_shape
-        shaped["components"] = {c["id"]: c for c in shaped["components"]}
-    else:
-        shaped["status"] = shaped["status"]["indicator"]
-    return Reply.json(shaped)
-
-
-def _huge_status() -> Iterator[bytes]:
-    """About HUGE_BYTES of a status document whose page name never ends."""
-    yield b'{"status": {"indicator": "none"}, "page": {"name": "'
-    chunk = b"x" * 65536
-    for _ in range(HUGE_BYTES // len(chunk)):
-        yield chunk
-    yield b'"}}'
