@@ -236,8 +236,9 @@ def _verify_answer(result: VerifyResult, config: Config, *,
     provider = config.provider
     if outcome is VerifyOutcome.MISCONFIGURED:
         return ("key_rejected", "problem",
-                f"{reason}: {provider.advice(result.codes[0] if result.codes else '')}; every "
-                "request to a protected route would be refused")
+                f"key rejected ({reason}): "
+                f"{provider.advice(result.codes[0] if result.codes else '')}; every request to "
+                "a protected route would be refused")
     if outcome is VerifyOutcome.INVALID:
         if code in (401, 403) or "PRIVATE KEY" in reason.upper().replace("_", " "):
             return ("key_rejected", "problem",

@@ -29,6 +29,8 @@ class HCaptcha(Siteverify):
     token_field = "h-captcha-response"
     token_lifetime = 120.0
     public_key_field = "sitekey"
+    # No score_field: hCaptcha Enterprise's "score" denotes malicious activity (higher is worse),
+    # the opposite of reCAPTCHA's, so FAILOPEN_MIN_SCORE is never applied to it.
     status = StatusPreset(url="https://www.hcaptchastatus.com", component="Captcha API",
                           about="the verify API's component")
     misconfigured = frozenset({
