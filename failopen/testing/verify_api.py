@@ -72,16 +72,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-import httpx
-
 from failopen.clock import SYSTEM_CLOCK, Clock
-from failopen.testing._server import FakeRequest, Handler, LoopbackServer, Reply, as_transport
+from failopen.testing._served_verify import ServedVerifyAPI, delivered_badly
+from failopen.testing._server import FakeRequest, LoopbackServer, Reply
 
 __all__ = ["FakeVerifyAPI", "signed_token"]
 
 _HTML_PAGE = b"<html><body><h1>Service temporarily unavailable</h1></body></html>"
 _TIMEOUT_DELAY = 60.0
-_DRIP_INTERVAL = 0.05
 
 
 def _rfc3339(moment: datetime) -> str:
@@ -120,7 +118,7 @@ class _Session:
     created_at: float
 
 
-class FakeVerifyAPI:
+class FakeVerifyAPI(ServedVerifyAPI):
     """The vendor's verify endpoint: known tokens, a private key, and scripted faults."""
 
     GOOD = "good-token"
@@ -218,53 +216,10 @@ class FakeVerifyAPI:
                 self.tokens_seen.append(token)
             fault, retry_after = self._fault, self._retry_after
         if fault in ("slow_drip", "truncated"):
-            # The answer the vendor would give, delivered badly.
-            reply = self._respond(data, token)
-            if fault == "slow_drip":
-                reply.drip = _DRIP_INTERVAL
-            else:
-                reply.truncate = True
-            return reply
+            return delivered_badly(self._respond(data, token), fault)
         if fault is not None:
             return self._fault_reply(fault, retry_after)
         return self._respond(data, token)
-
-    def transport(self) -> httpx.MockTransport:
-        """This fake as an in-process httpx transport (sync and async)."""
-        return as_transport(self.handler)
-
-    def serve(self, port: int = 0, *, control: bool = False) -> LoopbackServer:
-        """This fake on a started loopback server, also kept as :attr:`server`; see :attr:`url`.
-
-        ``control=True`` also answers ``GET``/``POST /_control`` (:mod:`failopen.testing.control`).
-        """
-        handler: Handler = self.handler
-        if control:
-            from failopen.testing.control import VerifyAPIControls, with_control
-
-            handler = with_control(handler, VerifyAPIControls(self))
-        self.server = LoopbackServer(handler, port=port).start()
-        self._verify_url = None
-        return self.server
-
-    @property
-    def url(self) -> str:
-        """Base URL of the latest :meth:`serve`; RuntimeError before."""
-        if self.server is None:
-            raise RuntimeError("FakeVerifyAPI is not served: call serve() first")
-        return self.server.url
-
-    @property
-    def verify_url(self) -> str:
-        """:attr:`url` + :attr:`path`: the ``FAILOPEN_VERIFY_URL`` of the served fake."""
-        if self._verify_url is not None:
-            return self._verify_url
-        return self.url + self.path
-
-    @verify_url.setter
-    def verify_url(self, value: str) -> None:
-        """Point it elsewhere (e.g. your own server of :meth:`handler`) until the next serve()."""
-        self._verify_url = value
 
     # -- answers --------------------------------------------------------------------------------
 

@@ -15,10 +15,9 @@ import threading
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-import httpx
-
 from failopen.clock import SYSTEM_CLOCK, Clock
-from failopen.testing._server import FakeRequest, Handler, LoopbackServer, Reply, as_transport
+from failopen.testing._served_verify import ServedVerifyAPI, delivered_badly
+from failopen.testing._server import FakeRequest, LoopbackServer, Reply
 from failopen.testing.providers._tokens import (
     DOCUMENTED,
     Lifetime,
@@ -32,10 +31,9 @@ from failopen.testing.providers._wire import HTML_PAGE, html_reply, retry_after_
 __all__ = ["CaptchaVerifyFake", "DOCUMENTED", "Lifetime", "Redemption", "Solve"]
 
 _TIMEOUT_DELAY = 60.0
-_DRIP_INTERVAL = 0.05
 
 
-class CaptchaVerifyFake(ABC):
+class CaptchaVerifyFake(ServedVerifyAPI, ABC):
     """A captcha vendor's server-side verify API: its keys, its tokens, and scripted faults."""
 
     #: The registry name (``failopen.testing.providers.FAKES``).
@@ -166,53 +164,10 @@ class CaptchaVerifyFake(ABC):
                 self.tokens_seen.append(token)
             fault, retry_after = self._fault, self._retry_after
         if fault in ("slow_drip", "truncated"):
-            # The answer the vendor would give, delivered badly.
-            reply = self._answer(request, fields)
-            if fault == "slow_drip":
-                reply.drip = _DRIP_INTERVAL
-            else:
-                reply.truncate = True
-            return reply
+            return delivered_badly(self._answer(request, fields), fault)
         if fault is not None:
             return self._fault_reply(fault, retry_after)
         return self._answer(request, fields)
-
-    def transport(self) -> httpx.MockTransport:
-        """This fake as an in-process httpx transport (sync and async)."""
-        return as_transport(self.handler)
-
-    def serve(self, port: int = 0, *, control: bool = False) -> LoopbackServer:
-        """This fake on a started loopback server, also kept as :attr:`server`; see :attr:`url`.
-
-        ``control=True`` also answers ``GET``/``POST /_control`` (:mod:`failopen.testing.control`).
-        """
-        handler: Handler = self.handler
-        if control:
-            from failopen.testing.control import VerifyAPIControls, with_control
-
-            handler = with_control(handler, VerifyAPIControls(self))
-        self.server = LoopbackServer(handler, port=port).start()
-        self._verify_url = None
-        return self.server
-
-    @property
-    def url(self) -> str:
-        """Base URL of the latest :meth:`serve`; RuntimeError before."""
-        if self.server is None:
-            raise RuntimeError(f"{type(self).__name__} is not served: call serve() first")
-        return self.server.url
-
-    @property
-    def verify_url(self) -> str:
-        """:attr:`url` + :attr:`path`: where a served fake verifies."""
-        if self._verify_url is not None:
-            return self._verify_url
-        return self.url + self.path
-
-    @verify_url.setter
-    def verify_url(self, value: str) -> None:
-        """Point it elsewhere (e.g. your own server of :meth:`handler`) until the next serve()."""
-        self._verify_url = value
 
     # -- what a vendor module says --------------------------------------------------------------
 
