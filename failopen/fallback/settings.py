@@ -8,10 +8,10 @@ a route that is not protected, an unknown policy or a missing extra stops start-
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 from failopen._internal.networks import parse_networks
+from failopen._internal.route_pairs import route_pairs
 from failopen.exceptions import ConfigError
 from failopen.secret import Secret
 
@@ -43,45 +43,19 @@ def require_extra(feature: str) -> None:
 def _policy(route: str, policy: Any) -> str:
     text = policy.strip().lower() if isinstance(policy, str) else policy
     if text not in OUTAGE_POLICIES:
-        raise ConfigError(
-            f"FAILOPEN_OUTAGE_POLICY_ROUTES: {route!r} has the policy {policy!r}; "
-            f"use one of {', '.join(OUTAGE_POLICIES)}")
+        raise ValueError(f"{route!r} has the policy {policy!r}; use one of "
+                         f"{', '.join(OUTAGE_POLICIES)}")
     return str(text)
 
 
 def policy_routes(value: Any) -> tuple[tuple[str, str], ...]:
     """``ROUTE=POLICY`` pairs from a comma-separated string, a mapping or pairs, in the order
     given; ConfigError for an item without ``=``, an unknown policy or a route given twice."""
-    pairs: Iterable[Any]
-    if isinstance(value, str):
-        pairs = []
-        for item in value.split(","):
-            if not item.strip():
-                continue
-            route, equals, policy = item.rpartition("=")  # a policy never holds "="
-            if not equals or not route.strip():
-                raise ConfigError(
-                    f"FAILOPEN_OUTAGE_POLICY_ROUTES: {item.strip()!r} is not ROUTE=POLICY; "
-                    "write e.g. /login=open,/signup=fallback,/password-reset=closed")
-            pairs.append((route.strip(), policy))
-    elif isinstance(value, Mapping):
-        pairs = value.items()
-    elif isinstance(value, Iterable):
-        pairs = value
-    else:
-        raise ConfigError("FAILOPEN_OUTAGE_POLICY_ROUTES: expected ROUTE=POLICY,... or a mapping "
-                          f"of routes to policies, got {type(value).__name__}")
-    found: dict[str, str] = {}
-    for pair in pairs:
-        if (not isinstance(pair, (tuple, list)) or len(pair) != 2
-                or not isinstance(pair[0], str) or not pair[0].strip()):
-            raise ConfigError(f"FAILOPEN_OUTAGE_POLICY_ROUTES: {pair!r} is not a (route, policy) "
-                              "pair")
-        route, policy = pair[0].strip(), _policy(pair[0], pair[1])
-        if found.setdefault(route, policy) != policy:
-            raise ConfigError(f"FAILOPEN_OUTAGE_POLICY_ROUTES: {route!r} is given two policies, "
-                              f"{found[route]} and {policy}; give it one")
-    return tuple(found.items())
+    try:
+        return route_pairs(value, what="policy", whats="policies", check=_policy,
+                           example="/login=open,/signup=fallback,/password-reset=closed")
+    except ValueError as exc:
+        raise ConfigError(f"FAILOPEN_OUTAGE_POLICY_ROUTES: {exc}") from None
 
 
 def check_policy_routes(routes: tuple[tuple[str, str], ...], *, paths: tuple[str, ...],

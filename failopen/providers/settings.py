@@ -13,10 +13,10 @@ another vendor (``Config.replace``) takes that vendor's presets instead of keepi
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 from failopen._internal.defaults import DefaultText
+from failopen._internal.route_pairs import route_pairs
 from failopen.exceptions import ConfigError
 from failopen.providers.registry import provider_named
 
@@ -59,45 +59,28 @@ def vendor_presets(*, vendor: Any, verify_url: str | None, private_key: bool,
     return found
 
 
+def _action(route: str, action: Any) -> str:
+    if not isinstance(action, str) or not _ACTION.fullmatch(action):
+        raise ValueError(f"{action!r} (for {route!r}) is not an action name: use letters, "
+                         "digits, /, _ and - (as the widget was given it)")
+    return action
+
+
 def action_routes(value: Any, *, paths: tuple[str, ...],
                   views: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """``ROUTE=ACTION`` pairs (FAILOPEN_EXPECTED_ACTIONS) from a comma-separated string, a
     mapping or pairs; ConfigError for an item without ``=``, an action no vendor mints, a route
     given twice or a route nothing protects."""
-    pairs: Iterable[Any]
-    if isinstance(value, str):
-        pairs = []
-        for item in value.split(","):
-            if not item.strip():
-                continue
-            route, equals, action = item.rpartition("=")
-            if not equals or not route.strip():
-                raise ConfigError(f"{_SETTING}: {item.strip()!r} is not ROUTE=ACTION; "
-                                  "write e.g. /login=login,/signup=signup")
-            pairs.append((route.strip(), action.strip()))
-    elif isinstance(value, Mapping):
-        pairs = value.items()
-    elif isinstance(value, Iterable):
-        pairs = value
-    else:
-        raise ConfigError(f"{_SETTING}: expected ROUTE=ACTION,... or a mapping of routes "
-                          f"to actions, got {type(value).__name__}")
-    found: dict[str, str] = {}
+    try:
+        pairs = route_pairs(value, what="action", whats="actions", check=_action,
+                            example="/login=login,/signup=signup")
+    except ValueError as exc:
+        raise ConfigError(f"{_SETTING}: {exc}") from None
     protected = set(paths) | set(views)
-    for pair in pairs:
-        if (not isinstance(pair, (tuple, list)) or len(pair) != 2
-                or not isinstance(pair[0], str) or not isinstance(pair[1], str)):
-            raise ConfigError(f"{_SETTING}: {pair!r} is not a (route, action) pair")
-        route, action = pair[0].strip(), pair[1]
-        if not _ACTION.fullmatch(action):
-            raise ConfigError(f"{_SETTING}: {action!r} (for {route!r}) is not an action "
-                              "name: use letters, digits, /, _ and - (as the widget was given it)")
-        if found.setdefault(route, action) != action:
-            raise ConfigError(f"{_SETTING}: {route!r} is given two actions, "
-                              f"{found[route]} and {action}; give it one")
+    for route, _action_name in pairs:
         if route not in protected:
             raise ConfigError(
                 f"{_SETTING}: {route!r} is not a protected route; spell each route as in "
                 f"FAILOPEN_PROTECTED_PATHS or FAILOPEN_PROTECTED_VIEWS "
                 f"({', '.join(sorted(protected)) or 'both empty'})")
-    return tuple(found.items())
+    return pairs

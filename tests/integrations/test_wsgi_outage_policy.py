@@ -17,7 +17,9 @@ POLICIES = {"outage_policy_routes": "/login=fallback,/raw=closed", "fallback_sec
 FLAG_KEYS_BEFORE_ISSUE_20 = {"enforce", "source", "reason", "since", "expires_at", "global_status",
                              "stale", "error", "mode", "probe"}
 # issue 20 added outage_policy, issue 21 impaired_regions
-FLAG_KEYS = FLAG_KEYS_BEFORE_ISSUE_20 | {"outage_policy", "impaired_regions"}
+# issue 28 added vendor and component (whose status page decides, by which component)
+FLAG_KEYS = FLAG_KEYS_BEFORE_ISSUE_20 | {"outage_policy", "impaired_regions", "vendor",
+                                         "component"}
 
 
 def outage(stack: WsgiStack) -> None:

@@ -24,7 +24,9 @@ POLICIES = {"PROTECTED_PATHS": ["/login/"], "PROTECTED_VIEWS": ["signup"],
 FLAG_KEYS_BEFORE_ISSUE_20 = {"enforce", "source", "reason", "since", "expires_at", "global_status",
                              "stale", "error", "mode", "probe"}
 # issue 20 added outage_policy, issue 21 impaired_regions
-FLAG_KEYS = FLAG_KEYS_BEFORE_ISSUE_20 | {"outage_policy", "impaired_regions"}
+# issue 28 added vendor and component (whose status page decides, by which component)
+FLAG_KEYS = FLAG_KEYS_BEFORE_ISSUE_20 | {"outage_policy", "impaired_regions", "vendor",
+                                         "component"}
 
 
 @pytest.fixture(autouse=True)
