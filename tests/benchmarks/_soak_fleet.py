@@ -95,6 +95,8 @@ class Fleet:
     probe_env: dict[str, str]
     #: The store a ``redis+sentinel://`` URL over a primary, a replica and a sentinel.
     sentinel: bool = False
+    #: FAILOPEN_VENDOR: whose fake verify API the servers call (the spec's by default).
+    vendor: str = "enforcement"
     redis: Any = field(init=False)  # a RedisServer, or a SentinelRedis
     status_url: str = field(init=False)
     verify_url: str = field(init=False)
@@ -113,8 +115,9 @@ class Fleet:
             self.redis = RedisServer(self.directory)
         self.redis.start()
         self.status_url = self._fake("status", [])
-        verify_base = self._fake("verify", ["--private-key", PRIVATE_KEY])
-        self.verify_url = verify_base + "/api/v4/verify/"
+        verify_base = self._fake("verify", ["--private-key", PRIVATE_KEY, "--vendor",
+                                            self.vendor])
+        self.verify_url = verify_base + _verify_path(self.vendor)
         self.verify_base = verify_base
         for app in (self._django(), self._asgi()):
             self.apps[app.name] = app
@@ -162,6 +165,7 @@ class Fleet:
             # The soak's few clients would meet the default 20/minute per address at once; the
             # limit stays on (its Redis round trips are part of what is soaked), out of reach.
             "OUTAGE_RATE": "100000/minute",
+            **_vendor_env(self.vendor),
             **self.knobs_env, **(self.probe_env if name == self.probe_app else {}),
         }
         env.update({f"FAILOPEN_{k}": v for k, v in settings.items()})
@@ -318,3 +322,23 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{url} did not come up: {log.read_text()[-2000:]}")
         time.sleep(0.1)
+
+
+def _verify_path(vendor: str) -> str:
+    """Where the vendor's fake verifies (the spec's vendor: /api/v4/verify/)."""
+    if vendor == "enforcement":
+        return "/api/v4/verify/"
+    from failopen.testing.providers import fake_verify_api
+
+    return str(fake_verify_api(vendor).path)
+
+
+def _vendor_env(vendor: str) -> dict[str, str]:
+    """Another vendor's settings: its name and site key; the soak's status page (the spec's
+    shape, whatever the vendor) decides by its global component, named so no preset applies."""
+    if vendor == "enforcement":
+        return {}
+    from failopen.testing.providers import FAKES
+
+    return {"VENDOR": vendor, "PUBLIC_KEY": FAKES[vendor].DEFAULT_PUBLIC_KEY,
+            "GLOBAL_COMPONENT": "fakeglobal00"}

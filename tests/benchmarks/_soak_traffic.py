@@ -70,9 +70,10 @@ class Traffic:
     """Clients for each server; ``records`` holds every request made, ``flags`` the samples."""
 
     def __init__(self, apps: dict[str, Any], *, private_key: str, t0: float, seed: int,
-                 run_id: str) -> None:
+                 run_id: str, vendor: str = "enforcement") -> None:
         self.apps = apps
         self._key = private_key  # the fakes' test key; signs valid tokens, never printed
+        self._vendor = vendor
         self.t0 = t0
         self.seed = seed
         self.run_id = run_id
@@ -133,7 +134,7 @@ class Traffic:
                 client.get(app.paths["unprotected"], headers={"User-Agent": ua + "/csrf"})
             headers["X-CSRFToken"] = client.cookies.get("csrftoken", "")
         if kind == "valid":
-            headers["X-Enforcement-Token"] = signed_token(self._key)
+            headers["X-Enforcement-Token"] = self._fresh_token()
         elif kind == "invalid":
             headers["X-Enforcement-Token"] = f"not-a-token-{seq}"
         elif kind == "replayed":
@@ -180,6 +181,15 @@ class Traffic:
                 pools.put(pools.used_solutions, (record.received, headers["X-Altcha"]))
         with self._lock:
             self.records.append(record)
+
+    def _fresh_token(self) -> str:
+        """A solve's token the vendor's fake accepts once (a v3 score for reCAPTCHA's)."""
+        if self._vendor == "enforcement":
+            return signed_token(self._key)
+        from failopen.testing.providers import FAKES, mint_token
+
+        claims = {"score": 0.9} if "score" in FAKES[self._vendor].CLAIMS else {}
+        return mint_token(self._vendor, self._key, **claims)
 
     # -- the flag ---------------------------------------------------------------------------------
 

@@ -58,6 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--mismatch", metavar="NAME=VALUE", action="append", default=[],
                         help="a negative control: give the servers FAILOPEN_NAME=VALUE while the "
                         "oracle keeps the soak's knob (e.g. CLOSE_AFTER=6: the soak must fail)")
+    parser.add_argument("--vendor", default="enforcement",
+                        help="the captcha vendor the servers verify with (FAILOPEN_VENDOR; its "
+                        "fake from `failopen emulate verify --vendor`): the same oracle holds")
     parser.add_argument("--sentinel", action="store_true",
                         help="run the fleet on Redis Sentinel (a primary, a replica, a sentinel: "
                         "FAILOPEN_STORE=redis+sentinel://...), adding a failover fault")
@@ -89,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.mismatch:
         name, _, value = item.partition("=")
         servers_env[name.upper().removeprefix("FAILOPEN_")] = value
-    fleet = Fleet(directory, PROBE_APP, servers_env, knobs.probe_env(), sentinel=args.sentinel)
+    fleet = Fleet(directory, PROBE_APP, servers_env, knobs.probe_env(), sentinel=args.sentinel,
+                  vendor=args.vendor)
     measures = Measures()
     started = time.monotonic()
     try:
@@ -107,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         return time.monotonic() - t0
 
     traffic = Traffic(fleet.apps, private_key=PRIVATE_KEY, t0=t0, seed=args.seed,
-                      run_id=secrets.token_hex(3))
+                      run_id=secrets.token_hex(3), vendor=args.vendor)
     injector = Injector(fleet, schedule, now)
     stop_sampling = threading.Event()
     sampler = threading.Thread(target=_sample, args=(fleet, measures, now, stop_sampling),
@@ -140,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
                           applied=injector.applied, measures=measures, flag_at=traffic.flag_at,
                           seconds=ran, seed=args.seed, minutes=args.minutes,
                           sentinel=args.sentinel)
+    if args.vendor != "enforcement":  # the run another vendor's fake answered
+        report["command"] += f" --vendor {args.vendor}"
     report["faults"] = [_shown(f) for f in sorted(injector.applied, key=lambda f: f.start)]
     report["run_directory"] = str(directory) if args.keep else None
     report["mismatch"] = args.mismatch
