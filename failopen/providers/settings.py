@@ -20,7 +20,7 @@ from failopen._internal.route_pairs import route_pairs
 from failopen.exceptions import ConfigError
 from failopen.providers.registry import provider_named
 
-__all__ = ["action_routes", "vendor_presets"]
+__all__ = ["action_routes", "check_action", "vendor_presets"]
 
 # reCAPTCHA's rule for action names ("alphanumeric characters, slashes, and underscores"), which
 # Turnstile's (alphanumeric, _ and -, up to 32) nearly matches: the strictest common form.
@@ -59,11 +59,19 @@ def vendor_presets(*, vendor: Any, verify_url: str | None, private_key: bool,
     return found
 
 
-def _action(route: str, action: Any) -> str:
+def check_action(action: Any) -> str:
+    """``action`` when a vendor could mint a token for it; ValueError otherwise."""
     if not isinstance(action, str) or not _ACTION.fullmatch(action):
-        raise ValueError(f"{action!r} (for {route!r}) is not an action name: use letters, "
-                         "digits, /, _ and - (as the widget was given it)")
+        raise ValueError(f"{action!r} is not an action name: use letters, digits, /, _ and - "
+                         "(as the widget was given it)")
     return action
+
+
+def _action(route: str, action: Any) -> str:
+    try:
+        return check_action(action)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (for {route!r})") from None
 
 
 def action_routes(value: Any, *, paths: tuple[str, ...],

@@ -43,8 +43,8 @@ from failopen.web import SOLUTION_FIELD, SOLUTION_HEADER, client_address
 from . import conf
 from ._answers import body_too_large, finish_custom, rejection
 from ._body import TooLarge, declared_length, may_carry_token, token_from_request_body
-from .outage import route_policy
-from .protection import is_marked
+from .outage import route_policy, view_of
+from .protection import action_of, any_action_marks, is_marked
 
 __all__ = ["FailOpenMiddleware", "RequestDecision", "current_request"]
 
@@ -206,7 +206,8 @@ class FailOpenMiddleware:
                     if policy == "fallback" and solution is None:
                         solution = _solution_from_body(request, settings.config)
                     decision = runtime.decide(token, path=path, client=client, user_agent=agent,
-                                              policy=policy, route=route, solution=solution)
+                                              policy=policy, route=route, solution=solution,
+                                              action=_action(request, view))
             except Exception:
                 decision = _failed(settings)
         request.failopen = RequestDecision(decision)
@@ -248,7 +249,8 @@ class FailOpenMiddleware:
                             request, settings.config)
                     decision = await runtime.adecide(token, path=path, client=client,
                                                       user_agent=agent, policy=policy,
-                                                      route=route, solution=solution)
+                                                      route=route, solution=solution,
+                                                      action=_action(request, view))
             except Exception:
                 decision = _failed(settings)
         request.failopen = RequestDecision(decision)
@@ -281,6 +283,16 @@ def _outage(request: HttpRequest, settings: conf.Loaded,
     route, policy = route_policy(settings, request.path_info, view,
                                  getattr(request, "urlconf", None))
     return route, policy, request.META.get(SOLUTION_META_KEY) or None
+
+
+def _action(request: HttpRequest, view: Any) -> str | None:
+    """The action ``@protect(action=...)`` gave the view (resolved from the path when the
+    request was judged by it, once any view has one); None: ``EXPECTED_ACTIONS`` decides."""
+    if not any_action_marks():
+        return None
+    if view is None:
+        view = view_of(request.path_info, getattr(request, "urlconf", None))
+    return action_of(view) if view is not None else None
 
 
 def _client(request: HttpRequest, config: Config) -> str:

@@ -23,7 +23,7 @@ from failopen.fallback.settings import OUTAGE_POLICIES
 from . import conf
 from .protection import any_outage_marks, is_marked, outage_of
 
-__all__ = ["policy_of_path", "route_policy"]
+__all__ = ["policy_of_path", "route_policy", "view_of"]
 
 
 def route_policy(settings: conf.Loaded, path: str, view: Any,
@@ -37,7 +37,7 @@ def route_policy(settings: conf.Loaded, path: str, view: Any,
     # Judged by its path before Django resolved it (or as a big form to a protected view): the
     # view may still hold a stricter policy, so look it up whenever one could.
     if view is None and (found is None or _views_may_name_policies(settings, urlconf)):
-        view = _view_of(path, urlconf)
+        view = view_of(path, urlconf)
     if view is not None:
         names = settings.views.names_of(view, urlconf)
         marked = outage_of(view)
@@ -60,7 +60,7 @@ def policy_of_path(path: str | None) -> str | None:
     settings = conf.loaded()
     methods = settings.config.protected_methods if settings.config is not None else ()
     method = "POST" if "POST" in methods else next(iter(sorted(methods)), "POST")
-    view = _view_of(path, None)
+    view = view_of(path, None)
     protected_view = view is not None and (is_marked(view) or settings.views.covers(view))
     end = path.find("/", 1)
     # What the middleware's own test says: the path itself, or the path under a language prefix.
@@ -96,7 +96,7 @@ def _views_may_name_policies(settings: conf.Loaded, urlconf: Any) -> bool:
     return any_outage_marks()
 
 
-def _view_of(path: str, urlconf: Any) -> Any:
+def view_of(path: str, urlconf: Any) -> Any:
     """The view ``path`` routes to, under the language its prefix names (i18n_patterns match
     the active language's prefix only); None when it routes nowhere."""
     try:

@@ -30,6 +30,7 @@ from django.urls.resolvers import RegexPattern
 
 from failopen.engine.outage import strictest
 from failopen.fallback.settings import OUTAGE_POLICIES
+from failopen.providers.settings import check_action
 
 from .allauth import ALLAUTH_VIEWS, allauth_urlpatterns
 
@@ -45,6 +46,8 @@ logger = logging.getLogger("failopen.django")
 MARK = "failopen_protected"
 #: The attribute ``protect(outage=...)`` sets: the view's outage policy.
 OUTAGE_MARK = "failopen_outage"
+#: The attribute ``protect(action=...)`` sets: the action the view's tokens must carry.
+ACTION_MARK = "failopen_action"
 
 View = TypeVar("View")
 
@@ -58,10 +61,12 @@ _inner_outage: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 # Whether any view was given an outage policy: until one is, a request judged by its path alone
 # needs no URL resolution to learn its view's policy (there is none to learn).
 _outage_marks = [False]
+# Likewise for protect(action=...): until one is given, no request needs its view resolved for it.
+_action_marks = [False]
 _ALLAUTH_NAMES = frozenset(ALLAUTH_VIEWS)
 
 
-def protect(view: Any = None, *, outage: str | None = None) -> Any:
+def protect(view: Any = None, *, outage: str | None = None, action: str | None = None) -> Any:
     """Require an enforcement token for this view, on every route to it.
 
     Works on a function view (sync or async), a class-based view class, the result of
@@ -72,29 +77,61 @@ def protect(view: Any = None, *, outage: str | None = None) -> Any:
     ``@protect(outage="closed")`` (or ``"fallback"``, ``"open"``) also sets what the view does
     while enforcement is off, over ``FAILOPEN["OUTAGE_POLICY"]``; where the view's URL name has a
     policy in ``OUTAGE_POLICY_ROUTES`` too, the stricter one applies.
+
+    ``@protect(action="login")`` names the action the view's tokens must have been minted for
+    (reCAPTCHA v3 and Enterprise, Turnstile's ``data-action``), over ``EXPECTED_ACTIONS``: a
+    token for another action, or none, is refused.
     """
     if outage is not None and outage not in OUTAGE_POLICIES:
         raise ValueError(f"protect(outage={outage!r}): choose one of "
                          f"{', '.join(OUTAGE_POLICIES)}")
+    if action is not None:
+        check_action(action)
     if view is None:
-        return functools.partial(protect, outage=outage)
+        return functools.partial(protect, outage=outage, action=action)
     if not callable(view):
         raise TypeError(f"protect() takes a view, not {type(view).__name__}: {view!r}")
     setattr(view, MARK, True)
     if outage is not None:
         _outage_marks[0] = True
         setattr(view, OUTAGE_MARK, outage)
+    if action is not None:
+        _action_marks[0] = True
+        setattr(view, ACTION_MARK, action)
     inner = _unwrapped(view)
     if inner is not view and inspect.isfunction(inner) and "." not in inner.__qualname__:
         _inner_protected.add(inner)
         if outage is not None:
             _inner_outage[inner] = outage
+        if action is not None:
+            setattr(inner, ACTION_MARK, action)
     view_class = getattr(view, "view_class", None)
     if view_class is not None:
         setattr(view_class, MARK, True)
         if outage is not None:
             setattr(view_class, OUTAGE_MARK, outage)
+        if action is not None:
+            setattr(view_class, ACTION_MARK, action)
     return view
+
+
+def any_action_marks() -> bool:
+    """True once ``protect(action=...)`` has marked any view."""
+    return _action_marks[0]
+
+
+def action_of(view: Any) -> str | None:
+    """The action ``protect(action=...)`` gave the view (its class, a handler, the function
+    inside its decorators); None when none did."""
+    inner = _unwrapped(view)
+    view_class = view if isinstance(view, type) else getattr(view, "view_class", None)
+    handlers = ("dispatch", *getattr(view_class, "http_method_names", ())) \
+        if view_class is not None else ()
+    found = [getattr(view, ACTION_MARK, None), getattr(inner, ACTION_MARK, None),
+             getattr(view_class, ACTION_MARK, None) if view_class is not None else None,
+             *(getattr(klass.__dict__.get(name), ACTION_MARK, None)
+               for klass in getattr(view_class, "__mro__", ()) for name in handlers)]
+    return next((action for action in found if isinstance(action, str)), None)
 
 
 def any_outage_marks() -> bool:
