@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from failopen.engine.decision import Decision, fail_closed
+from failopen.engine.decision import Decision, fail_closed, public_outcome
 from failopen.engine.outage import strictest
 from failopen.fallback.settings import OUTAGE_POLICIES
 from failopen.runtime import FailOpen
@@ -35,8 +35,9 @@ MESSAGES: dict[str, str] = {
 
 
 def message(decision: Decision) -> str:
-    """The text shown for a refusal (an outcome without its own text reads as "cannot verify")."""
-    return MESSAGES.get(decision.outcome, MESSAGES["cannot_verify"])
+    """The text shown for a refusal (an outcome without its own text reads as "cannot verify"),
+    by the outcome a client may be told (a low score reads as any refused token)."""
+    return MESSAGES.get(public_outcome(decision.outcome), MESSAGES["cannot_verify"])
 
 
 def check_outage(outage: str | None) -> str | None:

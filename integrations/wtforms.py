@@ -51,7 +51,7 @@ from wtforms.widgets import HiddenInput, html_params
 
 from failopen import web
 from failopen.config import Config
-from failopen.engine.decision import Decision
+from failopen.engine.decision import Decision, public_outcome
 from failopen.engine.outage import strictest
 from failopen.runtime import FailOpen
 
@@ -133,7 +133,7 @@ class EnforcementTokenField(Field):
         """Ask the guard; a refusal stops this field's validation with its message."""
         self.decision = decision = self._decision(form)
         if not decision.allow:
-            raise StopValidation(self.gettext(self.messages.get(decision.outcome)
+            raise StopValidation(self.gettext(self.messages.get(public_outcome(decision.outcome))
                                               or _forms.message(decision)))
 
     def _decision(self, form: Any) -> Decision:

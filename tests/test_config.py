@@ -42,7 +42,7 @@ ENV_TABLE: dict[str, tuple[str, object]] = {
                    "https://acme-verify.example.com/api/v4/verify/"),
     "private_key": ("pk-secret-value", Secret("pk-secret-value")),
     "public_key": ("PUB-1", "PUB-1"),
-    "vendor": (" hCaptcha ", "hcaptcha"),
+    "vendor": (" Turnstile ", "turnstile"),
     "min_score": ("0.7", 0.7),
     "expected_actions": ("/accounts/login/=login", (("/accounts/login/", "login"),)),
     "verify_timeout": ("2", 2.0),

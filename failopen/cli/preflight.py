@@ -186,6 +186,12 @@ def check_verify_api(config: Config, wiring: Wiring) -> Check:
             f"{missing} is not set: no token can be verified"
             + ("; the protected routes would refuse every request" if protected else
                " (needed by every protected route)"), {"url": None, "answer": "not_configured"})
+    if config.private_key is not None and config.private_key.reveal() in provider.test_secrets:
+        return Check("verify_api", "problem",
+                     f"{url}: FAILOPEN_PRIVATE_KEY is {provider.title}'s documented test secret, "
+                     "with which every token (or the vendor's dummy token) passes: set the "
+                     "site's own secret", {"url": url, "answer": "test_secret",
+                                           "vendor": provider.name})
     try:
         verifier = HttpVerifier(url, config.private_key or "", timeout=config.verify_timeout,
                                 require_verified=config.require_verified,

@@ -13,7 +13,17 @@ from typing import Any, Literal
 
 from failopen.providers.verify_answers import VerifyOutcome, VerifyResult
 
-__all__ = ["Decision", "Outcome", "fail_closed", "refusal", "verify_decision"]
+__all__ = ["Decision", "Outcome", "fail_closed", "public_outcome", "refusal", "verify_decision"]
+
+# Outcomes a client is told as another: a misconfiguration is ours, not the person's (and no
+# business of a prober's), and a low score must not become an oracle for tuning a bot.
+_PUBLIC_OUTCOMES = {"misconfigured": "cannot_verify", "low_score": "invalid_token"}
+
+
+def public_outcome(outcome: str) -> str:
+    """The outcome as a client may be told it: every refusal body, form error and error code
+    (the logs, the metrics and ``request.failopen`` keep the real one)."""
+    return _PUBLIC_OUTCOMES.get(outcome, outcome)
 
 Outcome = Literal[
     "valid", "bypassed_flag_off", "bypassed_confirmed_outage", "bypassed_fallback",

@@ -37,6 +37,10 @@ MAX_SHOWN_REGIONS = 20
 logger = logging.getLogger("failopen.watcher")
 
 
+# The longest component id and name the flag endpoint shows (Statuspage's ids are 12 characters).
+_SHOWN_ID, _SHOWN_NAME = 64, 128
+
+
 class ReadingHysteresis:
     """Feeds readings and failed polls through the hysteresis into an EnforcementFlag."""
 
@@ -111,7 +115,7 @@ class ReadingHysteresis:
     def watch_component(self, component: str | None) -> None:
         """The configured component (an id or a name), shown until a reading names it."""
         if component is not None and self._watched is None:
-            self._watched = (component, None)
+            self._watched = (component[:_SHOWN_NAME], None)
 
     def forget_streaks(self) -> None:
         """Forget the reading streaks (a bypass ended without them): opening again needs new
@@ -201,7 +205,9 @@ class ReadingHysteresis:
         self._log_regions(report)
         chosen = report.global_component
         if chosen is not None:
-            self._watched = (chosen.id, chosen.name)
+            # The flag endpoint is public and asked by every page: a page's names, whatever
+            # their size there, are kept short here.
+            self._watched = (chosen.id[:_SHOWN_ID], chosen.name[:_SHOWN_NAME])
         if reading == "neutral" and not report.known:
             logger.warning("status page reports unknown global status %r; not acting on it",
                            status, extra={"event": "failopen.unknown_status",

@@ -112,6 +112,12 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
     "failopen.probe_alone_opens": (
         "failopen.probe", "WARNING", "start-up: the verify probe alone (FAILOPEN_EVIDENCE=probe) "
         "can turn enforcement off for an open route", ""),
+    "failopen.verify_test_secret": (
+        "failopen.verify", "WARNING", "the private key is the vendor's documented test secret "
+        "(every token passes)", "vendor"),
+    "failopen.action_unchecked": (
+        "failopen.verify", "WARNING", "an action was asked of a vendor whose answers name none "
+        "(once per verifier)", "vendor"),
     "failopen.verify_misconfigured": (
         "failopen.verify", "ERROR", "a vendor said our secret, site key, URL or request is "
         "wrong (its codes and what to change; at most every 5 minutes)",

@@ -47,6 +47,9 @@ __all__ = [
 
 _CODES_KEPT = 8  # raw codes kept per answer: enough for any real answer, bounded for a crafted one
 _CODE_LENGTH = 64
+#: What stands for a code that could not be kept (it may carry a secret, the token included):
+#: still a code, so a refusal with one reads as a refusal, not as an answer without codes.
+WITHHELD = "(withheld)"
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,8 @@ class VerifyCall:
     url: str
     json: Any = None
     data: Mapping[str, str] | None = None
-    params: Mapping[str, str] | None = None
+    #: Where a key goes when the vendor takes it beside the body: never in the URL, which
+    #: httpx logs at INFO (``HTTP Request: POST <url>``).
     headers: Mapping[str, str] | None = None
 
 
@@ -106,6 +110,15 @@ class Provider:
     #: The vendor's documented codes for a refused token (bad, expired, replayed, missing):
     #: answered only once our key has passed, so one of them confirms the key.
     refusals: ClassVar[frozenset[str]] = frozenset()
+    #: True where an answer names the action the token was minted for (FAILOPEN_EXPECTED_ACTIONS
+    #: and ``@protect(action=...)`` can only be checked there).
+    checks_action: ClassVar[bool] = False
+    #: Statuses by which the vendor refuses our private key while it reads as a refused token
+    #: (the spec's vendor's 401/403): logged at ERROR, paced, as a wrong key.
+    credentials_statuses: ClassVar[frozenset[int]] = frozenset()
+    #: The vendor's documented test secrets, with which every (or a dummy) token passes: never
+    #: for a site in production (``failopen check`` says so).
+    test_secrets: ClassVar[frozenset[str]] = frozenset()
 
     def call(self, token: str, *, secret: str, verify_url: str, public_key: str | None,
              remote_ip: str | None, action: str | None, attempt: str) -> VerifyCall:
@@ -165,14 +178,15 @@ def http_failure(fetched: Fetched, title: str) -> VerifyResult | None:
 def codes_of(value: Any, secrets: tuple[str, ...], known: frozenset[str]) -> tuple[str, ...]:
     """The vendor's codes as kept: strings only, at most a few. A code the adapter knows is kept
     as it is (a constant of ours, whatever it shares with a secret: ``sitekey-secret-mismatch``
-    and a secret holding ``-secret-``); any other is kept only where it is log-safe."""
+    and a secret holding ``-secret-``); any other is kept where it is log-safe, else as
+    :data:`WITHHELD`, so what was sent decides the outcome, not what can be shown of it (a token
+    that shares a few characters with a code must not turn a refusal into another outcome)."""
     items = value if isinstance(value, list) else [value]
     kept = []
     for item in items[:_CODES_KEPT]:
-        if isinstance(item, str):
+        if isinstance(item, str) and item.strip():
             text = item if item in known else safe_text(item, secrets, _CODE_LENGTH)
-            if text:
-                kept.append(text)
+            kept.append(text or WITHHELD)
     return tuple(kept)
 
 
@@ -184,8 +198,12 @@ def judge_claims(result: VerifyResult, expect: Expectation, *, score: Any = None
         return result
     status, codes = result.status_code, result.codes
     if score is not None:
-        if isinstance(score, bool) or not isinstance(score, (int, float)) \
-                or not math.isfinite(score):
+        try:  # an integer of 400 digits is JSON, and no float: OverflowError
+            readable = not isinstance(score, bool) and isinstance(score, (int, float)) \
+                and math.isfinite(score)
+        except OverflowError:
+            readable = False
+        if not readable:
             return VerifyResult(VerifyOutcome.INVALID, "score unreadable", status, codes=codes)
         if score < expect.min_score:
             return VerifyResult(VerifyOutcome.INVALID,

@@ -30,6 +30,7 @@ class Enforcement(Provider):
     title = "the vendor"
     token_field = "enforcement-token"
     token_lifetime = 1800.0  # the spec's session: 30 minutes
+    credentials_statuses = frozenset({401, 403})
 
     def call(self, token: str, *, secret: str, verify_url: str, public_key: str | None,
              remote_ip: str | None, action: str | None, attempt: str) -> VerifyCall:

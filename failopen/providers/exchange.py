@@ -49,15 +49,14 @@ class Fetched:
 
 @dataclass(frozen=True)
 class Body:
-    """What a request carries besides its headers: JSON or a form, and query parameters."""
+    """What a request carries besides its headers: JSON or a form."""
 
     json: Any = None
     data: Mapping[str, str] | None = None
-    params: Mapping[str, str] | None = None
 
     def without_content(self) -> Body:
-        """The same query without a body: what a 301/302/303 redirect's GET sends."""
-        return Body(params=self.params)
+        """No body: what a 301/302/303 redirect's GET sends."""
+        return Body()
 
 
 _RETRY_AFTER_MAX = 86_400.0
@@ -147,7 +146,7 @@ def _exchange(
     hops = 0
     while True:
         request = client.build_request(
-            method, target, json=content.json, data=content.data, params=content.params,
+            method, target, json=content.json, data=content.data,
             headers=_headers(headers), timeout=_timeout(deadline - time.monotonic()),
             extensions={"trace": sockets.trace},
         )
@@ -190,7 +189,7 @@ async def _aexchange(
     hops = 0
     while True:
         request = client.build_request(
-            method, target, json=content.json, data=content.data, params=content.params,
+            method, target, json=content.json, data=content.data,
             headers=_headers(headers), timeout=_timeout(deadline - time.monotonic()),
         )
         response = await client.send(request, stream=True, follow_redirects=False)
@@ -292,24 +291,21 @@ def fetch(
     max_bytes: int,
     json: Any = None,
     data: Mapping[str, str] | None = None,
-    params: Mapping[str, str] | None = None,
     headers: dict[str, str] | None = None,
     lane: str = "status",
 ) -> Fetched:
     """One exchange with an overall deadline of ``timeout`` seconds. Raises FetchError.
 
-    The request carries ``json``, or ``data`` form-encoded; ``params`` join the URL's query (kept
-    apart from ``url`` so that a key sent as a query parameter never reaches an error message,
-    which names host and port only). ``lane`` picks the worker pool: ``status``, ``verify`` or
-    ``probe``. An exchange that never got a worker before the deadline raises FetchOverloaded, not
-    FetchTimeout: it says nothing about the vendor.
+    The request carries ``json``, or ``data`` form-encoded. ``lane`` picks the worker pool:
+    ``status``, ``verify`` or ``probe``. An exchange that never got a worker before the deadline
+    raises FetchOverloaded, not FetchTimeout: it says nothing about the vendor.
     """
     deadline = time.monotonic() + timeout
     started = threading.Event()
     sockets = _Sockets()
     future = _lanes[lane].submit(
         _started(started, _exchange), client, method, url, deadline, max_bytes,
-        Body(json, data, params), headers, sockets,
+        Body(json, data), headers, sockets,
     )
     try:
         return future.result(timeout=timeout)
@@ -336,14 +332,13 @@ async def afetch(
     max_bytes: int,
     json: Any = None,
     data: Mapping[str, str] | None = None,
-    params: Mapping[str, str] | None = None,
     headers: dict[str, str] | None = None,
 ) -> Fetched:
     """The async twin of :func:`fetch`: the deadline cancels the exchange."""
     deadline = time.monotonic() + timeout
     try:
         return await asyncio.wait_for(
-            _aexchange(client, method, url, deadline, max_bytes, Body(json, data, params),
+            _aexchange(client, method, url, deadline, max_bytes, Body(json, data),
                        headers), timeout
         )
     except asyncio.TimeoutError:

@@ -29,6 +29,8 @@ class HCaptcha(Siteverify):
     token_field = "h-captcha-response"
     token_lifetime = 120.0
     public_key_field = "sitekey"
+    # hCaptcha's documented test secret: its test token passes.
+    test_secrets = frozenset({"0x0000000000000000000000000000000000000000"})
     # No score_field: hCaptcha Enterprise's "score" denotes malicious activity (higher is worse),
     # the opposite of reCAPTCHA's, so FAILOPEN_MIN_SCORE is never applied to it.
     status = StatusPreset(url="https://www.hcaptchastatus.com", component="Captcha API",

@@ -25,6 +25,9 @@ class Recaptcha(Siteverify):
     token_lifetime = 120.0
     score_field = "score"
     publishes_status = False
+    checks_action = True  # v3 answers name the action
+    # Google's documented test secret (v2): every verification passes.
+    test_secrets = frozenset({"6LeIxAcTAAAAAGG-vFI1TnRWxMZNFuojJ4WifJWe"})
     misconfigured = frozenset({"missing-input-secret", "invalid-input-secret", "bad-request"})
     refusals = frozenset({"missing-input-response", "invalid-input-response",
                           "timeout-or-duplicate"})

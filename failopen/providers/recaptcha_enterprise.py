@@ -1,9 +1,12 @@
 """reCAPTCHA Enterprise (``FAILOPEN_VENDOR=recaptcha-enterprise``): an assessment per token.
 
-The verify call creates an assessment: ``POST {FAILOPEN_VERIFY_URL}?key=<FAILOPEN_PRIVATE_KEY>``
-(the project's ``https://recaptchaenterprise.googleapis.com/v1/projects/<project>/assessments``,
-authenticated with an API key, as Google documents) with ``{"event": {"token", "siteKey",
-"userIpAddress", "expectedAction"}}``; ``FAILOPEN_PUBLIC_KEY`` is the site key, required.
+The verify call creates an assessment: ``POST {FAILOPEN_VERIFY_URL}`` (the project's
+``https://recaptchaenterprise.googleapis.com/v1/projects/<project>/assessments``) with
+``{"event": {"token", "siteKey", "userIpAddress", "expectedAction"}}``, authenticated with an API
+key (``FAILOPEN_PRIVATE_KEY``). Google's sample sends the key as ``?key=``; Google's APIs take it
+in the ``X-Goog-Api-Key`` header too, which is where failopen sends it: a URL is what httpx logs
+at INFO for every request, and a key in it would reach every log. ``FAILOPEN_PUBLIC_KEY`` is the
+site key, required.
 
 Its own rules: ``tokenProperties.valid`` false is a refused token whatever its ``invalidReason``
 (``MALFORMED``, ``EXPIRED``, ``DUPE``, ``MISSING``, ``UNEXPECTED_ACTION``, values Google adds
@@ -64,6 +67,7 @@ class RecaptchaEnterprise(Provider):
     token_lifetime = 120.0
     needs_public_key = True
     publishes_status = False
+    checks_action = True  # tokenProperties.action
     # An assessment (any reason) is made only for a request whose API key and project passed.
     refusals = _REASONS
 
@@ -76,7 +80,7 @@ class RecaptchaEnterprise(Provider):
             event["expectedAction"] = action
         # Keyed by a name: a literal "event" key reads as a log record's event name to the check
         # that every logged event is documented (tests/test_events.py).
-        return VerifyCall(verify_url, json={_EVENT: event}, params={"key": secret})
+        return VerifyCall(verify_url, json={_EVENT: event}, headers={"X-Goog-Api-Key": secret})
 
     def classify(self, fetched: Fetched, *, expect: Expectation,
                  secrets: tuple[str, ...]) -> VerifyResult:
@@ -113,7 +117,7 @@ class RecaptchaEnterprise(Provider):
         if re.search(r"(^|&)key=", query):
             raise ConfigError(
                 "FAILOPEN_VERIFY_URL: carries key=; give the API key in FAILOPEN_PRIVATE_KEY, "
-                "which failopen sends as key= and never logs")
+                "which failopen sends in a header and never logs (a URL is logged by httpx)")
         if not re.search(r"/v1/projects/[^/]+/assessments$", path.rstrip("/")):
             raise ConfigError(
                 "FAILOPEN_VERIFY_URL: with FAILOPEN_VENDOR=recaptcha-enterprise, give the "

@@ -29,6 +29,11 @@ class Turnstile(Siteverify):
     token_lifetime = 300.0
     max_token_length = 2048
     retries = True
+    checks_action = True  # the widget's data-action comes back as "action"
+    # Cloudflare's documented test secrets: always pass, always fail, "already spent".
+    test_secrets = frozenset({"1x0000000000000000000000000000000AA",
+                              "2x0000000000000000000000000000000AA",
+                              "3x0000000000000000000000000000000AA"})
     status = StatusPreset(
         url="https://www.cloudflarestatus.com", component="m4jywscr0n0k",
         about="Turnstile, in the group Cloudflare Sites and Services")

@@ -162,6 +162,8 @@ class HttpVerifier:
         self._aclients: _AsyncClients = weakref.WeakKeyDictionary()
         self._aclients_pid = os.getpid()
         self._log = VerifyLog(self.provider, self.verify_url, clock)
+        if private_key in self.provider.test_secrets:
+            self._log.test_secret()
 
     def __repr__(self) -> str:
         vendor = "" if self.provider is _ENFORCEMENT else f"vendor={self.provider.name!r}, "
@@ -276,7 +278,7 @@ class HttpVerifier:
                 fetched = fetch(
                     self._sync_client(), "POST", call.url, timeout=self._left(deadline),
                     max_bytes=self.max_bytes, json=call.json, data=call.data,
-                    params=call.params, headers=dict(call.headers or {}), lane=self._lane,
+                    headers=dict(call.headers or {}), lane=self._lane,
                 )
             except FetchError as exc:
                 result = _from_fetch_error(exc, secrets)
@@ -313,7 +315,7 @@ class HttpVerifier:
                     fetched = await afetch(
                         client, "POST", call.url, timeout=self._left(deadline),
                         max_bytes=self.max_bytes, json=call.json, data=call.data,
-                        params=call.params, headers=dict(call.headers or {}),
+                        headers=dict(call.headers or {}),
                     )
                 except FetchError as exc:
                     result = _from_fetch_error(exc, secrets)
@@ -334,15 +336,22 @@ class HttpVerifier:
             attempt=str(uuid.uuid4()),
         )
         expect = self._expect
-        if action is not None:
+        if action is not None and self.provider.checks_action:
             expect = Expectation(expect.min_score, action, expect.require_verified)
+        elif action is not None:
+            self._log.action_ignored(action)
         return call, expect
 
     def _classify(self, fetched: Fetched, expect: Expectation,
                   secrets: tuple[str, ...]) -> VerifyResult:
         if self.provider is _ENFORCEMENT:  # the default: its classification, called directly
             return classify(fetched, require_verified=expect.require_verified, secrets=secrets)
-        return self.provider.classify(fetched, expect=expect, secrets=secrets)
+        try:
+            return self.provider.classify(fetched, expect=expect, secrets=secrets)
+        except Exception as exc:  # an answer an adapter could not read: a result, paced
+            return VerifyResult(VerifyOutcome.UNAVAILABLE,
+                                f"{self.provider.title}'s answer could not be read "
+                                f"({type(exc).__name__})", fetched.status_code)
 
     def _left(self, deadline: float) -> float:
         return max(deadline - time.monotonic(), 0.001)

@@ -4,7 +4,8 @@
   failopen cannot read): a WARNING at most every 10 seconds, with how many were held back.
 * Misconfigured answers (another vendor's ``invalid-input-secret``, a 401 from Friendly Captcha):
   an ERROR naming the vendor's codes and what to change, at most every 5 minutes.
-* The spec's vendor's 401/403 (its wrong private key): an ERROR, at most every 5 minutes.
+* The spec's vendor's 401/403 (its wrong private key; ``credentials_statuses``): an ERROR, at
+  most every 5 minutes, on a clock of its own.
 * Everything else at DEBUG.
 
 Nothing logged carries a secret: reasons and codes were made log-safe where the answer was read.
@@ -39,8 +40,10 @@ class VerifyLog:
         self._clock = clock
         self._lock = threading.Lock()
         self._credentials_logged_at: float | None = None
+        self._misconfigured_logged_at: float | None = None
         self._warned_at: float | None = None
         self._warnings_suppressed = 0
+        self._action_warned = False
 
     def record(self, result: VerifyResult) -> None:
         """Log ``result`` as its outcome deserves."""
@@ -50,7 +53,7 @@ class VerifyLog:
         if outcome in _PACED_WARNINGS or result.reason.startswith(MALFORMED_SESSION):
             self._warn(result)
         elif outcome is VerifyOutcome.MISCONFIGURED:
-            if self._error_due():
+            if self._error_due("_misconfigured_logged_at"):
                 provider = self._provider
                 logger.error(
                     "verify: %s says our configuration is wrong (%s); %s. Every request to a "
@@ -61,7 +64,8 @@ class VerifyLog:
                            "codes": list(result.codes), "status_code": result.status_code,
                            "verify_url": self._verify_url},
                 )
-        elif result.status_code in (401, 403) and self._error_due():
+        elif result.status_code in self._provider.credentials_statuses \
+                and self._error_due("_credentials_logged_at"):
             logger.error(
                 "verify: the vendor rejected our credentials (HTTP %s) at %s; check "
                 "FAILOPEN_PRIVATE_KEY. Every token is rejected until this is fixed.",
@@ -72,6 +76,26 @@ class VerifyLog:
         elif logger.isEnabledFor(logging.DEBUG):
             logger.debug("verify %s: %s", outcome.value, result.reason, extra={
                 "event": "failopen.verify", "outcome": outcome.value, "reason": result.reason})
+
+    def test_secret(self) -> None:
+        """The private key is one the vendor documents for tests: every token (or a dummy one)
+        passes with it."""
+        logger.warning(
+            "verify: FAILOPEN_PRIVATE_KEY is %s's documented test secret: every token (or the "
+            "vendor's dummy token) passes with it; set the site's own secret in production",
+            self._provider.title,
+            extra={"event": "failopen.verify_test_secret", "vendor": self._provider.name})
+
+    def action_ignored(self, action: str) -> None:
+        """An action was asked of a vendor whose answers name none (``@protect(action=...)``
+        with hCaptcha, say): said once, as the setting would be refused at start-up."""
+        if self._action_warned:
+            return
+        self._action_warned = True
+        logger.warning(
+            "verify: %s's answers name no action, so the action %r asked of this route cannot "
+            "be checked; remove it (@protect(action=...))", self._provider.title, action,
+            extra={"event": "failopen.action_unchecked", "vendor": self._provider.name})
 
     def _warn(self, result: VerifyResult) -> None:
         outcome = result.outcome
@@ -99,11 +123,13 @@ class VerifyLog:
             self._warned_at = now
             return suppressed
 
-    def _error_due(self) -> bool:
+    def _error_due(self, timer: str) -> bool:
+        """True at most once per interval for each kind of ERROR (``timer`` names its clock):
+        one kind cannot use up the other's line."""
         now = self._clock.monotonic()
         with self._lock:
-            last = self._credentials_logged_at
+            last = getattr(self, timer)
             if last is not None and now - last < CREDENTIALS_LOG_INTERVAL:
                 return False
-            self._credentials_logged_at = now
+            setattr(self, timer, now)
             return True

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from html import escape
 from typing import Any
 
+from failopen.engine.decision import public_outcome
 from failopen.engine.guard import Decision
 from failopen.web.body_tokens import media_type
 
@@ -31,15 +32,12 @@ _PUBLIC_MESSAGES = {
     "fallback_required": "This request needs a solved challenge.",
     "fallback_invalid": "The challenge solution was not accepted; please try again.",
 }
-# Outcomes a client is told as another: a misconfiguration is ours, not the person's (and no
-# business of a prober's), and a low score must not become an oracle for tuning a bot.
-_PUBLIC_CODES = {"misconfigured": "cannot_verify", "low_score": "invalid_token"}
 _TITLES = {403: "Request refused", 429: "Too many attempts", 503: "Please retry shortly"}
 
 
 def rejection_payload(decision: Decision) -> dict[str, Any]:
     """``{"error": {"code": <outcome>, "message": <fixed public text>}}``."""
-    code = _PUBLIC_CODES.get(decision.outcome, decision.outcome)
+    code = public_outcome(decision.outcome)
     message = _PUBLIC_MESSAGES.get(code, _PUBLIC_MESSAGES["cannot_verify"])
     return {"error": {"code": code, "message": message}}
 

@@ -37,7 +37,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
 from failopen.config import Config
-from failopen.engine.decision import Decision
+from failopen.engine.decision import Decision, public_outcome
 from failopen.engine.outage import strictest
 from failopen.web import SOLUTION_FIELD
 
@@ -144,8 +144,11 @@ class EnforcementTokenField(forms.Field):
         decision = self._decision(value)
         if decision.allow:
             return RequestDecision(decision)
-        text = self.error_messages.get(decision.outcome) or _forms.message(decision)
-        raise ValidationError(text, code=decision.outcome)
+        # The code a client may see (form.errors.get_json_data()): never low_score, which would
+        # tell a bot how it scored, nor misconfigured.
+        code = public_outcome(decision.outcome)
+        text = self.error_messages.get(code) or _forms.message(decision)
+        raise ValidationError(text, code=code)
 
     def _decision(self, value: Any) -> Decision:
         try:

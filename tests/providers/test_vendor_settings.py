@@ -127,10 +127,10 @@ def test_min_score_is_a_score(score: str) -> None:
 
 def test_expected_actions_by_route() -> None:
     config = Config.from_env({
-        "FAILOPEN_PROTECTED_PATHS": "/login/,/signup/",
+        "FAILOPEN_VENDOR": "recaptcha", "FAILOPEN_PROTECTED_PATHS": "/login/,/signup/",
         "FAILOPEN_EXPECTED_ACTIONS": "/login/=login, /signup/=sign_up"})
     assert config.expected_actions == (("/login/", "login"), ("/signup/", "sign_up"))
-    django = Config.from_mapping({"PROTECTED_VIEWS": ["accounts:login"],
+    django = Config.from_mapping({"VENDOR": "turnstile", "PROTECTED_VIEWS": ["accounts:login"],
                                   "EXPECTED_ACTIONS": {"accounts:login": "login"}})
     assert django.expected_actions == (("accounts:login", "login"),)
 
@@ -143,22 +143,22 @@ def test_expected_actions_by_route() -> None:
 ])
 def test_expected_actions_refuse_what_would_never_apply(value: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        Config.from_env({"FAILOPEN_PROTECTED_PATHS": "/login/",
+        Config.from_env({"FAILOPEN_VENDOR": "recaptcha", "FAILOPEN_PROTECTED_PATHS": "/login/",
                          "FAILOPEN_EXPECTED_ACTIONS": value})
 
 
 def test_the_runtime_verifies_with_the_vendor_s_adapter() -> None:
-    config = Config(vendor="hcaptcha", private_key=KEY, public_key="site-1",
+    config = Config(vendor="turnstile", private_key=KEY, public_key="site-1",
                     protected_paths=("/signup/",), min_score=0.8,
                     expected_actions=(("/signup/", "signup"),))
     runtime = FailOpen(config)
     try:
         verifier = runtime.verifier
         assert isinstance(verifier, HttpVerifier)
-        assert verifier.provider is PROVIDERS["hcaptcha"]
+        assert verifier.provider is PROVIDERS["turnstile"]
         assert verifier.public_key == "site-1"
         assert runtime.guard.actions == {"/signup/": "signup"}
-        assert "vendor='hcaptcha'" in repr(verifier)
+        assert "vendor='turnstile'" in repr(verifier)
         assert KEY not in repr(verifier) and KEY not in repr(config)
     finally:
         runtime.stop()

@@ -82,15 +82,16 @@ def test_no_remoteip_is_sent_when_the_client_is_unknown() -> None:
     assert "remoteip" not in recorder.form()
 
 
-def test_enterprise_creates_an_assessment_with_the_key_as_a_query_parameter() -> None:
+def test_enterprise_creates_an_assessment_with_the_key_in_a_header() -> None:
     recorder = Recorder(ok({"tokenProperties": {"valid": True, "action": "login"},
                             "riskAnalysis": {"score": 0.9}}))
     result = verifier("recaptcha-enterprise", recorder).verify(
         TOKEN, remote_ip="2001:db8::1", action="login")
     assert result.valid
     request = recorder.requests[0]
-    assert request.url.params["key"] == SECRET
-    assert str(request.url).startswith(ENTERPRISE_URL + "?")
+    # Never in the URL: httpx logs every request's URL at INFO.
+    assert request.headers["x-goog-api-key"] == SECRET
+    assert str(request.url) == ENTERPRISE_URL
     assert json.loads(request.content) == {"event": {
         "token": TOKEN, "siteKey": "site-key-1", "userIpAddress": "2001:db8::1",
         "expectedAction": "login"}}
