@@ -265,6 +265,12 @@ class Config:
         return self.__dict__["_policies"].get(route, self.outage_policy)  # type: ignore[no-any-return]
 
     @property
+    def sees_no_outage(self) -> bool:
+        """True when nothing can show an outage: no status page, and the probe not alone
+        (overrides only; every adapter says so at start-up)."""
+        return self.status_url is None and self.evidence != frozenset({"probe"})
+
+    @property
     def provider(self) -> Provider:
         """The adapter of ``FAILOPEN_VENDOR``: how its verify call and answers look."""
         return PROVIDERS[self.vendor]

@@ -154,7 +154,7 @@ def report_misconfiguration(
              nothing_hint="Set FAILOPEN_PROTECTED_PATHS to the log-in and sign-up paths "
                           "(e.g. FAILOPEN_PROTECTED_PATHS=/login,/signup) or "
                           "Config(protected_paths=...).")
-    if runtime.status is None:
+    if config.sees_no_outage:
         # Not refused: enforcement still holds, and operator overrides still work.
         logger.error(
             "failopen has no status URL: it cannot see an outage, so it never fails open; every "

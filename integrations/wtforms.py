@@ -72,6 +72,10 @@ class EnforcementTokenInput(HiddenInput):
     value: a re-rendered form gets a fresh token."""
 
     def __call__(self, field: Any, **kwargs: Any) -> Markup:
+        if field.widget_posts_field:
+            # The vendor's widget adds its own input: an empty one of the same name, posted
+            # before it, would hide the token.
+            return Markup("")
         kwargs.setdefault("id", field.id)
         kwargs.pop("value", None)
         return Markup(f"<input {html_params(type='hidden', name=field.token_field, **kwargs)}>")
@@ -108,6 +112,14 @@ class EnforcementTokenField(Field):
             return self.runtime().config.token_field
         except Exception:  # no runtime yet: validation refuses; render the default name
             return Config.token_field
+
+    @property
+    def widget_posts_field(self) -> bool:
+        """True when the vendor's own widget adds the token's input (Turnstile, reCAPTCHA...)."""
+        try:
+            return self.runtime().config.provider.widget_posts_field
+        except Exception:  # no runtime yet: render failopen's input, as for the default
+            return False
 
     def runtime(self) -> FailOpen:
         """The FailOpen to ask: ``runtime=``, Flask's ``app.extensions["failopen"]``, else one

@@ -110,6 +110,10 @@ class Provider:
     #: The vendor's documented codes for a refused token (bad, expired, replayed, missing):
     #: answered only once our key has passed, so one of them confirms the key.
     refusals: ClassVar[frozenset[str]] = frozenset()
+    #: True where the vendor's widget adds its own hidden input to the form (``cf-turnstile-
+    #: response``...): failopen's form fields then render none, since an empty input of the same
+    #: name posted first would hide the token (the server reads a name's first value only).
+    widget_posts_field: ClassVar[bool] = True
     #: True where an answer names the action the token was minted for (FAILOPEN_EXPECTED_ACTIONS
     #: and ``@protect(action=...)`` can only be checked there).
     checks_action: ClassVar[bool] = False

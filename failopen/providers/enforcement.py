@@ -31,6 +31,7 @@ class Enforcement(Provider):
     token_field = "enforcement-token"
     token_lifetime = 1800.0  # the spec's session: 30 minutes
     credentials_statuses = frozenset({401, 403})
+    widget_posts_field = False  # failopen's snippet fills failopen's own input
 
     def call(self, token: str, *, secret: str, verify_url: str, public_key: str | None,
              remote_ip: str | None, action: str | None, attempt: str) -> VerifyCall:

@@ -67,7 +67,12 @@ def _control_body(fake: str, sets: list[str]) -> dict[str, Any]:
         elif fake == "verify":
             if name != "fault":
                 raise ControlError(f"{where}: the verify fake takes fault=FAULT (or fault=none)")
-            body["fault"] = _fault_value(item, value, FakeVerifyAPI.FAULTS)
+            # Any vendor's fault: the running fake refuses one it has not (Turnstile alone has
+            # internal_error), and says so.
+            from failopen.testing.providers import FAKES
+
+            faults = FakeVerifyAPI.FAULTS.union(*(fake.FAULTS for fake in FAKES.values()))
+            body["fault"] = _fault_value(item, value, faults)
         elif name == "down":
             if value.lower() not in ("true", "false", "yes", "no", "on", "off", "1", "0"):
                 raise ControlError(f"{where}: true or false")

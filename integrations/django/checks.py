@@ -98,10 +98,13 @@ def _check_config(config: Config) -> list[checks.CheckMessage]:
     found: list[checks.CheckMessage] = []
     named = ProtectedViews(config.protected_views)
     marked = _marked_views()
-    if config.status_url is None:
+    if config.sees_no_outage:
         found.append(checks.Error(
             "failopen has no status URL: it cannot see an outage, so it never fails open.",
-            hint=_WHERE.format(key="STATUS_URL"), id="failopen.E002"))
+            hint=_WHERE.format(key="STATUS_URL") if config.provider.publishes_status else
+            f"{config.provider.title} publishes no status page: set FAILOPEN['EVIDENCE'] = "
+            "'probe' (the verify probe alone; see the vendor's page in the manual)",
+            id="failopen.E002"))
     protects = config.protected_paths or config.protected_views or marked
     if protects and config.verify_url is None:
         found.append(checks.Error(

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 from django import forms
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
+from django.utils.safestring import mark_safe
 
 from failopen.config import Config
 from failopen.engine.decision import Decision, public_outcome
@@ -61,6 +62,12 @@ def _token_field() -> str:
     """The configured token field's name (the default while the settings are broken)."""
     config = conf.loaded().config
     return config.token_field if config is not None else Config.token_field
+
+
+def _widget_posts_field() -> bool:
+    """True when the vendor's own widget adds the token's input (Turnstile, reCAPTCHA...)."""
+    config = conf.loaded().config
+    return config is not None and config.provider.widget_posts_field
 
 
 def _first(data: Any, name: str) -> str | None:
@@ -92,6 +99,13 @@ class EnforcementTokenInput(forms.HiddenInput):
     def get_context(self, name: str, value: Any, attrs: Any) -> dict[str, Any]:
         """The template context, under the token field's name and without a value."""
         return super().get_context(_token_field(), None, attrs)  # type: ignore[no-any-return]
+
+    def render(self, name: str, value: Any, attrs: Any = None, renderer: Any = None) -> Any:
+        """The hidden input; nothing where the vendor's widget adds its own (an empty one of the
+        same name, posted before it, would hide the token)."""
+        if _widget_posts_field():
+            return mark_safe("")
+        return super().render(name, value, attrs, renderer)
 
 
 class _Posted(NamedTuple):

@@ -56,7 +56,7 @@ def report() -> None:
                 "every protected request is refused (503) until FAILOPEN['VERIFY_URL'] and "
                 "FAILOPEN['PRIVATE_KEY'] (or FAILOPEN_VERIFY_URL and FAILOPEN_PRIVATE_KEY) "
                 "are set")
-        if config.status_url is None:
+        if config.sees_no_outage:
             logger.warning(
                 "failopen has no status URL: it cannot see an outage, so it never fails open; "
                 "set FAILOPEN['STATUS_URL'] or FAILOPEN_STATUS_URL")

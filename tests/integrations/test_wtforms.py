@@ -391,3 +391,14 @@ def test_something_else_in_app_extensions_refuses_the_form_and_says_why(
         page = html(site.post("/signup/open", {"email": EMAIL, "enforcement-token": GOOD}))
     assert CANNOT_VERIFY in page and site.verify.requests == 0
     assert "app.extensions['failopen'] holds a dict" in caplog.text
+
+
+def test_with_a_vendor_s_widget_the_field_renders_no_input_and_reads_the_widget_s(
+        make_site: Callable[..., Site]) -> None:
+    # Turnstile's widget adds its own cf-turnstile-response input: an empty one of the same name
+    # from the field, posted first, would hide the token (only the first value is read).
+    site = make_site(vendor="turnstile", global_component=FakeStatusPage().global_id)
+    page = html(site.client.get("/signup/open"))
+    assert 'name="cf-turnstile-response"' not in page
+    response = site.post("/signup/open", {"email": EMAIL, "cf-turnstile-response": "junk"})
+    assert NOT_ACCEPTED in html(response)

@@ -77,3 +77,24 @@ def test_a_claim_the_vendor_has_not_is_a_usage_error(capsys: pytest.CaptureFixtu
 def test_a_fault_the_vendor_has_not_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["emulate", "verify", "--fault", "internal_error", "--port", "0"]) == 2
     assert "turnstile" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_running_turnstile_fake_takes_its_own_fault_by_set() -> None:
+    proc = subprocess.Popen([str(FAILOPEN), "emulate", "verify", "--vendor", "turnstile",
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=_env())
+    assert proc.stdout is not None
+    try:
+        url = proc.stdout.readline().split(": ", 1)[1].strip().rsplit("/turnstile/", 1)[0]
+        done = subprocess.run([str(FAILOPEN), "emulate", "verify", "--url", url, "--set",
+                               "fault=internal_error"], capture_output=True, text=True,
+                              timeout=30, env=_env())
+        assert done.returncode == 0, done.stderr
+        with HttpVerifier(url + "/turnstile/v0/siteverify", "k" * 20,
+                          provider=PROVIDERS["turnstile"]) as verifier:
+            result = verifier.verify("a-token-of-the-widget")
+        assert result.outcome is VerifyOutcome.UNAVAILABLE and "internal-error" in result.reason
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=10)

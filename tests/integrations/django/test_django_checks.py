@@ -40,6 +40,9 @@ def test_checks_are_registered_with_django(fo_settings: dict[str, Any]) -> None:
     ({"OVERRIDE_ENDPOINT": True}, ["failopen.W002"]),
     ({"OVERRIDE_ENDPOINT": True, "STORE": "file:///tmp/failopen-check.json"}, []),
     ({"PROTECTED_PATHS": []}, ["failopen.W005"]),
+    # A vendor with no status page, the probe alone as the evidence: it can see an outage.
+    ({"STATUS_URL": None, "VENDOR": "recaptcha", "EVIDENCE": "probe"}, []),
+    ({"STATUS_URL": None, "VENDOR": "recaptcha"}, ["failopen.E002"]),
 ])
 def test_each_check(fo_settings: dict[str, Any], changes: dict[str, Any],
                     expected: list[str]) -> None:

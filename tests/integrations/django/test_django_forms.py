@@ -110,6 +110,16 @@ def test_a_class_based_form_view_gets_the_request_from_the_middleware(
     assert fake_verify_api.requests == 1
 
 
+def test_with_a_vendor_s_widget_the_field_renders_no_input_and_reads_the_widget_s(
+        client: Any, use_failopen: Any, form_url: Any) -> None:
+    # Turnstile's widget adds its own cf-turnstile-response input: an empty one of the same name
+    # from the field, posted first, would hide the token (only the first value is read).
+    use_failopen(VENDOR="turnstile", GLOBAL_COMPONENT="fakeglobal00")
+    assert 'name="cf-turnstile-response"' not in page(client.get("/forms/open/"))
+    html = page(client.post(form_url("open"), {"email": EMAIL, "cf-turnstile-response": BAD}))
+    assert NOT_ACCEPTED in html and DID_NOT_FINISH not in html
+
+
 def test_the_field_renders_the_input_the_snippet_fills(client: Any, use_failopen: Any) -> None:
     use_failopen(TOKEN_FIELD="bot-check")
     html = page(client.get("/forms/open/"))
