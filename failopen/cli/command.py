@@ -318,14 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_check(verbs)
 
-    demo = verbs.add_parser("demo", help="play an outage against the embedded fakes")
-    demo.add_argument("--step", type=positive_float, default=None,
-                      help="time per scene of the terminal story (default 0.6s)")
-    demo.add_argument("--web", action="store_true",
-                      help="serve the demo as a page on 127.0.0.1 until Ctrl-C")
-    demo.add_argument("--port", type=int, default=None,
-                      help="with --web: the port (default 8400; 0 picks a free one)")
-    demo.set_defaults(func=_cmd_demo)
+    from failopen.cli.demo_command import register_demo
+
+    register_demo(verbs)
 
     emulate = verbs.add_parser("emulate", help="serve a test-kit fake on loopback")
     emulators = emulate.add_subparsers(dest="emulator", metavar="FAKE", required=True)
@@ -334,24 +329,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     finish(parser)
     return parser
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    if args.web and args.step is not None:
-        # The page runs at the visitor's pace: a --step silently ignored would mislead.
-        print("failopen demo: --step goes with the terminal story, not with --web",
-              file=sys.stderr)
-        return EXIT_UNKNOWN
-    if args.web:
-        from failopen.cli.demo_web import DEFAULT_PORT, run_web_demo
-
-        return run_web_demo(port=DEFAULT_PORT if args.port is None else args.port)
-    if args.port is not None:
-        print("failopen demo: --port goes with --web", file=sys.stderr)
-        return EXIT_UNKNOWN
-    from failopen.cli.demo import run_demo
-
-    return run_demo(step=0.6 if args.step is None else args.step)
 
 
 def _register_optional(verbs: Any, emulators: Any) -> None:

@@ -59,7 +59,8 @@ HELP: dict[tuple[str, ...], tuple[str, str, str]] = {
     ("demo",): (
         "Play an outage against the embedded fakes, scene by scene, and exit.",
         "0 every scene behaved as it should, 1 a scene did not, 2 bad arguments",
-        "failopen demo --step 0.2"),
+        "failopen demo --step 0.2\n"
+        "  failopen demo --vendor recaptcha   # no status page: the verify probe alone"),
     ("emulate",): (
         "Serve one of the test kit's fakes of the vendor on 127.0.0.1 until Ctrl-C.",
         _SERVE_CODES,
