@@ -162,13 +162,8 @@ class Config:
                 global_component=self.global_component, evidence=self.evidence).items():
             object.__setattr__(self, name, value)
         object.__setattr__(self, "expected_actions", action_routes(
-            self.expected_actions, paths=self.protected_paths, views=self.protected_views))
-        if self.expected_actions and not self.provider.checks_action:
-            # Ignored, the routes would take any token; refused, every token: neither is asked.
-            checking = ", ".join(p.title for p in PROVIDERS.values() if p.checks_action)
-            raise ConfigError(
-                f"FAILOPEN_EXPECTED_ACTIONS: {self.provider.title}'s answers name no action, so "
-                f"none can be checked; remove it (these vendors' can: {checking})")
+            self.expected_actions, paths=self.protected_paths, views=self.protected_views,
+            provider=self.provider))
         # "/signup/" listed: "/signup" reaches the same view in many routers.
         object.__setattr__(self, "_exact", frozenset(
             p.rstrip("/") for p in self.protected_paths if len(p) > 1 and p.endswith("/")))

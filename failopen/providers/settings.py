@@ -18,7 +18,8 @@ from typing import Any
 from failopen._internal.defaults import DefaultText
 from failopen._internal.route_pairs import route_pairs
 from failopen.exceptions import ConfigError
-from failopen.providers.registry import provider_named
+from failopen.providers.base import Provider
+from failopen.providers.registry import PROVIDERS, provider_named
 
 __all__ = ["action_routes", "check_action", "vendor_presets"]
 
@@ -74,16 +75,21 @@ def _action(route: str, action: Any) -> str:
         raise ValueError(f"{exc} (for {route!r})") from None
 
 
-def action_routes(value: Any, *, paths: tuple[str, ...],
-                  views: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+def action_routes(value: Any, *, paths: tuple[str, ...], views: tuple[str, ...],
+                  provider: Provider) -> tuple[tuple[str, str], ...]:
     """``ROUTE=ACTION`` pairs (FAILOPEN_EXPECTED_ACTIONS) from a comma-separated string, a
     mapping or pairs; ConfigError for an item without ``=``, an action no vendor mints, a route
-    given twice or a route nothing protects."""
+    given twice, a route nothing protects, or any action for a vendor whose answers name none."""
     try:
         pairs = route_pairs(value, what="action", whats="actions", check=_action,
                             example="/login=login,/signup=signup")
     except ValueError as exc:
         raise ConfigError(f"{_SETTING}: {exc}") from None
+    if pairs and not provider.checks_action:
+        # Ignored, the routes would take any token; refused, every token: neither is asked.
+        checking = ", ".join(p.title for p in PROVIDERS.values() if p.checks_action)
+        raise ConfigError(f"{_SETTING}: {provider.title}'s answers name no action, so none can be "
+                          f"checked; remove it (these vendors' can: {checking})")
     protected = set(paths) | set(views)
     for route, _action_name in pairs:
         if route not in protected:
