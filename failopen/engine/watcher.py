@@ -100,8 +100,11 @@ class StatusWatcher(ReadingHysteresis, BackgroundThread):
     # --- the thread (started, stopped and restarted after fork by BackgroundThread) ----------
 
     def _before_start(self) -> None:
-        if self._last_good is None:
+        if self._last_good is None and self.source is not None:
             # Staleness counts from the start: a page unreadable from boot is flagged too.
+            # Without a page (overrides only, or FAILOPEN_EVIDENCE=probe) there is no reading
+            # to grow stale, and the stale rule must not end the probe's bypasses: the probe
+            # has its own limit (FAILOPEN_MAX_STALE_BYPASS, counted from its bypass).
             self._last_good = self._clock.monotonic()
 
     def _after_fork(self) -> None:

@@ -156,3 +156,17 @@ def test_probe_alone_refuses_a_status_page_it_would_ignore() -> None:
     # Turnstile's preset page is left out when the probe alone is the evidence.
     turnstile = Config(vendor="turnstile", evidence=frozenset({"probe"}), private_key="k")
     assert turnstile.status_url is None
+
+
+def test_a_probe_bypass_after_a_long_uptime_lasts_until_its_own_limit(site: Site) -> None:
+    # The watcher's thread counted staleness from its start even without a page: once up longer
+    # than FAILOPEN_MAX_STALE_BYPASS (900 s), the stale rule ended each probe bypass the moment
+    # it opened. The thread's start is what the watcher does before its first turn.
+    site.runtime.watcher._before_start()
+    site.run(1000, requests=1)
+    assert site.runtime.flag.state.stale is False  # no page: nothing to grow stale
+    site.api.set_fault("503")
+    site.run(3 * int(INTERVAL) + 5, requests=1)
+    assert not site.enforcing
+    site.run(300, requests=1)  # the outage goes on: so does the bypass
+    assert not site.enforcing and site.runtime.flag.state.source == "probe"
