@@ -11,25 +11,16 @@ read: outage evidence is the verify probe (``FAILOPEN_EVIDENCE=probe``).
 
 from __future__ import annotations
 
-from failopen.providers.base import (
-    Expectation,
-    Provider,
-    VerifyCall,
-    codes_of,
-    decode_object,
-    http_failure,
-    judge_codes,
-    refused_without_codes,
-)
-from failopen.providers.exchange import Fetched
-from failopen.providers.verify_answers import VerifyOutcome, VerifyResult
+from typing import Any
+
+from failopen.providers.base import VerifyCall
+from failopen.providers.siteverify import Siteverify
 
 __all__ = ["FriendlyCaptcha"]
 
 _MISCONFIGURED = frozenset({"auth_required", "auth_invalid", "sitekey_invalid", "bad_request"})
 _REFUSALS = frozenset({"response_missing", "response_invalid", "response_timeout",
                        "response_duplicate"})
-_KNOWN = _MISCONFIGURED | _REFUSALS
 _ADVICE = {
     "auth_required": "set FAILOPEN_PRIVATE_KEY to a Friendly Captcha API key",
     "auth_invalid": "FAILOPEN_PRIVATE_KEY is not a valid Friendly Captcha API key (dashboard, "
@@ -39,7 +30,7 @@ _ADVICE = {
 }
 
 
-class FriendlyCaptcha(Provider):
+class FriendlyCaptcha(Siteverify):
     """Friendly Captcha's v2 siteverify."""
 
     name = "friendly-captcha"
@@ -49,7 +40,9 @@ class FriendlyCaptcha(Provider):
     # Tokens do expire (response_timeout), after a time the docs do not give.
     token_lifetime = None
     publishes_status = False
+    misconfigured = _MISCONFIGURED
     refusals = _REFUSALS
+    advice_by_code = _ADVICE
 
     def call(self, token: str, *, secret: str, verify_url: str, public_key: str | None,
              remote_ip: str | None, action: str | None, attempt: str) -> VerifyCall:
@@ -58,27 +51,6 @@ class FriendlyCaptcha(Provider):
             body["sitekey"] = public_key
         return VerifyCall(verify_url, json=body, headers={"X-API-Key": secret})
 
-    def classify(self, fetched: Fetched, *, expect: Expectation,
-                 secrets: tuple[str, ...]) -> VerifyResult:
-        failure = http_failure(fetched, self.title)
-        if failure is not None:
-            return failure
-        status = fetched.status_code
-        body = decode_object(fetched)
-        success = body.get("success") if body is not None else None
-        error = body.get("error") if body is not None else None
-        code = error.get("error_code") if isinstance(error, dict) else None
-        codes = codes_of(code, secrets, _KNOWN)
-        if status >= 400 and (success is not False or not codes):
-            return refused_without_codes(status, self.title)
-        if success is True:
-            return VerifyResult(VerifyOutcome.VALID, "token verified", status)
-        if success is False:
-            return judge_codes(codes, status, title=self.title, misconfigured=_MISCONFIGURED,
-                               unavailable=frozenset())
-        what = "not a JSON object" if body is None else "without a boolean success"
-        return VerifyResult(VerifyOutcome.UNAVAILABLE,
-                            f"{self.title} answered HTTP {status} {what}", status)
-
-    def advice(self, code: str) -> str:
-        return _ADVICE.get(code) or super().advice(code)
+    def raw_codes(self, body: dict[str, Any]) -> Any:
+        error = body.get("error")
+        return error.get("error_code") if isinstance(error, dict) else None

@@ -1,9 +1,11 @@
-"""What Turnstile, hCaptcha and reCAPTCHA share: the ``siteverify`` form POST and its answer.
+"""What Turnstile, hCaptcha, reCAPTCHA and Friendly Captcha share: a ``siteverify`` answer.
 
-Each of them takes ``secret`` and ``response`` (and ``remoteip``) form-encoded and answers
-``{"success": bool, "error-codes": [...], ...}``, with ``score`` and ``action`` where the vendor
-gives them. A vendor module holds its URL, its field, its token lifetime and which of its codes
-mean *our* configuration is wrong or *it* failed; every other code refuses the token.
+Turnstile, hCaptcha and reCAPTCHA take ``secret`` and ``response`` (and ``remoteip``)
+form-encoded and answer ``{"success": bool, "error-codes": [...], ...}``, with ``score`` and
+``action`` where the vendor gives them; Friendly Captcha spells its request and where its code
+sits (``error.error_code``) its own way and reads the same. A vendor module holds its URL, its
+field, its token lifetime and which of its codes mean *our* configuration is wrong or *it*
+failed; every other code refuses the token.
 
 =====================================================  ==============  ========================
 Answer                                                 Outcome         Why
@@ -23,8 +25,9 @@ other 4xx without codes                                INVALID
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from failopen.providers.base import (
     Expectation,
@@ -44,7 +47,7 @@ __all__ = ["Siteverify"]
 
 
 class Siteverify(Provider):
-    """A vendor whose verify call is a ``siteverify`` form POST answered with error codes."""
+    """A vendor whose verify call is a ``siteverify`` POST answered with success and codes."""
 
     #: Codes by which the vendor says our secret, site key or request is wrong.
     misconfigured: ClassVar[frozenset[str]]
@@ -74,8 +77,7 @@ class Siteverify(Provider):
         status = fetched.status_code
         body = decode_object(fetched)
         success = body.get("success") if body is not None else None
-        known = self.misconfigured | self.unavailable | self.refusals
-        codes = codes_of(body.get("error-codes"), secrets, known) if body is not None else ()
+        codes = codes_of(self.raw_codes(body), secrets, self._known) if body is not None else ()
         if status >= 400 and (success is not False or not codes):
             return refused_without_codes(status, self.title)
         if success is True:
@@ -89,6 +91,15 @@ class Siteverify(Provider):
         what = "not a JSON object" if body is None else "without a boolean success"
         return VerifyResult(VerifyOutcome.UNAVAILABLE,
                             f"{self.title} answered HTTP {status} {what}", status)
+
+    def raw_codes(self, body: dict[str, Any]) -> Any:
+        """Where the answer keeps its codes (a list, or one code)."""
+        return body.get("error-codes")
+
+    @functools.cached_property
+    def _known(self) -> frozenset[str]:
+        """Every documented code: kept as it is in reasons and logs."""
+        return self.misconfigured | self.unavailable | self.refusals
 
     def advice(self, code: str) -> str:
         return self.advice_by_code.get(code) or super().advice(code)
