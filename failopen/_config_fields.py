@@ -304,13 +304,14 @@ def _views(name: str, value: Any) -> None:
 
 
 def vendor_url(value: str) -> str:
-    """The base the snippet appends ``/v2/<key>/api.js`` to, without its trailing slash."""
+    """The base the snippet appends the vendor's script path to (the spec's vendor:
+    ``/v2/<key>/api.js``), without its trailing slash."""
     # The browser loads a script from it: the same rules as the server's own vendor calls.
     url = check_url(value, setting=env_name("vendor_url"))
     if "?" in url or "#" in url:
         raise ConfigError(
             "FAILOPEN_VENDOR_URL: expected a base URL without query or fragment, like "
-            "https://client.vendor.example (the snippet appends /v2/<public key>/api.js)"
+            "https://client.vendor.example (the snippet appends the vendor's script path)"
         )
     return url.rstrip("/")
 

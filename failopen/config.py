@@ -114,8 +114,12 @@ class Config:
 
     # What the adapters serve besides the guard.
     max_body_bytes: int = 1_048_576
-    # Where the browser snippet loads the vendor's client script from (``/v2/<key>/api.js``).
+    # Where the browser snippet loads the vendor's client script from (the spec's vendor:
+    # ``/v2/<key>/api.js``; another vendor's adapter adds that vendor's path): a preset per
+    # vendor, its own origin.
     vendor_url: str | None = None
+    # How the vendor's widget shows (visible, invisible, score): the adapter's first when unset.
+    widget: str | None = None
     admin_token: SecretSetting = SecretSetting()
     override_endpoint: bool = False
 
@@ -159,7 +163,8 @@ class Config:
                 vendor=self.vendor, verify_url=self.verify_url,
                 private_key=self.private_key is not None, public_key=self.public_key,
                 token_field=self.token_field, status_url=self.status_url,
-                global_component=self.global_component, evidence=self.evidence).items():
+                global_component=self.global_component, evidence=self.evidence,
+                vendor_url=self.vendor_url, widget=self.widget).items():
             object.__setattr__(self, name, value)
         object.__setattr__(self, "expected_actions", action_routes(
             self.expected_actions, paths=self.protected_paths, views=self.protected_views,
@@ -175,7 +180,7 @@ class Config:
             object.__setattr__(
                 self, "verify_url", check_url(self.verify_url, setting=env_name("verify_url"))
             )
-        if self.vendor_url is not None:
+        if self.vendor_url is not None and not isinstance(self.vendor_url, DefaultText):
             object.__setattr__(self, "vendor_url", vendor_url(self.vendor_url))
         if self.audit_file is not None:
             # Here, not on the first bypass: a path nobody can write fails the start-up, not

@@ -6,7 +6,7 @@
 
 Per ``http`` request, in this order::
 
-    <prefix>/flag, <prefix>/failopen.js, <prefix>/failopen-solver.js,
+    <prefix>/flag, <prefix>/failopen.js, <prefix>/failopen-solver.js, <prefix>/failopen-<vendor>.js,
     <prefix>/override ........................................ answered here (override: only with
                                                                an admin token configured; wrong
                                                                tokens logged one line a minute)
@@ -38,6 +38,7 @@ only translates ASGI messages.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -118,8 +119,14 @@ class FailOpenMiddleware:
                                            retry_after=config.retry_after)
         self._routes: dict[str, _Route] = {prefix + "/flag": self._flag,
                                            prefix + "/challenge": self._challenge,
-                                           prefix + "/failopen.js": self._snippet,
-                                           prefix + "/failopen-solver.js": self._solver}
+                                           prefix + "/failopen.js": self._snippet}
+        # The snippet's other files, always the package's: the solver (it answers the
+        # package's challenge) and the vendors' adapters.
+        for name, path in web.COMPANION_FILES.items():
+            companion = web.load_snippet(path)
+            self._routes[prefix + "/" + name] = functools.partial(
+                self._companion, companion.etag if companion is not None else "",
+                *raw.snippet_responses(companion))
         # What each protected route does during an outage; with every route open and no
         # outage rate limit, a request needs no route at all (the common, cheapest case).
         self._policies = web.RoutePolicies.from_config(config)
@@ -135,10 +142,6 @@ class FailOpenMiddleware:
         snippet = adapter_snippet(logger, snippet_path, prefix)
         self._etag = snippet.etag if snippet is not None else ""
         self._snippet_200, self._snippet_304 = raw.snippet_responses(snippet)
-        # The snippet's second file, always the package's: it answers the package's challenge.
-        solver = web.load_snippet(web.SOLVER_PATH)
-        self._solver_etag = solver.etag if solver is not None else ""
-        self._solver_200, self._solver_304 = raw.snippet_responses(solver)
 
     def __repr__(self) -> str:
         return f"FailOpenMiddleware(app={self.app!r}, prefix={self.prefix!r})"
@@ -309,8 +312,9 @@ class FailOpenMiddleware:
     async def _snippet(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response:
         return _static(scope, self._etag, self._snippet_200, self._snippet_304)
 
-    async def _solver(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response:
-        return _static(scope, self._solver_etag, self._solver_200, self._solver_304)
+    async def _companion(self, etag: str, fresh: raw.Response, unchanged: raw.Response,
+                         scope: raw.Scope, receive: raw.Receive) -> raw.Response:
+        return _static(scope, etag, fresh, unchanged)
 
     async def _override(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response | None:
         if scope["method"] != "POST":

@@ -65,6 +65,7 @@ ENV_TABLE: dict[str, tuple[str, object]] = {
     "fleet_lease": ("6", 6.0),
     "max_body_bytes": ("4096", 4096),
     "vendor_url": ("https://client.vendor.example/", "https://client.vendor.example"),
+    "widget": ("invisible", "invisible"),
     "admin_token": ("adm-" + "x" * 28, Secret("adm-" + "x" * 28)),
     "override_endpoint": ("true", True),
     "audit_file": ("/tmp/failopen-audit.jsonl", "/tmp/failopen-audit.jsonl"),
@@ -239,6 +240,33 @@ def test_only_localhost_itself_may_use_plain_http() -> None:
     with pytest.raises(ConfigError, match="https"):
         Config(status_url="http://evil.localhost/")
     assert Config(status_url="http://[::1]:8000").status_url == "http://[::1]:8000"
+
+
+def test_each_vendor_presets_its_script_origin_and_first_widget_mode() -> None:
+    assert (Config(vendor="turnstile").vendor_url, Config(vendor="turnstile").widget) == (
+        "https://challenges.cloudflare.com", "visible")
+    assert Config(vendor="hcaptcha").vendor_url == "https://js.hcaptcha.com"
+    assert Config(vendor="recaptcha").vendor_url == "https://www.google.com"
+    assert Config(vendor="recaptcha-enterprise").widget == "score"  # its keys are score keys
+    assert Config(vendor="friendly-captcha").vendor_url == "https://cdn.jsdelivr.net"
+    # The spec's vendor: nothing preset, as before; the setting is required for the snippet.
+    assert (Config().vendor_url, Config().widget) == (None, None)
+    # A setting given wins; a preset follows the vendor through replace().
+    given = Config(vendor="hcaptcha", vendor_url="https://proxy.example/h", widget="invisible")
+    assert (given.vendor_url, given.widget) == ("https://proxy.example/h", "invisible")
+    assert Config(vendor="turnstile").replace(vendor="hcaptcha").vendor_url == \
+        "https://js.hcaptcha.com"
+    assert Config(vendor="turnstile").replace(vendor="enforcement").vendor_url is None
+
+
+def test_a_widget_mode_the_vendor_has_not_stops_start_up() -> None:
+    with pytest.raises(ConfigError, match="FAILOPEN_WIDGET: 'score' is not a Turnstile "
+                                          "widget mode; use one of: visible, invisible"):
+        Config(vendor="turnstile", widget="score")
+    with pytest.raises(ConfigError, match="FAILOPEN_WIDGET: .*has no widget modes; remove it"):
+        Config(widget="visible")
+    assert Config.from_env({"FAILOPEN_VENDOR": "recaptcha", "FAILOPEN_WIDGET": "score"}).widget \
+        == "score"
 
 
 def test_the_vendor_url_is_a_base_the_snippet_can_extend() -> None:

@@ -120,6 +120,13 @@ class Provider:
     #: Statuses by which the vendor refuses our private key while it reads as a refused token
     #: (the spec's vendor's 401/403): logged at ERROR, paced, as a wrong key.
     credentials_statuses: ClassVar[frozenset[int]] = frozenset()
+    #: Where the browser loads the vendor's script from (``FAILOPEN_VENDOR_URL``'s preset; its
+    #: adapter, ``failopen-<name>.js``, adds the vendor's path); None: the setting is required.
+    script_origin: ClassVar[str | None] = None
+    #: The widget modes its browser adapter renders (``FAILOPEN_WIDGET``), the default first:
+    #: ``visible`` (the widget in the form), ``invisible`` (run on submit), ``score`` (a token
+    #: for the route's action on submit, no widget). Empty: the spec's vendor, which has none.
+    widgets: ClassVar[tuple[str, ...]] = ("visible", "invisible")
     #: The vendor's documented test secrets, with which every (or a dummy) token passes: never
     #: for a site in production (``failopen check`` says so).
     test_secrets: ClassVar[frozenset[str]] = frozenset()

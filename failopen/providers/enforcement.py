@@ -29,6 +29,7 @@ class Enforcement(Provider):
     name = "enforcement"
     title = "the vendor"
     token_field = "enforcement-token"
+    widgets = ()
     token_lifetime = 1800.0  # the spec's session: 30 minutes
     credentials_statuses = frozenset({401, 403})
     widget_posts_field = False  # failopen's snippet fills failopen's own input

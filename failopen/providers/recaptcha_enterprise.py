@@ -64,6 +64,8 @@ class RecaptchaEnterprise(Provider):
     name = "recaptcha-enterprise"
     title = "reCAPTCHA Enterprise"
     token_field = "g-recaptcha-response"
+    script_origin = "https://www.google.com"
+    widgets = ("score", "visible", "invisible")
     token_lifetime = 120.0
     needs_public_key = True
     publishes_status = False

@@ -21,7 +21,7 @@ from failopen.exceptions import ConfigError
 from failopen.providers.base import Provider
 from failopen.providers.registry import PROVIDERS, provider_named
 
-__all__ = ["action_routes", "check_action", "vendor_presets"]
+__all__ = ["action_routes", "browser_presets", "check_action", "vendor_presets"]
 
 # reCAPTCHA's rule for action names ("alphanumeric characters, slashes, and underscores"), which
 # Turnstile's (alphanumeric, _ and -, up to 32) nearly matches: the strictest common form.
@@ -31,10 +31,11 @@ _ACTION = re.compile(r"[A-Za-z0-9/_-]{1,100}")
 
 def vendor_presets(*, vendor: Any, verify_url: str | None, private_key: bool,
                    public_key: str | None, token_field: str, status_url: str | None,
-                   global_component: str | None, evidence: frozenset[str]) -> dict[str, Any]:
+                   global_component: str | None, evidence: frozenset[str],
+                   vendor_url: str | None = None, widget: str | None = None) -> dict[str, Any]:
     """The fields the vendor presets (only those it changes), after checking what it needs."""
     provider = provider_named(vendor)
-    found: dict[str, Any] = {}
+    found: dict[str, Any] = browser_presets(provider, vendor_url=vendor_url, widget=widget)
     if isinstance(token_field, DefaultText) and token_field != provider.token_field:
         found["token_field"] = DefaultText(provider.token_field)
     if isinstance(verify_url, DefaultText):  # another vendor's preset: not given
@@ -57,6 +58,26 @@ def vendor_presets(*, vendor: Any, verify_url: str | None, private_key: bool,
             found["status_url"] = DefaultText(preset.url)
         if global_component is None:
             found["global_component"] = DefaultText(preset.component)
+    return found
+
+
+def browser_presets(provider: Provider, *, vendor_url: str | None,
+                    widget: str | None) -> dict[str, Any]:
+    """The browser half's presets: ``FAILOPEN_VENDOR_URL`` the vendor's script origin and
+    ``FAILOPEN_WIDGET`` its first mode, each where left unset; ConfigError for a mode its
+    adapter does not render."""
+    found: dict[str, Any] = {}
+    if vendor_url is None or isinstance(vendor_url, DefaultText):
+        origin = provider.script_origin
+        found["vendor_url"] = DefaultText(origin) if origin is not None else None
+    if widget is None or isinstance(widget, DefaultText):
+        found["widget"] = DefaultText(provider.widgets[0]) if provider.widgets else None
+    elif not provider.widgets:
+        raise ConfigError(f"FAILOPEN_WIDGET: {provider.title}'s script has no widget modes; "
+                          "remove it")
+    elif widget not in provider.widgets:
+        raise ConfigError(f"FAILOPEN_WIDGET: {widget!r} is not a {provider.title} widget mode; "
+                          f"use one of: {', '.join(provider.widgets)}")
     return found
 
 

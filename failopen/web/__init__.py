@@ -39,10 +39,12 @@ from failopen.web.rejections import (
 )
 from failopen.web.route_policies import SOLUTION_FIELD, SOLUTION_HEADER, RoutePolicies
 from failopen.web.snippet import (
+    COMPANION_FILES,
     SNIPPET_OPTIONS,
     SNIPPET_PATH,
     SOLVER_PATH,
     Snippet,
+    adapter_file,
     load_snippet,
     snippet_attributes,
 )
@@ -51,6 +53,8 @@ __all__ = [
     "SOLUTION_FIELD",
     "SOLUTION_HEADER",
     "RoutePolicies",
+    "COMPANION_FILES",
+    "adapter_file",
     "challenge_answer",
     "client_address",
     "FLAG_HEADERS",

@@ -1,7 +1,8 @@
 """The browser snippet: the one ``failopen.js`` the package ships (served by every adapter, with an
-ETag) and its fallback solver ``failopen-solver.js`` (a Web Worker the snippet starts only when a
-route's outage policy is ``fallback``), and the attributes of its script tag built from the
-configuration."""
+ETag), its fallback solver ``failopen-solver.js`` (a Web Worker the snippet starts only when a
+route's outage policy is ``fallback``) and one adapter per vendor, ``failopen-<vendor>.js``
+(loaded only for the configured vendor, or the second vendor the flag endpoint names), and the
+attributes of its script tag built from the configuration."""
 
 from __future__ import annotations
 
@@ -11,15 +12,33 @@ from functools import lru_cache
 from pathlib import Path
 
 from failopen.config import Config
+from failopen.providers.registry import DEFAULT_VENDOR, PROVIDERS
+from failopen.providers.settings import check_action
 
-__all__ = ["SNIPPET_OPTIONS", "SNIPPET_PATH", "SOLVER_PATH", "Snippet", "load_snippet",
-           "snippet_attributes"]
+__all__ = ["COMPANION_FILES", "SNIPPET_OPTIONS", "SNIPPET_PATH", "SOLVER_PATH", "Snippet",
+           "adapter_file", "load_snippet", "snippet_attributes"]
 
 #: Where the browser snippet ships inside the package.
 SNIPPET_PATH = Path(__file__).parent.parent / "static" / "failopen" / "failopen.js"
 #: The snippet's second file, beside it: the worker that solves the fallback challenge. The snippet
 #: finds it by its own URL with the file name replaced.
 SOLVER_PATH = SNIPPET_PATH.with_name("failopen-solver.js")
+
+
+def adapter_file(vendor: str) -> str | None:
+    """The file name of ``vendor``'s browser adapter beside the snippet, as the snippet spells
+    it (reCAPTCHA Enterprise shares reCAPTCHA's); None for the spec's vendor, which needs none."""
+    if vendor == DEFAULT_VENDOR:
+        return None
+    return f"failopen-{vendor.replace('-enterprise', '')}.js"
+
+
+#: The files served beside ``failopen.js`` (by the ASGI and WSGI middleware, and Django's static
+#: files): the solver and every vendor's adapter, by file name.
+COMPANION_FILES: dict[str, Path] = {SOLVER_PATH.name: SOLVER_PATH} | {
+    name: SNIPPET_PATH.with_name(name)
+    for name in sorted({adapter_file(vendor) or "" for vendor in PROVIDERS} - {""})
+}
 
 
 @dataclass(frozen=True)
@@ -30,7 +49,7 @@ class Snippet:
     etag: str
 
 
-@lru_cache(maxsize=4)  # the snippet and its solver, and a site's own snippet_path
+@lru_cache(maxsize=16)  # the snippet, its companions, and a site's own snippet_path
 def load_snippet(path: Path = SNIPPET_PATH) -> Snippet | None:
     """A file of the browser snippet (``SNIPPET_PATH``, ``SOLVER_PATH``), or None while it is not
     there."""
@@ -44,6 +63,7 @@ def load_snippet(path: Path = SNIPPET_PATH) -> Snippet | None:
 #: The snippet's tuning options: keyword of :func:`snippet_attributes` -> attribute.
 SNIPPET_OPTIONS: dict[str, str] = {
     "form": "data-failopen-form",
+    "action": "data-failopen-action",
     "ready_timeout_ms": "data-failopen-ready-timeout-ms",
     "retries": "data-failopen-retries",
     "retry_delay_ms": "data-failopen-retry-delay-ms",
@@ -55,16 +75,19 @@ def snippet_attributes(
     *,
     flag_url: str,
     form: str | None = None,
+    action: str | None = None,
     ready_timeout_ms: int | None = None,
     retries: int | None = None,
     retry_delay_ms: int | None = None,
 ) -> dict[str, str]:
     """The ``data-*`` attributes of the snippet's script tag: where to ask, what to send.
 
-    The settings always; the tuning options only when given (the snippet has defaults for them:
-    ``form`` every form holding the token field, 10000 ms, 3 retries, 500 ms). A tuning value
-    that is not a whole number of at least 0 (1 for the time-out), or an empty ``form``, is a
-    ValueError naming the option.
+    The settings always (with another vendor than the spec's, also its name and widget mode:
+    the snippet loads that vendor's adapter); the tuning options only when given (the snippet
+    has defaults for them: ``form`` every form holding the token field, ``action`` the one the
+    flag endpoint names for the form's route, 10000 ms, 3 retries, 500 ms). A tuning value that
+    is not a whole number of at least 0 (1 for the time-out), an empty ``form`` or an action no
+    vendor mints is a ValueError naming the option.
     """
     attributes = {
         "data-failopen-flag-url": flag_url,
@@ -72,10 +95,18 @@ def snippet_attributes(
         "data-failopen-token-field": config.token_field,
         "data-failopen-vendor-url": config.vendor_url or "",
     }
+    if config.vendor != DEFAULT_VENDOR:
+        attributes["data-failopen-vendor"] = config.vendor
+        attributes["data-failopen-widget"] = config.widget or ""
     if form is not None:
         if not isinstance(form, str) or not form.strip():
             raise ValueError("form: expected a CSS selector like '#login'")
         attributes[SNIPPET_OPTIONS["form"]] = form
+    if action is not None:
+        try:
+            attributes[SNIPPET_OPTIONS["action"]] = check_action(action)
+        except ValueError as exc:
+            raise ValueError(f"action: {exc}") from None
     for name, value, least in (("ready_timeout_ms", ready_timeout_ms, 1),
                                ("retries", retries, 0), ("retry_delay_ms", retry_delay_ms, 0)):
         if value is None:

@@ -45,6 +45,7 @@ from django.urls import NoReverseMatch, get_resolver, reverse
 
 from failopen.config import Config
 from failopen.exceptions import ConfigError
+from failopen.web.snippet import adapter_file
 
 from . import conf, routes
 from .protection import ProtectedViews, is_marked, outage_of, unmatched_message, walk
@@ -143,18 +144,21 @@ def _check_config(config: Config) -> list[checks.CheckMessage]:
         found.append(checks.Warning(
             "FailOpenMiddleware is not in MIDDLEWARE: no request is checked.",
             hint=f"Add {_MIDDLEWARE!r} to MIDDLEWARE.", id="failopen.W003"))
-    return found + _check_snippet_files()
+    return found + _check_snippet_files(config)
 
 
-def _check_snippet_files() -> list[checks.CheckMessage]:
+def _check_snippet_files(config: Config) -> list[checks.CheckMessage]:
     """W011: {% failopen_script %} would link a file the static finders cannot find (so
-    ``collectstatic`` would not collect it, and the page would get a 404 in production)."""
+    ``collectstatic`` would not collect it, and the page would get a 404 in production): the
+    snippet, its solver, and the configured vendor's adapter."""
     if not apps.is_installed("django.contrib.staticfiles"):
         return []  # static files served some other way: nothing here can tell
     from django.contrib.staticfiles import finders
 
     missing = []
-    for name in ("failopen/failopen.js", "failopen/failopen-solver.js"):
+    adapter = adapter_file(config.vendor)
+    for name in ("failopen/failopen.js", "failopen/failopen-solver.js",
+                 *(("failopen/" + adapter,) if adapter else ())):
         try:
             if not finders.find(name):
                 missing.append(name)

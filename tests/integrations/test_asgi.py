@@ -35,7 +35,7 @@ from failopen.providers.verify import VerifyResult
 from failopen.runtime import FailOpen
 from failopen.stores.file import FileStore
 from failopen.testing import FakeVerifyAPI
-from failopen.web import SOLVER_PATH
+from failopen.web import COMPANION_FILES, SOLVER_PATH
 
 pytestmark = pytest.mark.anyio
 
@@ -407,6 +407,21 @@ async def test_the_fallback_solver_is_served_beside_the_snippet(
     assert (again.status_code, again.content) == (304, b"")
     assert (await stack.client.head("/failopen/failopen-solver.js")).content == b""
     assert (await stack.client.post("/failopen/failopen-solver.js")).status_code == 405
+
+
+@pytest.mark.parametrize("name", sorted(set(COMPANION_FILES) - {SOLVER_PATH.name}))
+async def test_every_vendor_adapter_is_served_beside_the_snippet(make_asgi: Make,
+                                                                 name: str) -> None:
+    # The snippet loads the configured vendor's adapter from its own folder: a 404 here would
+    # leave every log-in waiting for a watchdog.
+    stack = make_asgi()
+    response = await stack.client.get("/failopen/" + name)
+    assert response.status_code == 200 and response.content == COMPANION_FILES[name].read_bytes()
+    assert response.headers["content-type"] == "text/javascript; charset=utf-8"
+    again = await stack.client.get("/failopen/" + name,
+                                   headers={"If-None-Match": response.headers["etag"]})
+    assert again.status_code == 304
+    assert (await stack.client.get("/failopen/failopen-nobody.js")).status_code == 404
 
 
 async def test_missing_snippet_is_404_and_logged_once_at_construction(

@@ -11,7 +11,7 @@ import pytest
 from _wsgi_kit import ADMIN_TOKEN, WsgiStack, call, environ
 
 from failopen.stores.file import FileStore
-from failopen.web import SOLVER_PATH
+from failopen.web import COMPANION_FILES, SOLVER_PATH
 
 Make = Callable[..., WsgiStack]
 
@@ -81,6 +81,16 @@ def test_snippet_etag_and_revalidation(make_wsgi: Make, snippet: Path) -> None:
     stale = stack.client.get("/failopen/failopen.js", headers={"If-None-Match": '"old"'})
     assert stale.status_code == 200
     assert stack.client.post("/failopen/failopen.js").status_code == 405
+
+
+@pytest.mark.parametrize("name", sorted(set(COMPANION_FILES) - {SOLVER_PATH.name}))
+def test_every_vendor_adapter_is_served_beside_the_snippet(make_wsgi: Make, name: str) -> None:
+    stack = make_wsgi()
+    response = stack.client.get("/failopen/" + name)
+    assert response.status_code == 200 and response.data == COMPANION_FILES[name].read_bytes()
+    etag = response.headers["ETag"]
+    again = stack.client.get("/failopen/" + name, headers={"If-None-Match": etag})
+    assert again.status_code == 304
 
 
 def test_the_fallback_solver_is_served_beside_the_snippet(make_wsgi: Make, snippet: Path) -> None:

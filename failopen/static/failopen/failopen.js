@@ -1,16 +1,15 @@
 (() => {
   const me = document.currentScript, noop = () => {}, doc = document;
   const D = {flagUrl: '/failopen/flag', publicKey: '', tokenField: 'enforcement-token',
-    vendorUrl: '', form: '', challengeUrl: '', solverUrl: '', readyTimeoutMs: 1e4, retries: 3,
-    retryDelayMs: 500,
-    onToken: noop, onBypass: noop, onFailure: noop};
+    vendorUrl: '', vendor: '', widget: '', action: '', form: '', challengeUrl: '', solverUrl: '',
+    readyTimeoutMs: 1e4, retries: 3, retryDelayMs: 500, onToken: noop, onBypass: noop, onFailure: noop};
   const log = (...a) => console.debug('[failopen]', ...a);
   const add = (f, name) => f.appendChild(doc.createElement(name));
   const put = (f, name, value) => (f.elements[name] ||
     Object.assign(add(f, 'input'), {type: 'hidden', name})).value = value;
   const cb = 'failopenVendor' + Math.random().toString(36).slice(2);
-  let o, forms, vendor, tag, timer, held, started, since, loads, errors, policy, where, pass,
-    asked = 0;
+  let o, forms, vendor, tag, timer, held, started, since, loads, errors, policy, where, pass, ch,
+    act, fb, asked = 0;
   const F = window.FailOpen = {state: 'checking', init};
 
   function set(state) {
@@ -43,8 +42,7 @@
   const url = (u, base) => new URL(u, base || doc.baseURI);
   const at = f => f && url(f.getAttribute('action') || '').pathname;
 
-  // Only JSON {"enforce": false}, unredirected, to the latest ask is off; else enforce. Off: the
-  // form's route's policy (none or unknown: open; the server decides).
+  // Only JSON {"enforce": false}, unredirected, to the latest ask is off.
   function check(confirm) {
     const n = ++asked;
     set('checking');
@@ -52,7 +50,8 @@
     fetch(o.flagUrl + (/\?/.test(o.flagUrl) ? '&' : '?') + 'path=' +
       encodeURIComponent(where || '') + (confirm ? '&confirm=1' : ''), {cache: 'no-store'})
       .then(r => r.ok && !r.redirected && r.json())
-      .then(j => !!j && j.enforce === false && (j.outage_policy || 'open'), noop)
+      .then(j => !!j && (act = j.action, fb = j.fallback, j.enforce === false) &&
+        (j.outage_policy || 'open'), noop)
       .then(off => {
         if (n != asked) return;
         log('enforce', !off);
@@ -63,7 +62,8 @@
           tell('This action is briefly unavailable. Please try again in a few minutes.');
         } else if (off) {
           set('bypassed');
-          off == 'fallback' ? held && solve() : release();
+          off != 'fallback' ? release() : fb && fb.vendor != 'altcha' ? confirm ? fail() :
+            enforce(fb) : held && solve();
           o.onBypass();
         } else if (confirm) fail();
         else enforce();
@@ -71,12 +71,13 @@
       .catch(console.error); // a page callback threw: no unhandled rejection
   }
 
-  function enforce() {
+  function enforce(x) {
+    ch = x ? {vendor: x.vendor, publicKey: x.public_key, vendorUrl: x.vendor_url,
+      tokenField: x.token_field, widget: x.widget} : o;
     loads = errors = 0;
     load();
   }
 
-  // A worker fetches the challenge and solves it off the main thread; 0: a 409, enforcing.
   function solve() {
     set('solving');
     try {
@@ -92,7 +93,7 @@
       };
       w.postMessage([url(o.challengeUrl || o.flagUrl.replace(/\/flag(?=$|\?)/, '/challenge'))
         .href, o.retries, o.retryDelayMs]);
-    } catch (e) { // a solver URL of another origin
+    } catch (e) {
       log(e);
       fail();
     }
@@ -100,22 +101,26 @@
 
   function load() {
     set('loading');
-    if (tag) tag.remove(); // starting over
+    if (tag) tag.remove();
     loads++;
-    // onFailed: the person failed the challenge; never a bypass.
+    // onFailed: the person failed; never a bypass.
     window[cb] = v => (vendor = v).setConfig({onReady, onCompleted, onError, onFailed: () => {
       log('onFailed');
       held = 0;
-    }});
+    }, onExpired: onCompleted});
     tag = doc.createElement('script');
-    tag.src = o.vendorUrl.replace(/\/+$/, '') + '/v2/' + encodeURIComponent(o.publicKey) + '/api.js';
+    // Another vendor's adapter acts as the spec's script.
+    const name = ch.vendor;
+    tag.src = name ? url('failopen-' + name.replace('-enterprise', '') + '.js', me.src)
+      : ch.vendorUrl.replace(/\/+$/, '') + '/v2/' + encodeURIComponent(ch.publicKey) +
+      '/api.js';
+    tag.o = Object.assign({form: (held || forms)[0], action: o.action || act}, ch);
     tag.setAttribute('data-callback', cb);
     tag.onerror = () => watchdog('load error');
     timer = setTimeout(watchdog, o.readyTimeoutMs, 'no onReady');
     doc.head.appendChild(tag);
   }
 
-  // No script or no onReady: once more, then ask the server.
   function watchdog(why) {
     log(why);
     clearTimeout(timer);
@@ -145,15 +150,14 @@
   }
 
   function onCompleted(r) {
-    const token = r && r.token;
-    if (!token) return;
-    for (const f of forms) put(f, o.tokenField, token);
+    const token = r && r.token || '';
+    for (const f of forms) put(f, ch.tokenField, token);
+    if (!token) return F.state == 'completed' && set('ready'); // expired
     set('completed');
     release(); // before a callback that may throw
     o.onToken(token);
   }
 
-  // Failed, or a submit in the minute it promises to wait: say when a submit starts over.
   function fail(early) {
     if (!early) {
       set('failed');
@@ -193,18 +197,16 @@
     e.preventDefault();
     if (state == 'failed' || state == 'closed') {
       if (state == 'failed' && age < 6e4) return fail(1);
-      say(''); // starting over: flag, script, challenge
+      say('');
     }
     const busy = held;
     held = [f, e.submitter];
     if (busy) return;
     if (state == 'ready') run();
-    // Bypassed over 30 s ago or for another route: ask again.
     if (state == 'bypassed' && fresh) solve();
     else if (/bypassed|failed|closed/.test(state)) check();
   }
 
-  // After deferred scripts, which may call FailOpen.init().
   const auto = () => started || init();
   doc.readyState == 'loading' || me.defer ? addEventListener('DOMContentLoaded', auto)
     : setTimeout(auto);
