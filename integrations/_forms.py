@@ -15,7 +15,12 @@ from failopen.engine.outage import strictest
 from failopen.fallback.settings import OUTAGE_POLICIES
 from failopen.runtime import FailOpen
 
-__all__ = ["MESSAGES", "answers", "check_outage", "decide", "failed", "first", "message"]
+__all__ = ["MESSAGES", "WIDGET_MARK", "answers", "check_outage", "decide", "failed", "first",
+           "message"]
+
+#: What a form field renders for another vendor than the spec's: the element the snippet renders
+#: the vendor's widget into, which also marks the form as one it protects.
+WIDGET_MARK = "<div data-failopen-widget></div>"
 
 #: What a person reads under the form, per outcome. Fixed texts: a refusal's details (which
 #: verify failure, whether an outage was confirmed) would help someone probing for a way in.

@@ -73,9 +73,9 @@ class EnforcementTokenInput(HiddenInput):
 
     def __call__(self, field: Any, **kwargs: Any) -> Markup:
         if field.widget_posts_field:
-            # The vendor's widget adds its own input: an empty one of the same name, posted
-            # before it, would hide the token.
-            return Markup("")
+            # Where the vendor's widget goes (and which form the snippet protects); no input:
+            # an empty one of the vendor's field, posted before the token, would hide it.
+            return Markup(_forms.WIDGET_MARK)
         kwargs.setdefault("id", field.id)
         kwargs.pop("value", None)
         return Markup(f"<input {html_params(type='hidden', name=field.token_field, **kwargs)}>")

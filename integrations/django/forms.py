@@ -101,10 +101,11 @@ class EnforcementTokenInput(forms.HiddenInput):
         return super().get_context(_token_field(), None, attrs)  # type: ignore[no-any-return]
 
     def render(self, name: str, value: Any, attrs: Any = None, renderer: Any = None) -> Any:
-        """The hidden input; nothing where the vendor's widget adds its own (an empty one of the
-        same name, posted before it, would hide the token)."""
+        """The hidden input; where another vendor's widget goes, only the element that marks
+        where (no input: an empty one of the vendor's field, posted before the token, would
+        hide it; the snippet adds the one it fills, and marks the form it protects by it)."""
         if _widget_posts_field():
-            return mark_safe("")
+            return mark_safe(_forms.WIDGET_MARK)
         return super().render(name, value, attrs, renderer)
 
 

@@ -34,7 +34,8 @@
     // Unconfigured: forms are left alone; the server decides.
     if (!o.publicKey || !o.vendorUrl) return console.error('[failopen] no publicKey/vendorUrl');
     forms = [...(o.form ? doc.querySelectorAll(o.form) : doc.forms)]
-      .filter(f => f.elements && (o.form || f.elements[o.tokenField]));
+      .filter(f => f.elements && (o.form || f.elements[o.tokenField] ||
+        f.querySelector('[data-failopen-widget]')));
     for (const f of forms) f.addEventListener('submit', onSubmit);
     check();
   }
