@@ -72,8 +72,13 @@ def _tuning(name: str) -> int | None:
     return int(value)
 
 
+# The spec's vendor: the form holds the input the snippet fills. Another vendor (FAILOPEN_VENDOR):
+# the form holds nothing of the vendor's; the snippet, told which form, renders the widget in it.
+SPEC_VENDOR = config.vendor == "enforcement"
+TOKEN_INPUT = f'<input type="hidden" name="{escape(config.token_field)}">' if SPEC_VENDOR else ""
 SNIPPET_TAG = " ".join(f'{name}="{escape(value)}"' for name, value in snippet_attributes(
-    config, flag_url=f"{PREFIX}/flag", ready_timeout_ms=_tuning("SNIPPET_READY_TIMEOUT_MS"),
+    config, flag_url=f"{PREFIX}/flag", form=None if SPEC_VENDOR else "form",
+    ready_timeout_ms=_tuning("SNIPPET_READY_TIMEOUT_MS"),
     retries=_tuning("SNIPPET_RETRIES"), retry_delay_ms=_tuning("SNIPPET_RETRY_DELAY_MS"),
 ).items())
 # The snippet needs no inline script and no eval: scripts from this site and the vendor only.
@@ -99,8 +104,7 @@ async def form_page(request: Request) -> HTMLResponse:
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         f'<title>{title}</title><style>{STYLE}</style>'
         f'<script src="{PREFIX}/failopen.js" {SNIPPET_TAG} defer></script>'
-        f'</head><body><form method="post" action="{action}">{fields}'
-        f'<input type="hidden" name="{escape(config.token_field)}">'
+        f'</head><body><form method="post" action="{action}">{fields}{TOKEN_INPUT}'
         f"<button>{title}</button></form></body></html>",
         headers={"Content-Security-Policy": CSP},
     )
