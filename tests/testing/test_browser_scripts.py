@@ -1,6 +1,6 @@
 """The captcha vendors' browser-script fakes: served at each vendor's path, modes switched at run
 time, every render and challenge recorded, tokens the matching verify fake accepts once. Their
-JavaScript runs in Chromium in tests/browser/test_browser_scripts.py."""
+JavaScript runs in Chromium in tests/browser/test_browser_script_fakes.py."""
 
 from __future__ import annotations
 
@@ -58,7 +58,8 @@ def solve(fake: BrowserScriptFake, outcome: str = "ok", **fields: str) -> dict[s
 def test_each_script_is_served_at_the_vendors_path_and_nowhere_else(vendor: str) -> None:
     fake = fake_browser_script(vendor)
     reply = get(fake, fake.script_path, render="explicit", onload="ready")
-    assert reply.status == 200 and ("Content-Type", "text/javascript; charset=utf-8") in reply.headers
+    assert reply.status == 200
+    assert ("Content-Type", "text/javascript; charset=utf-8") in reply.headers
     assert isinstance(reply.body, bytes)
     source = reply.body.decode()
     assert "eval(" not in source and "Function(" not in source  # runs under a strict CSP

@@ -28,7 +28,7 @@ CHALLENGE_PATH = "/__fake__/challenge"
 # mode's N is per page, as an outage a page lives through would be.
 _PRELUDE = """(function () {
   "use strict";
-  var cfg = %s;
+  var cfg = CONFIG;
   if (cfg.mode === "silent") return;
   var attempts = 0, seq = 0;
   function later(fn, ms) { return setTimeout(fn, ms || 0); }
@@ -66,13 +66,13 @@ _PRELUDE = """(function () {
     (parent || document.body).appendChild(f);
     return f;
   }
-  function widgetFrame(parent, params) { return frame(parent, %s, params, null); }
+  function widgetFrame(parent, params) { return frame(parent, WIDGET_PATH, params, null); }
   // One challenge attempt; the mode decides its outcome, the server mints the token.
   function challenge(parent, params, done) {
     attempts += 1;
     params.o = (cfg.mode === "error" || attempts <= cfg.errors) ? "error" : "ok";
     params.t = attempts;
-    frame(parent, %s, params, done);
+    frame(parent, CHALLENGE_PATH, params, done);
   }
   function hidden(parent, tag, name, id) {
     var field = document.createElement(tag);
@@ -99,7 +99,8 @@ _PRELUDE = """(function () {
       else console.error("fake " + cfg.vendor + ": onload=" + name + " names no global function");
     });
   }
-""" % ("%s", json.dumps(WIDGET_PATH), json.dumps(CHALLENGE_PATH))
+""".replace("WIDGET_PATH", json.dumps(WIDGET_PATH)).replace(
+    "CHALLENGE_PATH", json.dumps(CHALLENGE_PATH))
 
 _EPILOGUE = "})();\n"
 
@@ -108,7 +109,7 @@ def script(config: dict[str, Any], body: str) -> bytes:
     """The served script: the shared prelude with ``config``, then the vendor's ``body``."""
     # "</" inside a JSON string would end an inline <script>; harmless here, escaped anyway.
     encoded = json.dumps(config, sort_keys=True).replace("</", "<\\/")
-    return (_PRELUDE % encoded + body + _EPILOGUE).encode()
+    return (_PRELUDE.replace("CONFIG", encoded, 1) + body + _EPILOGUE).encode()
 
 
 def widget_page(vendor: str) -> bytes:

@@ -60,7 +60,8 @@ _BODY = r"""
       if (mine !== w.run) return;
       if (result.error) {
         setState(w, "error", ".ERROR");
-        fire(w, "frc:widget.error", {error: {code: result.error, detail: "fake: the API is unreachable"}});
+        fire(w, "frc:widget.error",
+             {error: {code: result.error, detail: "fake: the API is unreachable"}});
         return;
       }
       w.response = result.token;
@@ -78,7 +79,8 @@ _BODY = r"""
     var el = options.element, id = uid("frc");
     if (!el) throw new Error("Friendly Captcha: createWidget needs an element");
     var w = {id: id, el: el, sitekey: options.sitekey || el.getAttribute("data-sitekey"),
-             mode: options.startMode || "focus", state: "unstarted", run: 0, response: "", timer: null};
+             mode: options.startMode || "focus", state: "unstarted", run: 0, response: "",
+             timer: null};
     w.input = hidden(el, "input", options.formFieldName || "frc-captcha-response");
     w.input.value = ".UNSTARTED";
     w.frame = widgetFrame(el, {w: id, k: w.sitekey, e: w.mode});
@@ -106,8 +108,12 @@ _BODY = r"""
         });
         widgets["delete"](id);
       },
-      addEventListener: function (type, listener, opts) { el.addEventListener(type, listener, opts); },
-      removeEventListener: function (type, listener, opts) { el.removeEventListener(type, listener, opts); }
+      addEventListener: function (type, listener, opts) {
+        el.addEventListener(type, listener, opts);
+      },
+      removeEventListener: function (type, listener, opts) {
+        el.removeEventListener(type, listener, opts);
+      }
     };
     el.frcWidget = handle;
     widgets.set(id, handle);
@@ -119,7 +125,8 @@ _BODY = r"""
     var found = document.querySelectorAll(".frc-captcha[data-sitekey]"), i;
     for (i = 0; i < found.length; i++) {
       if (!found[i].frcWidget) {
-        createWidget({element: found[i], startMode: found[i].getAttribute("data-start") || undefined});
+        createWidget({element: found[i],
+                      startMode: found[i].getAttribute("data-start") || undefined});
       }
     }
   }

@@ -6,11 +6,12 @@ has, as hCaptcha's configuration docs give them:
 
 * ``render(container, params) -> widgetId`` (``container`` an element or its id); params
   ``sitekey``, ``size`` (``"normal"``, the default, and ``"compact"`` show a checkbox;
-  ``"invisible"`` shows nothing), ``theme``, ``tabindex`` (accepted, no effect), ``callback(token)``,
-  ``expired-callback``, ``chalexpired-callback`` (accepted, never called: the fake's challenge
-  cannot expire half-solved), ``error-callback(code)``, ``open-callback``, ``close-callback``
-  (called around each challenge). The container gets hidden textareas ``h-captcha-response`` and,
-  unless ``recaptchacompat=off``, ``g-recaptcha-response``, both holding the token.
+  ``"invisible"`` shows nothing), ``theme``, ``tabindex`` (accepted, no effect),
+  ``callback(token)``, ``expired-callback``, ``chalexpired-callback`` (accepted, never called:
+  the fake's challenge cannot expire half-solved), ``error-callback(code)``, ``open-callback``,
+  ``close-callback`` (called around each challenge). The container gets hidden textareas
+  ``h-captcha-response`` and, unless ``recaptchacompat=off``, ``g-recaptcha-response``, both
+  holding the token.
 * ``execute(widgetId?, {async: true}?)``: runs the challenge; with ``async: true`` it returns a
   Promise of ``{response, key}`` that rejects with the error code.
 * ``reset(widgetId?)``, ``remove(widgetId?)``, ``getResponse(widgetId?)`` (``""`` when there is no
@@ -34,7 +35,9 @@ __all__ = ["FakeHCaptchaScript"]
 _BODY = r"""
   var widgets = {}, order = [], compat = cfg.query.recaptchacompat !== "off";
   function find(ref) {
-    if (ref === undefined || ref === null || ref === "") return order.length ? widgets[order[0]] : null;
+    if (ref === undefined || ref === null || ref === "") {
+      return order.length ? widgets[order[0]] : null;
+    }
     return widgets[ref] || null;
   }
   function setToken(w, token, key) {
@@ -74,9 +77,12 @@ _BODY = r"""
     render: function (container, params) {
       var el = element(container), p = params || {}, id = uid("h");
       if (!el) throw new Error("[hCaptcha] render: invalid container '" + container + "'.");
-      var w = {id: id, el: el, p: p, run: 0, token: "", key: "", timer: null, removed: false, fields: []};
+      var w = {id: id, el: el, p: p, run: 0, token: "", key: "", timer: null, removed: false,
+               fields: []};
       w.fields.push(hidden(el, "textarea", "h-captcha-response", "h-captcha-response-" + id));
-      if (compat) w.fields.push(hidden(el, "textarea", "g-recaptcha-response", "g-recaptcha-response-" + id));
+      if (compat) {
+        w.fields.push(hidden(el, "textarea", "g-recaptcha-response", "g-recaptcha-response-" + id));
+      }
       w.frame = widgetFrame(el, {w: id, k: p.sitekey, s: p.size || "normal"});
       if (p.size !== "invisible") {
         w.button = checkbox(el, function () { w.button.disabled = true; run(w); });
@@ -87,7 +93,9 @@ _BODY = r"""
     execute: function (ref, options) {
       var w = find(ref), deferred = null, promise;
       if (options && options.async) {
-        promise = new Promise(function (resolve, reject) { deferred = {resolve: resolve, reject: reject}; });
+        promise = new Promise(function (resolve, reject) {
+          deferred = {resolve: resolve, reject: reject};
+        });
       }
       if (!w) {
         if (deferred) later(function () { deferred.reject("invalid-captcha-id"); });

@@ -41,10 +41,12 @@ from failopen.testing.providers import CaptchaVerifyFake
 __all__ = ["FakeRecaptchaEnterpriseScript", "FakeRecaptchaScript"]
 
 _BODY = r"""
-  var widgets = [], v3key = cfg.query.render && cfg.query.render !== "explicit" ? cfg.query.render : null;
+  var widgets = [], render = cfg.query.render;
+  var v3key = render && render !== "explicit" ? render : null;
   function find(ref) {
     if (ref === undefined || ref === null) return widgets[0] || null;
-    return typeof ref === "number" || /^[0-9]+$/.test(String(ref)) ? widgets[Number(ref)] || null : null;
+    if (typeof ref !== "number" && !/^[0-9]+$/.test(String(ref))) return null;
+    return widgets[Number(ref)] || null;
   }
   function setToken(w, token) { w.token = token; w.field.value = token; }
   function stop(w) { w.run += 1; clearTimeout(w.timer); }
@@ -58,7 +60,7 @@ _BODY = r"""
         if (w.button) w.button.disabled = false;
         if (typeof p["error-callback"] === "function") call(p["error-callback"]);
         else console.warn("fake reCAPTCHA: cannot contact reCAPTCHA (no error-callback)");
-        if (promise && cfg.v3_timeout_ms !== null) later(function () { promise.reject("Timeout"); }, cfg.v3_timeout_ms);
+        if (promise) timeout(promise);
         return;
       }
       setToken(w, result.token);
@@ -72,6 +74,10 @@ _BODY = r"""
       }, cfg.expire_ms);
     });
   }
+  // Google's promise rejects late, with a bare string (not an Error); or never, if so set.
+  function timeout(d) {
+    if (cfg.v3_timeout_ms !== null) later(function () { d.reject("Timeout"); }, cfg.v3_timeout_ms);
+  }
   function deferred() {
     var d = {};
     d.promise = new Promise(function (resolve, reject) { d.resolve = resolve; d.reject = reject; });
@@ -80,7 +86,7 @@ _BODY = r"""
   function runV3(sitekey, action, d) {
     challenge(document.body, {k: sitekey, a: action, v: "3"}, function (result) {
       if (result.error) {
-        if (cfg.v3_timeout_ms !== null) later(function () { d.reject("Timeout"); }, cfg.v3_timeout_ms);
+        timeout(d);
         return;
       }
       later(function () { d.resolve(result.token); });
@@ -104,7 +110,9 @@ _BODY = r"""
       var d = deferred(), action = options && options.action;
       if (typeof ref === "string" && !/^[0-9]+$/.test(ref)) {
         if (ref !== v3key) {
-          later(function () { d.reject(new Error("Invalid site key or not loaded in api.js: " + ref)); });
+          later(function () {
+            d.reject(new Error("Invalid site key or not loaded in api.js: " + ref));
+          });
         } else {
           runV3(ref, action, d);
         }

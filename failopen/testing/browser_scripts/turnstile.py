@@ -39,7 +39,9 @@ __all__ = ["FakeTurnstileScript"]
 _BODY = r"""
   var widgets = {}, order = [];
   function find(ref) {
-    if (ref === undefined || ref === null) return order.length ? widgets[order[order.length - 1]] : null;
+    if (ref === undefined || ref === null) {
+      return order.length ? widgets[order[order.length - 1]] : null;
+    }
     if (widgets[ref]) return widgets[ref];
     var el = element(ref), i;
     for (i = 0; i < order.length; i++) if (widgets[order[i]].el === el) return widgets[order[i]];
@@ -72,19 +74,27 @@ _BODY = r"""
         w.timer = later(function () { if (mine === w.run && !w.removed) run(w); },
                         w.p["retry-interval"] || 8000);
       }
-      if (typeof handler !== "function") throw new Error("[Cloudflare Turnstile] Error: " + code + ".");
+      if (typeof handler !== "function") {
+        throw new Error("[Cloudflare Turnstile] Error: " + code + ".");
+      }
       if (!handler(code)) console.warn("[Cloudflare Turnstile] Error: " + code + ".");
     });
   }
   var turnstile = {
     render: function (container, params) {
       var el = element(container), p = params || {}, id = uid("cf-chl-widget-");
-      if (!el) { console.error("[Cloudflare Turnstile] no container " + container); return undefined; }
-      var w = {id: id, el: el, p: p, run: 0, token: "", expired: false, timer: null, removed: false};
-      if (p["response-field"] !== false) {
-        w.input = hidden(el, "input", p["response-field-name"] || "cf-turnstile-response", id + "_response");
+      if (!el) {
+        console.error("[Cloudflare Turnstile] no container " + container);
+        return undefined;
       }
-      w.frame = widgetFrame(el, {w: id, k: p.sitekey, a: p.action, s: p.size, e: p.execution || "render"});
+      var w = {id: id, el: el, p: p, run: 0, token: "", expired: false, timer: null,
+               removed: false};
+      if (p["response-field"] !== false) {
+        w.input = hidden(el, "input", p["response-field-name"] || "cf-turnstile-response",
+                         id + "_response");
+      }
+      w.frame = widgetFrame(el, {w: id, k: p.sitekey, a: p.action, s: p.size,
+                                 e: p.execution || "render"});
       widgets[id] = w; order.push(id);
       if ((p.execution || "render") === "render") run(w);
       return id;
