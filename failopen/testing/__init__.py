@@ -8,6 +8,11 @@
 * :class:`FakeVerifyAPI` — the verify call, with good (each verified once, as the vendor's),
   bad and denied tokens, sessions that time out, and faults.
 * :class:`FakeVendorScript` — the vendor's client script (``api.js``) for browser tests.
+* :func:`fake_browser_script` — the browser script of Turnstile, hCaptcha, reCAPTCHA (v2, v3),
+  reCAPTCHA Enterprise or Friendly Captcha, by name, at the vendor's own path
+  (:mod:`failopen.testing.browser_scripts`: the public JavaScript API, modes ``ok``, ``http404``,
+  ``silent``, ``error``, ``error_then_ok:N``, ``expire:MS``, ``slow:MS``, and a record of what the
+  page rendered and solved).
 * :func:`fake_verify_api` — the verify API of Turnstile, hCaptcha, reCAPTCHA, reCAPTCHA
   Enterprise or Friendly Captcha, by name (:mod:`failopen.testing.providers`: one class each,
   with every documented code, single use, scores and actions, and the faults above).
@@ -27,6 +32,12 @@ is installed; see :mod:`failopen.testing.pytest_plugin`.
 from __future__ import annotations
 
 from failopen.testing._server import FakeRequest, LoopbackServer, Reply, as_transport, free_port
+from failopen.testing.browser_scripts import (
+    BrowserScriptFake,
+    ChallengeAttempt,
+    WidgetRender,
+    fake_browser_script,
+)
 from failopen.testing.clock import FakeClock
 from failopen.testing.fallback import solve_challenge
 from failopen.testing.providers import fake_verify_api, mint_token
@@ -37,6 +48,8 @@ from failopen.testing.vendor_status_pages import FakeCloudflareStatusPage, FakeH
 from failopen.testing.verify_api import FakeVerifyAPI
 
 __all__ = [
+    "BrowserScriptFake",
+    "ChallengeAttempt",
     "FakeClock",
     "FakeCloudflareStatusPage",
     "FakeHCaptchaStatusPage",
@@ -49,7 +62,9 @@ __all__ = [
     "PageInfo",
     "RaiEmulator",
     "Reply",
+    "WidgetRender",
     "as_transport",
+    "fake_browser_script",
     "fake_verify_api",
     "free_port",
     "mint_token",
