@@ -20,7 +20,7 @@ __all__ = ["MESSAGES", "WIDGET_MARK", "answers", "check_outage", "decide", "fail
 
 #: What a form field renders for another vendor than the spec's: the element the snippet renders
 #: the vendor's widget into, which also marks the form as one it protects.
-WIDGET_MARK = "<div data-failopen-widget></div>"
+WIDGET_MARK = "<div data-failopen-captcha></div>"
 
 #: What a person reads under the form, per outcome. Fixed texts: a refusal's details (which
 #: verify failure, whether an outage was confirmed) would help someone probing for a way in.

@@ -14,6 +14,7 @@ and the log-in goes through. Only the configured vendor's adapter is fetched.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _browser_kit import Visit, wait_until
 
 from failopen.testing import (
     FakeCloudflareStatusPage,
@@ -31,8 +33,6 @@ from failopen.testing import (
 )
 from failopen.testing.browser_scripts import BrowserScriptFake
 from failopen.testing.providers import CaptchaVerifyFake
-
-from ._browser_kit import Visit, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -111,7 +111,7 @@ def site(request: pytest.FixtureRequest,
     else:
         env["FAILOPEN_STATUS_URL"] = page.url
     url = server_process(
-        ["python", "-m", "uvicorn", "--app-dir", "examples", "asgi_app:app", "--host",
+        [sys.executable, "-m", "uvicorn", "--app-dir", "examples", "asgi_app:app", "--host",
          "127.0.0.1", "--port", "{port}", "--log-level", "warning"], env, "/health")
     try:
         yield WidgetSite(vendor, widget, url, api, script, page)

@@ -401,6 +401,6 @@ def test_with_a_vendor_s_widget_the_field_renders_no_input_and_reads_the_widget_
     page = html(site.client.get("/signup/open"))
     assert 'name="cf-turnstile-response"' not in page
     # Where the snippet renders the widget, and which form it protects.
-    assert "<div data-failopen-widget></div>" in page
+    assert "<div data-failopen-captcha></div>" in page
     response = site.post("/signup/open", {"email": EMAIL, "cf-turnstile-response": "junk"})
     assert NOT_ACCEPTED in html(response)

@@ -20,11 +20,11 @@
     reset: () => widget.reset(),
   });
 
-  // Into the page's [data-failopen-widget] (in the form, else anywhere), else a box we add
+  // Into the page's [data-failopen-captcha] (in the form, else anywhere), else a box we add
   // before the form's submit button. A fresh element each time: a reload renders anew.
   function render() {
-    const f = o.form, d = document, m = f && f.querySelector('[data-failopen-widget]') ||
-      d.querySelector('[data-failopen-widget]');
+    const f = o.form, d = document, m = f && f.querySelector('[data-failopen-captcha]') ||
+      d.querySelector('[data-failopen-captcha]');
     box = d.createElement('div');
     if (m) m.replaceChildren(box);
     else if (f) {

@@ -23,11 +23,11 @@
     reset: () => H().reset(id),
   });
 
-  // Into the page's [data-failopen-widget] (in the form, else anywhere), else a box we add
+  // Into the page's [data-failopen-captcha] (in the form, else anywhere), else a box we add
   // before the form's submit button. A fresh element each time: a reload renders anew.
   function render() {
-    const f = o.form, d = document, m = f && f.querySelector('[data-failopen-widget]') ||
-      d.querySelector('[data-failopen-widget]');
+    const f = o.form, d = document, m = f && f.querySelector('[data-failopen-captcha]') ||
+      d.querySelector('[data-failopen-captcha]');
     box = d.createElement('div');
     if (m) m.replaceChildren(box);
     else if (f) {
@@ -38,8 +38,9 @@
       callback: token => (detach(), h.onCompleted({token})),
       'error-callback': e => h.onError(e),
       'chalexpired-callback': () => h.onError('challenge-expired'),
-      'expired-callback': () => h.onExpired(),
-      'close-callback': () => h.onFailed()}); // the person closed it: nothing is sent
+      // No close-callback: a person who dismissed the challenge ticks the box again, and the
+      // held submit goes then.
+      'expired-callback': () => h.onExpired()});
     detach();
     h.onReady();
   }

@@ -35,7 +35,7 @@
     if (!o.publicKey || !o.vendorUrl) return console.error('[failopen] no publicKey/vendorUrl');
     forms = [...(o.form ? doc.querySelectorAll(o.form) : doc.forms)]
       .filter(f => f.elements && (o.form || f.elements[o.tokenField] ||
-        f.querySelector('[data-failopen-widget]')));
+        f.querySelector('[data-failopen-captcha]')));
     for (const f of forms) f.addEventListener('submit', onSubmit);
     check();
   }
@@ -115,7 +115,7 @@
     tag.src = name ? url('failopen-' + name.replace('-enterprise', '') + '.js', me.src)
       : ch.vendorUrl.replace(/\/+$/, '') + '/v2/' + encodeURIComponent(ch.publicKey) +
       '/api.js';
-    tag.o = Object.assign({form: (held || forms)[0], action: o.action || act}, ch);
+    tag.o = Object.assign({}, ch, {form: (held || forms)[0], action: o.action || act});
     tag.setAttribute('data-callback', cb);
     tag.onerror = () => watchdog('load error');
     timer = setTimeout(watchdog, o.readyTimeoutMs, 'no onReady');

@@ -118,7 +118,7 @@ def test_with_a_vendor_s_widget_the_field_renders_no_input_and_reads_the_widget_
     shown = page(client.get("/forms/open/"))
     assert 'name="cf-turnstile-response"' not in shown
     # Where the snippet renders the widget, and which form it protects.
-    assert "<div data-failopen-widget></div>" in shown
+    assert "<div data-failopen-captcha></div>" in shown
     html = page(client.post(form_url("open"), {"email": EMAIL, "cf-turnstile-response": BAD}))
     assert NOT_ACCEPTED in html and DID_NOT_FINISH not in html
 
