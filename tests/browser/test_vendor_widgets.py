@@ -36,9 +36,9 @@ from failopen.testing.providers import CaptchaVerifyFake
 
 pytestmark = pytest.mark.slow
 
-#: (vendor, FAILOPEN_WIDGET): the issue's four.
+#: (vendor, FAILOPEN_WIDGET): Turnstile, hCaptcha, reCAPTCHA v2 and v3, and Friendly Captcha.
 CASES = [("turnstile", "visible"), ("hcaptcha", "visible"), ("recaptcha", "visible"),
-         ("recaptcha", "score")]
+         ("recaptcha", "score"), ("friendly-captcha", "visible")]
 PAGES: dict[str, Callable[[], FakeStatusPage]] = {
     "turnstile": FakeCloudflareStatusPage, "hcaptcha": FakeHCaptchaStatusPage}
 #: The example's submit button: a direct child of the form (a fake checkbox is a button too).
