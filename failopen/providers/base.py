@@ -97,6 +97,10 @@ class Provider:
     #: How long a token stays verifiable, in seconds, as the vendor documents it (None: it
     #: documents none).
     token_lifetime: ClassVar[float | None]
+    #: The origin its browser script loads from (the ``FAILOPEN_VENDOR_URL`` and
+    #: ``FAILOPEN_FALLBACK_VENDOR_URL`` preset; the snippet appends the vendor's own path). None
+    #: where each customer has its own (the spec's vendor: ``FAILOPEN_VENDOR_URL``).
+    script_origin: ClassVar[str | None] = None
     #: The vendor's status page, where it has one a machine can read.
     status: ClassVar[StatusPreset | None] = None
     #: The longest token the vendor issues; a longer one is refused without a call.

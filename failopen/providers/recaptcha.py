@@ -22,6 +22,7 @@ class Recaptcha(Siteverify):
     title = "reCAPTCHA"
     verify_url = "https://www.google.com/recaptcha/api/siteverify"
     token_field = "g-recaptcha-response"
+    script_origin = "https://www.google.com"
     token_lifetime = 120.0
     score_field = "score"
     publishes_status = False

@@ -64,6 +64,7 @@ class RecaptchaEnterprise(Provider):
     name = "recaptcha-enterprise"
     title = "reCAPTCHA Enterprise"
     token_field = "g-recaptcha-response"
+    script_origin = "https://www.google.com"
     token_lifetime = 120.0
     needs_public_key = True
     publishes_status = False

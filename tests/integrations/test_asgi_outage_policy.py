@@ -169,7 +169,7 @@ async def test_the_outage_rate_limit_answers_429_per_client_and_route(make_asgi:
 
 
 @pytest.mark.parametrize(("policy", "instead"), [
-    ("fallback", "would ask for the fallback challenge"), ("closed", "would refuse")])
+    ("fallback", "would ask for the fallback challenge (altcha)"), ("closed", "would refuse")])
 async def test_shadow_mode_logs_the_route_s_outage_policy_not_a_bypass(
         make_asgi: Make, caplog: pytest.LogCaptureFixture, policy: str, instead: str) -> None:
     caplog.set_level(logging.INFO, logger="failopen")
