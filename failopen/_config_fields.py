@@ -25,12 +25,15 @@ from failopen.stores import check_store_url, mask_url, split_password
 from failopen.stores.redis import REDIS_SCHEMES
 
 __all__ = [
-    "DEFAULT_MAX_STALE_BYPASS", "DEFAULT_RATE", "ENV_PREFIX", "SecretSetting", "check_evidence",
-    "check_field", "coerce", "default_backoff_max", "env_name", "field_values",
+    "DEFAULT_MAX_STALE_BYPASS", "DEFAULT_RATE", "ENV_PREFIX", "KNOWN_IMPAIRED", "SecretSetting",
+    "check_bypass_on", "check_evidence", "check_field", "check_timing", "coerce",
+    "default_backoff_max", "env_name", "field_values",
     "store_password_apart", "vendor_url",
 ]
 
 ENV_PREFIX = "FAILOPEN_"
+#: Global statuses the status page can report that mean "the platform does not work as it should".
+KNOWN_IMPAIRED = frozenset({"degraded_performance", "partial_outage", "major_outage"})
 
 
 def env_name(field_name: str) -> str:
@@ -148,7 +151,7 @@ def coerce(name: str, value: Any, *, source: str) -> Any:
             return frozenset(i.lower() for i in items) if name == "evidence" else frozenset(items)
         if name in _STR_TUPLES:
             return tuple(_split(value))
-        if name == "vendor" and isinstance(value, str):
+        if name in ("vendor", "fallback_vendor") and isinstance(value, str):
             return value.strip().lower()
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{where}: {value!r} is not valid ({exc})") from None
@@ -281,6 +284,42 @@ def check_evidence(evidence: frozenset[str], *, status_url: str | None,
             "FAILOPEN_EVIDENCE: status,probe needs FAILOPEN_VERIFY_URL (the probe is a verify "
             "call); set it, or use FAILOPEN_EVIDENCE=status"
         )
+
+
+def check_timing(config: Any) -> None:
+    """ConfigError when the poll, stale, bypass and lease durations contradict each other
+    (``config`` is the Config being built: its fields and derived seconds)."""
+    if config.stale_after is not None and config.stale_after < config.poll_interval:
+        raise ConfigError(
+            f"FAILOPEN_STALE_AFTER: {config.stale_after:g}s is shorter than "
+            f"FAILOPEN_POLL_INTERVAL ({config.poll_interval:g}s); every state would look stale")
+    stale = config.stale_after_seconds
+    if config.max_stale_bypass is not None and config.max_stale_bypass < stale:
+        raise ConfigError(
+            f"FAILOPEN_MAX_STALE_BYPASS: {config.max_stale_bypass:g}s is shorter than the "
+            f"stale limit ({stale:g}s, FAILOPEN_STALE_AFTER, default 3 x "
+            "FAILOPEN_POLL_INTERVAL): a bypass would end before its reading is even marked "
+            f"stale; set it to at least {stale:g} or poll more often")
+    if config.fleet_lease < 3 * config.store_refresh:
+        raise ConfigError(
+            f"FAILOPEN_FLEET_LEASE: {config.fleet_lease:g}s is shorter than 3 x "
+            f"FAILOPEN_STORE_REFRESH ({config.store_refresh:g}s): the leader renews its lease at "
+            "a third of it, between two refreshes; raise it or refresh more often")
+
+
+def check_bypass_on(bypass_on: frozenset[str], *, indicator_fallback: bool) -> None:
+    """ConfigError for a FAILOPEN_BYPASS_ON entry that is no impaired status, or an
+    ``indicator:`` one that can never match."""
+    unknown = bypass_on - KNOWN_IMPAIRED
+    if any(v.startswith("indicator:") for v in unknown) and not indicator_fallback:
+        raise ConfigError(
+            "FAILOPEN_BYPASS_ON: indicator:<value> entries only ever match with "
+            "FAILOPEN_INDICATOR_FALLBACK=true; enable it or remove them")
+    if unknown and not all(v.startswith("indicator:") for v in unknown):
+        raise ConfigError(
+            f"FAILOPEN_BYPASS_ON: {', '.join(sorted(unknown))} is not an impaired status; "
+            f"use any of {', '.join(sorted(KNOWN_IMPAIRED))} (or indicator:<value> with "
+            "FAILOPEN_INDICATOR_FALLBACK)")
 
 
 def _paths(name: str, value: Any) -> None:

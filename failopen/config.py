@@ -17,9 +17,12 @@ from failopen._config_fields import (
     DEFAULT_MAX_STALE_BYPASS,
     DEFAULT_RATE,
     ENV_PREFIX,
+    KNOWN_IMPAIRED,
     SecretSetting,
+    check_bypass_on,
     check_evidence,
     check_field,
+    check_timing,
     default_backoff_max,
     env_name,
     field_values,
@@ -30,6 +33,7 @@ from failopen._internal.defaults import DefaultText
 from failopen._internal.networks import Network
 from failopen._internal.paths import ODD_CHARACTER, spellings
 from failopen.exceptions import ConfigError
+from failopen.fallback.second_vendor import check_fallback_vendor, fallback_token_field
 from failopen.fallback.settings import check_outage
 from failopen.observe.audit_file import (
     DEFAULT_AUDIT_BACKUPS,
@@ -48,11 +52,9 @@ __all__ = [
     "setting_names",
 ]
 
-#: Global statuses the status page can report that mean "the platform does not work as it should".
-KNOWN_IMPAIRED = frozenset({"degraded_performance", "partial_outage", "major_outage"})
-
 #: Fields held as :class:`failopen.secret.Secret`: shown as ``***`` on every path.
-_SECRETS = frozenset({"private_key", "admin_token", "store_password", "fallback_secret"})
+_SECRETS = frozenset({"private_key", "admin_token", "store_password", "fallback_secret",
+                      "fallback_private_key"})
 # An admin token switches enforcement off: short enough to guess is a misconfiguration.
 _MIN_ADMIN_TOKEN = 24
 
@@ -144,6 +146,14 @@ class Config:
     outage_rate: str = DEFAULT_RATE  # "none": not counted
     trusted_proxies: tuple[str, ...] = ()  # CIDRs, as ipaddress writes them
 
+    # A second vendor as the fallback challenge (issue 29; failopen.fallback.second_vendor):
+    # unset, a fallback route asks for the self-hosted ALTCHA proof of work.
+    fallback_vendor: str | None = None
+    fallback_private_key: SecretSetting = SecretSetting()
+    fallback_public_key: str | None = None
+    fallback_verify_url: str | None = None  # the vendor's preset when unset
+    fallback_vendor_url: str | None = None  # its script origin (Provider.script_origin)
+
     def __post_init__(self) -> None:
         # Collections given in code may be any iterable; keep one canonical, hashable form.
         # Methods are upper-cased here too: "post" must protect POST, not silently nothing.
@@ -212,43 +222,22 @@ class Config:
                 "FAILOPEN_PRIVATE_KEY: required when FAILOPEN_VERIFY_URL is set "
                 "(the verify call authenticates with the private key)"
             )
-        if self.stale_after is not None and self.stale_after < self.poll_interval:
-            raise ConfigError(
-                f"FAILOPEN_STALE_AFTER: {self.stale_after:g}s is shorter than "
-                f"FAILOPEN_POLL_INTERVAL ({self.poll_interval:g}s); every state would look stale"
-            )
-        if self.max_stale_bypass is not None and self.max_stale_bypass < self.stale_after_seconds:
-            raise ConfigError(
-                f"FAILOPEN_MAX_STALE_BYPASS: {self.max_stale_bypass:g}s is shorter than the "
-                f"stale limit ({self.stale_after_seconds:g}s, FAILOPEN_STALE_AFTER, default 3 x "
-                "FAILOPEN_POLL_INTERVAL): a bypass would end before its reading is even marked "
-                f"stale; set it to at least {self.stale_after_seconds:g} or poll more often"
-            )
-        if self.fleet_lease < 3 * self.store_refresh:
-            raise ConfigError(
-                f"FAILOPEN_FLEET_LEASE: {self.fleet_lease:g}s is shorter than 3 x "
-                f"FAILOPEN_STORE_REFRESH ({self.store_refresh:g}s): the leader renews its lease at "
-                "a third of it, between two refreshes; raise it or refresh more often"
-            )
-        unknown = self.bypass_on - KNOWN_IMPAIRED
-        if any(v.startswith("indicator:") for v in unknown) and not self.indicator_fallback:
-            raise ConfigError(
-                "FAILOPEN_BYPASS_ON: indicator:<value> entries only ever match with "
-                "FAILOPEN_INDICATOR_FALLBACK=true; enable it or remove them"
-            )
-        if unknown and not all(v.startswith("indicator:") for v in unknown):
-            raise ConfigError(
-                f"FAILOPEN_BYPASS_ON: {', '.join(sorted(unknown))} is not an impaired status; "
-                f"use any of {', '.join(sorted(KNOWN_IMPAIRED))} (or indicator:<value> with "
-                "FAILOPEN_INDICATOR_FALLBACK)"
-            )
+        check_timing(self)
+        check_bypass_on(self.bypass_on, indicator_fallback=self.indicator_fallback)
 
         check_evidence(self.evidence, status_url=self.status_url, verify_url=self.verify_url)
         for name, value in check_outage(
                 policy=self.outage_policy, routes=self.outage_policy_routes,
                 paths=self.protected_paths, views=self.protected_views,
                 secret=self.fallback_secret, rate=self.outage_rate,
-                rate_explicit=self.outage_rate_explicit, proxies=self.trusted_proxies).items():
+                rate_explicit=self.outage_rate_explicit, proxies=self.trusted_proxies,
+                second_vendor=self.fallback_vendor is not None).items():
+            object.__setattr__(self, name, value)
+        for name, value in check_fallback_vendor(
+                vendor=self.fallback_vendor, first=self.provider,
+                first_token_field=self.token_field, private_key=self.fallback_private_key,
+                public_key=self.fallback_public_key, verify_url=self.fallback_verify_url,
+                vendor_url=self.fallback_vendor_url, fallback_secret=self.fallback_secret).items():
             object.__setattr__(self, name, value)
 
     def _take_store_password(self) -> None:
@@ -280,6 +269,12 @@ class Config:
         """True when any route, or the default, asks for the fallback challenge."""
         return self.outage_policy == "fallback" or any(
             policy == "fallback" for _route, policy in self.outage_policy_routes)
+
+    @property
+    def fallback_token_field(self) -> str:
+        """Where a ``fallback`` route's answer travels in a body: the second vendor's widget
+        field (``FAILOPEN_FALLBACK_VENDOR``), else ALTCHA's (``altcha``)."""
+        return fallback_token_field(self.fallback_vendor)
 
     @property
     def outage_rate_explicit(self) -> bool:

@@ -12,7 +12,6 @@ outage admits its first requests as the running ones do.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -27,17 +26,11 @@ from failopen.engine.fleet import Fleet
 from failopen.engine.fleet_identity import Watched
 from failopen.engine.guard import CONFIRM_WAIT, Decision, Guard, OutageConfirmer
 from failopen.engine.listeners import ChangeListeners
-from failopen.engine.outage import OutageGate
+from failopen.engine.outage_setup import outage_gate, second_vendor
 from failopen.engine.probe import VerifyProbe, warn_probe_alone
 from failopen.engine.watcher import PollResult, StatusWatcher
 from failopen.exceptions import ConfigError
-from failopen.fallback import (
-    FallbackChallenges,
-    MemoryUsedSolutions,
-    OutageRateLimit,
-    RedisUsedSolutions,
-)
-from failopen.fallback.settings import INSTALL
+from failopen.fallback import FallbackChallenges
 from failopen.observe.audit import BypassAudit
 from failopen.observe.audit_file import AuditFile
 from failopen.observe.metrics import NO_METRICS, Metrics, metrics_for
@@ -169,10 +162,15 @@ class FailOpen:
         self.use_metrics(metrics if metrics is not None else metrics_for(config.metrics))
         self._changes = ChangeListeners(clock=clock)
         self.flag.add_listener(self._changes.publish)
-        #: Issues the fallback challenge (``GET <prefix>/challenge``) when a route's outage
-        #: policy is ``fallback``, else None.
-        self.challenges: FallbackChallenges | None = None
-        self.guard.gate = self._outage_gate(config, clock)
+        #: The second vendor as the fallback challenge (FAILOPEN_FALLBACK_VENDOR), else None.
+        self.second_vendor = second_vendor(config, clock=clock, transport=verify_transport,
+                                           async_transport=verify_async_transport)
+        self.challenges: FallbackChallenges | None
+        #: ``challenges`` issues the ALTCHA challenge (``GET <prefix>/challenge``) when a
+        #: route's outage policy is ``fallback`` without a second vendor, else None.
+        self.guard.gate, self.challenges = outage_gate(
+            config, clock=clock, fleet=isinstance(self.store, RedisStore),
+            vendor=self.second_vendor)
         #: The verify probe (``FAILOPEN_EVIDENCE=status,probe``), else None.
         self.probe: VerifyProbe | None = None
         if config.probe:
@@ -180,37 +178,6 @@ class FailOpen:
             if self.status is None:
                 warn_probe_alone(config.outage_policy, config.outage_policy_routes,
                                  config.provider.title)
-
-    def _outage_gate(self, config: Config, clock: Clock) -> OutageGate:
-        """What protected routes do while enforcement is off: their outage policies, the outage
-        rate limit and the fallback challenge, shared through the fleet's Redis in fleet mode."""
-        fleet = isinstance(self.store, RedisStore)
-        password = config.store_password.reveal() if config.store_password else None
-        rate = None
-        if config.outage_rate != "none":
-            if importlib.util.find_spec("limits") is None:  # the default only: Config checked
-                logger.warning(
-                    "failopen: the outage rate limit (%s) is off: it needs %s",
-                    config.outage_rate, INSTALL, extra={"event": "failopen.outage_rate_off"})
-            else:
-                rate = OutageRateLimit(config.outage_rate, redis_url=config.store if fleet
-                                       else None, password=password,
-                                       prefix=config.redis_prefix, clock=clock)
-        used = None
-        # A secret without a fallback route in the settings: Django's @protect(outage=
-        # "fallback") names its route where Config cannot see it.
-        if config.fallback_secret is not None and (
-                config.uses_fallback or importlib.util.find_spec("altcha") is not None):
-            self.challenges = FallbackChallenges(config.fallback_secret, cost=config.fallback_cost,
-                                                 ttl=config.fallback_ttl, clock=clock)
-            memory = MemoryUsedSolutions(clock=clock)
-            used = RedisUsedSolutions(config.store, password=password,
-                                      prefix=config.redis_prefix, fallback=memory,
-                                      clock=clock) if fleet else memory
-        # A challenge another process issued may predate this one's outage by a poll or so.
-        return OutageGate(rate=rate, challenges=self.challenges, used=used,
-                          retry_after=config.retry_after,
-                          issue_skew=config.poll_interval + config.status_timeout)
 
     def _first_reading(self, config: Config) -> FirstReading:
         """What this process's first refused requests wait for (failopen.engine.first_reading)."""
@@ -345,13 +312,16 @@ class FailOpen:
         probe_close = getattr(self.probe.verifier, "close", None) if self.probe else None
         if probe_close is not None:
             probe_close()
+        if self.second_vendor is not None:
+            getattr(self.second_vendor.verifier, "close", lambda: None)()
 
     async def aclose(self) -> None:
         """Stop, and release the async connections too (call on the loop that used them)."""
         self.stop()
-        aclose = getattr(self.verifier, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        for verifier in (self.verifier, getattr(self.second_vendor, "verifier", None)):
+            aclose = getattr(verifier, "aclose", None)
+            if aclose is not None:
+                await aclose()
         if self.status is not None:
             await self.status.aclose()
 

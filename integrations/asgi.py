@@ -61,7 +61,6 @@ from ._shared import (
 )
 
 SOLUTION_HEADER = web.SOLUTION_HEADER.lower().encode("ascii")
-SOLUTION_FIELD = web.SOLUTION_FIELD
 
 __all__ = ["FailOpenMiddleware"]
 
@@ -266,7 +265,9 @@ class FailOpenMiddleware:
             # On the loop: its cost is bounded per byte (failopen.web; bench_asgi_body.py).
             token = token or web.token_from_body(content_type, body, self.config.token_field)
             if wants_solution:
-                solution = web.token_from_body(content_type, body, SOLUTION_FIELD)
+                # ALTCHA's field, or the second vendor's own (FAILOPEN_FALLBACK_VENDOR).
+                solution = web.token_from_body(content_type, body,
+                                               self.config.fallback_token_field)
             app_receive = raw.Replay(messages, receive)
         return await self.runtime.adecide(token, path=path, client=address, user_agent=agent,
                                           policy=policy, route=route,
@@ -298,7 +299,10 @@ class FailOpenMiddleware:
         found = self._policies.for_path(asked) if asked else None
         payload = web.flag_payload(state, mode=self.config.mode, probe=self.runtime.probe,
                                    outage_policy=found[1] if found is not None else None,
-                                   poll=self.runtime.watcher)
+                                   poll=self.runtime.watcher,
+                                   challenge=web.fallback_challenge(self.config),
+                                   action=web.route_action(self.config,
+                                                           found[0] if found else None))
         return raw.raw_response(200, web.FLAG_HEADERS, json.dumps(payload).encode())
 
     async def _challenge(self, scope: raw.Scope, receive: raw.Receive) -> raw.Response:

@@ -204,7 +204,8 @@ class FailOpenMiddleware:
                     token = token or web.token_from_body(content_type, body,
                                                          self.config.token_field)
                     if wants_solution:
-                        solution = web.token_from_body(content_type, body, web.SOLUTION_FIELD)
+                        solution = web.token_from_body(  # ALTCHA's, or the 2nd vendor's
+                            content_type, body, self.config.fallback_token_field)
                     raw.replay(environ, body)
             decision = self.runtime.decide(token, path=path, client=address, user_agent=agent,
                                            policy=policy, route=route, solution=solution)
@@ -236,7 +237,10 @@ class FailOpenMiddleware:
         found = self._policies.for_path(asked) if asked else None
         payload = web.flag_payload(state, mode=self.config.mode, probe=self.runtime.probe,
                                    outage_policy=found[1] if found is not None else None,
-                                   poll=self.runtime.watcher)
+                                   poll=self.runtime.watcher,
+                                   challenge=web.fallback_challenge(self.config),
+                                   action=web.route_action(self.config,
+                                                           found[0] if found else None))
         return raw.raw_response(200, web.FLAG_HEADERS, json.dumps(payload).encode())
 
     def _challenge(self, environ: raw.Environ) -> raw.Response:

@@ -114,6 +114,14 @@ class EnforcementTokenField(Field):
             return Config.token_field
 
     @property
+    def solution_field(self) -> str:
+        """Where a fallback route's answer is posted: ALTCHA's field, or the second vendor's."""
+        try:
+            return self.runtime().config.fallback_token_field
+        except Exception:  # no runtime yet: validation refuses; ALTCHA's, as before
+            return web.SOLUTION_FIELD
+
+    @property
     def widget_posts_field(self) -> bool:
         """True when the vendor's own widget adds the token's input (Turnstile, reCAPTCHA...)."""
         try:
@@ -133,7 +141,7 @@ class EnforcementTokenField(Field):
         self.data = self.token = self.solution = self.decision = None
         if formdata is not None:
             self.token = _forms.first(formdata.getlist(self.token_field))
-            self.solution = _forms.first(formdata.getlist(web.SOLUTION_FIELD))
+            self.solution = _forms.first(formdata.getlist(self.solution_field))
 
     def _value(self) -> str:
         return ""

@@ -12,8 +12,8 @@ from failopen.testing import FakeStatusPage, FakeVerifyAPI
 
 __all__ = ["LOOPBACK", "NAMES", "env", "lines", "loopback_only"]
 
-NAMES = ["configuration", "status_page", "verify_api", "store", "fleet_identity",
-         "outage_policies"]
+NAMES = ["configuration", "status_page", "verify_api", "fallback_verify_api", "store",
+         "fleet_identity", "outage_policies"]
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 
 

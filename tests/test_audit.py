@@ -186,7 +186,8 @@ async def test_each_admission_during_an_outage_names_its_outcome_route_and_polic
     why = "enforcement off (override): vendor ticket 7"
     assert lines(caplog)[:2] == [
         f"bypass path='/signup/step-2' client='{CLIENT}' outcome=bypassed_fallback "
-        f"route='/signup' policy=fallback reason={why}; fallback challenge solved",
+        f"route='/signup' policy=fallback challenge=altcha reason={why}; fallback challenge "
+        "solved",
         f"bypass path='/login' client='{CLIENT}' outcome=bypassed_flag_off route='/login' "
         f"policy=open reason={why}",
     ]

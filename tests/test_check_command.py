@@ -25,8 +25,8 @@ from failopen.config import Config
 from failopen.exceptions import ConfigError
 from failopen.testing import FakeStatusPage, FakeVerifyAPI, LoopbackServer, Reply
 
-NAMES = ["configuration", "status_page", "verify_api", "store", "fleet_identity",
-         "outage_policies"]
+NAMES = ["configuration", "status_page", "verify_api", "fallback_verify_api", "store",
+         "fleet_identity", "outage_policies"]
 
 
 # --- the whole run ------------------------------------------------------------------------------
@@ -37,7 +37,8 @@ def test_all_good_is_exit_0_with_one_line_per_check(run: Any, env: Any,
     shown = run("check")
     assert shown.code == 0, shown.out + shown.err
     found = lines(shown.out)
-    assert list(found) == ["configuration", "status page", "verify API", "store",
+    assert list(found) == ["configuration", "status page", "verify API", "fallback verify API",
+                           "store",
                            "fleet identity", "outage policies"]
     assert {status for status, _ in found.values()} == {"ok"}
     assert shown.out.splitlines()[-1] == "failopen check passed"
@@ -425,7 +426,8 @@ def test_outage_policies_list_the_routes_and_never_the_secret(
     assert detail == ("protected: /login, /signup, /reset; default open; routes of their own: "
             "/signup=fallback, /reset=closed; outage rate 5/minute per client and route, counted "
             "in each process; fallback: secret set, altcha and limits installed")
-    facts = run("check", "--json").json()["checks"][5]["facts"]
+    facts = {c["name"]: c["facts"] for c in run("check", "--json").json()["checks"]}[
+        "outage_policies"]
     assert facts["fallback_secret"] is True
     assert facts["outage_policy_routes"] == {"/signup": "fallback", "/reset": "closed"}
     assert secret not in shown.out
@@ -513,7 +515,7 @@ def test_a_secret_echoed_by_a_check_is_masked(run: Any, every_secret: pytest.Mon
     every_secret.setattr(check_module, "check_store", echoing)
     shown = run("check", "--json")
     _assert_no_secret(shown.out)
-    store = json.loads(shown.out)["checks"][3]
+    store = {c["name"]: c for c in json.loads(shown.out)["checks"]}["store"]
     assert (store["detail"], store["facts"]) == ("the server said ***", {"echo": ["***"]})
 
 
@@ -529,3 +531,38 @@ def test_no_secret_in_the_debug_log_of_the_real_command(every_secret: pytest.Mon
     assert done.returncode == 1, done.stdout + done.stderr
     assert "DEBUG" in done.stderr and "key rejected" in done.stdout
     _assert_no_secret(done.stdout + done.stderr)
+
+
+# --- issue 29: the second vendor's keys ---------------------------------------------------------
+
+
+@pytest.fixture
+def hcaptcha(env: pytest.MonkeyPatch) -> Iterator[Any]:
+    from failopen.testing.providers import FakeHCaptchaVerify
+
+    fake = FakeHCaptchaVerify()
+    with fake.serve():
+        env.setenv("FAILOPEN_FALLBACK_VENDOR", "hcaptcha")
+        env.setenv("FAILOPEN_FALLBACK_PRIVATE_KEY", fake.private_key)
+        env.setenv("FAILOPEN_FALLBACK_PUBLIC_KEY", fake.public_key)
+        env.setenv("FAILOPEN_FALLBACK_VERIFY_URL", fake.verify_url)
+        yield fake
+
+
+def test_the_second_vendor_s_key_is_checked_as_the_first_s(run: Any, hcaptcha: Any) -> None:
+    shown = run("check")
+    status, detail = lines(shown.out)["fallback verify API"]
+    assert status == "ok", detail
+    assert "key accepted" in detail
+    assert hcaptcha.private_key not in shown.out
+
+
+def test_a_wrong_second_vendor_key_is_a_problem_naming_its_setting(
+        run: Any, hcaptcha: Any, env: pytest.MonkeyPatch) -> None:
+    env.setenv("FAILOPEN_FALLBACK_PRIVATE_KEY", "0xWRONG-fallback-recognisable-key")
+    shown = run("check")
+    status, detail = lines(shown.out)["fallback verify API"]
+    assert status == "problem", detail
+    assert "FAILOPEN_FALLBACK_PRIVATE_KEY" in detail or "key rejected" in detail
+    assert "recognisable" not in shown.out
+    assert shown.code == 1

@@ -70,7 +70,7 @@ def test_a_file_store_shows_the_override_in_force(run: Any, env: pytest.MonkeyPa
     detail = lines(shown.out)["store"][1]
     assert "override in force: enforce=False until " in detail
     assert "by cli: vendor ticket \\x1b[2J 42" in detail  # text from the store, escaped
-    store = json.loads(run("check", "--json").out)["checks"][3]
+    store = {c["name"]: c for c in json.loads(run("check", "--json").out)["checks"]}["store"]
     assert store["facts"]["override"]["reason"] == "vendor ticket \x1b[2J 42"  # exact in JSON
 
 
@@ -259,7 +259,8 @@ def test_the_fleet_line_names_the_page_a_process_acts_on(
     fake_status_page: FakeStatusPage,
 ) -> None:
     env.setenv("FAILOPEN_STORE", redis_server.url)
-    facts = run("check", "--json").json()["checks"][4]["facts"]
+    facts = {c["name"]: c for c in run("check", "--json").json()["checks"]}[
+        "fleet_identity"]["facts"]
     page = Watched.of(fake_status_page.url, None, None).page
     assert facts["fleet"] is True and facts["page"] == page and facts["prefix"] == "failopen:"
     assert facts["process"] == f"{socket.gethostname()[:60]}:<pid>:<random>"

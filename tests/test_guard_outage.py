@@ -372,7 +372,7 @@ async def test_a_request_described_by_nothing_is_audited_as_nothing(
 @pytest.mark.anyio
 @pytest.mark.parametrize("twin", ["decide", "adecide"])
 @pytest.mark.parametrize(("policy", "instead"), [
-    ("closed", "would refuse"), ("fallback", "would ask for the fallback challenge"),
+    ("closed", "would refuse"), ("fallback", "would ask for the fallback challenge (altcha)"),
     ("nonsense", "would refuse"),  # enforce mode's gate treats an unknown policy as closed
 ])
 @pytest.mark.parametrize("token", [None, "tok\x00", "tok"])

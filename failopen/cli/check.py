@@ -4,6 +4,7 @@
 ``configuration``    the whole Config, as a server builds it; or each bad setting, a line each
 ``status_page``      components.json read once: the global component it would watch, its status
 ``verify_api``       a made-up token sent: key accepted (token invalid), key rejected, unreachable
+``fallback_verify_api``  the same for the second vendor (FAILOPEN_FALLBACK_VENDOR), with its keys
 ``store``            memory (per process), file (rules, override, writable), redis (AUTH, a
                      round trip under the prefix, override)
 ``fleet_identity``   fleet or standalone, how processes name themselves, page hash, mode
@@ -41,6 +42,7 @@ from urllib.parse import quote
 from failopen._internal.terminal import printable
 from failopen.cli.config import OUTAGE_FIELDS, STATUS_FIELDS, STORE_FIELDS, config_using
 from failopen.cli.preflight import Check, Wiring, check_status_page, check_verify_api
+from failopen.cli.preflight_fallback import check_fallback_verify_api
 from failopen.cli.preflight_settings import check_configuration, check_outage_policies
 from failopen.cli.preflight_store import check_fleet_identity, check_store
 from failopen.config import Config
@@ -57,13 +59,19 @@ ExtraCheck = Callable[[Config | None], list[Check]]
 STORE_DEADLINE = 5.0
 _SLACK = 1.0  # beyond a vendor check's own time-out: thread start, TLS set-up, closing
 _MIN_SECRET = 4  # a shorter value would mask ordinary words; Config refuses such secrets anyway
-_SECRET_FIELDS = ("private_key", "admin_token", "store_password", "fallback_secret")
+_SECRET_FIELDS = ("private_key", "admin_token", "store_password", "fallback_secret",
+                  "fallback_private_key")
 _SECRET_VARIABLES = ("FAILOPEN_PRIVATE_KEY", "FAILOPEN_ADMIN_TOKEN", "FAILOPEN_STORE_PASSWORD",
-                     "FAILOPEN_FALLBACK_SECRET", "FAILOPEN_RAI_CLIENT_SECRET")
+                     "FAILOPEN_FALLBACK_SECRET", "FAILOPEN_FALLBACK_PRIVATE_KEY",
+                     "FAILOPEN_RAI_CLIENT_SECRET")
 
 _VERIFY_FIELDS = frozenset({"verify_url", "private_key", "verify_timeout", "require_verified",
                             "protected_paths", "protected_views", "vendor", "public_key",
                             "min_score"})
+_FALLBACK_VERIFY_FIELDS = frozenset({
+    "fallback_vendor", "fallback_private_key", "fallback_public_key", "fallback_verify_url",
+    "fallback_vendor_url", "verify_timeout", "min_score", "vendor", "token_field",
+    "fallback_secret"})
 _FLEET_FIELDS = STORE_FIELDS | {"status_url", "global_component", "verify_url", "private_key",
                                 "evidence", "mode"}
 _Run = Callable[[Config, Wiring, Mapping[str, str]], Check]
@@ -73,6 +81,8 @@ _PARTS: tuple[tuple[str, frozenset[str], _Run, Callable[[Config], float]], ...] 
      lambda c: c.status_timeout + _SLACK),
     ("verify_api", _VERIFY_FIELDS, lambda c, w, e: check_verify_api(c, w),
      lambda c: 2 * c.verify_timeout + _SLACK),
+    ("fallback_verify_api", _FALLBACK_VERIFY_FIELDS,
+     lambda c, w, e: check_fallback_verify_api(c, w), lambda c: 2 * c.verify_timeout + _SLACK),
     ("store", STORE_FIELDS | {"override_endpoint"}, lambda c, w, e: check_store(c, e),
      lambda c: STORE_DEADLINE),
     ("fleet_identity", _FLEET_FIELDS, lambda c, w, e: check_fleet_identity(c, e),

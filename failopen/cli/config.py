@@ -17,6 +17,7 @@ from typing import Any
 from failopen._internal.durations import duration_arg, duration_or_zero_arg
 from failopen.config import Config
 from failopen.exceptions import ConfigError
+from failopen.fallback.second_vendor import ALTCHA
 
 __all__ = [
     "OUTAGE_FIELDS", "OUTAGE_KEYS", "STATUS_FIELDS", "STORE_FIELDS", "WATCH_FIELDS",
@@ -43,10 +44,13 @@ STORE_FIELDS = frozenset({"store", "store_password", "redis_prefix"})
 # checked against: a route must be protected, and a fallback route needs the secret.
 OUTAGE_FIELDS = frozenset({
     "outage_policy", "outage_policy_routes", "outage_rate", "protected_paths",
-    "protected_views", "fallback_secret"})
+    "protected_views", "fallback_secret", "vendor", "token_field", "fallback_vendor",
+    "fallback_private_key", "fallback_public_key", "fallback_verify_url", "fallback_vendor_url"})
 #: ``failopen watch --json``'s outage keys (a contract): what protected routes do while
 #: enforcement is off, as the settings say.
-OUTAGE_KEYS = ("outage_policy", "outage_policy_routes", "outage_rate")
+#: ``fallback_challenge`` (issue 29): what a fallback route asks for, ``altcha`` or the second
+#: vendor's name.
+OUTAGE_KEYS = ("outage_policy", "outage_policy_routes", "outage_rate", "fallback_challenge")
 
 
 def command_config(args: argparse.Namespace, *, uses: frozenset[str] | None = None,
@@ -88,7 +92,8 @@ def watch_config(args: argparse.Namespace, *, outage: bool,
         shown = dict.fromkeys(OUTAGE_KEYS) if source is None else {
             "outage_policy": source.outage_policy,
             "outage_policy_routes": dict(source.outage_policy_routes),
-            "outage_rate": source.outage_rate}
+            "outage_rate": source.outage_rate,
+            "fallback_challenge": source.fallback_vendor or ALTCHA}
     if ignored is not None and str(ignored) != str(unusable):
         _warn_ignored(args, ignored)
     if unusable is not None:

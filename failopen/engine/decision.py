@@ -29,7 +29,7 @@ Outcome = Literal[
     "valid", "bypassed_flag_off", "bypassed_confirmed_outage", "bypassed_fallback",
     "missing_token", "invalid_token", "rate_limited", "cannot_verify", "internal_error",
     "outage_closed", "outage_rate_limited", "fallback_required", "fallback_invalid",
-    "misconfigured", "low_score",
+    "misconfigured", "low_score", "fallback_unavailable",
 ]
 
 

@@ -32,7 +32,8 @@ from failopen.engine.confirm import CONFIRM_WAIT, OutageConfirmer
 from failopen.engine.decision import Decision, Outcome, fail_closed, refusal, verify_decision
 from failopen.engine.first_reading import FirstReading
 from failopen.engine.flag import EnforcementFlag
-from failopen.engine.outage import OutageGate, Refusal
+from failopen.engine.guard_outage import OutageDecisions
+from failopen.engine.outage import OutageGate
 from failopen.engine.shadow import shadow_decision
 from failopen.observe.audit import BypassAudit
 from failopen.observe.metrics import NO_METRICS, Metrics
@@ -67,7 +68,7 @@ def _unusable(token: str | None) -> bool:
         or not token.isprintable()
 
 
-class Guard:
+class Guard(OutageDecisions):
     """Turns the flag, the token and the verify call into a Decision. Never raises."""
 
     #: Set by the runtime (failopen.metrics): counts decisions and times verify calls.
@@ -141,11 +142,15 @@ class Guard:
             state = self.flag.state
             if not state.enforce and self.mode == "enforce":
                 return self._bypass_flag_off(state, path, client, user_agent, policy, route,
-                                             solution)
+                                             solution, action)
             first = self._awaited_first_reading(state)
             if first is not None and _unusable(token):
                 first.await_sync()
-            early = self._before_verify(token, path, client, user_agent, policy, route, solution)
+            state = self.flag.state  # again: it may have turned while the first reading came
+            if self.mode == "enforce" and not state.enforce:
+                return self._bypass_flag_off(state, path, client, user_agent, policy, route,
+                                             solution, action)
+            early = self._token_refusal(token, path, client, policy)
             if early is not None:
                 return early
             started = time.perf_counter()
@@ -164,11 +169,11 @@ class Guard:
                 state = self.flag.state
                 if self.mode == "enforce" and not state.enforce:
                     return self._bypass_flag_off(state, path, client, user_agent, policy, route,
-                                             solution)
+                                                 solution, action)
             confirmed = confirmer.confirm() if confirmer is not None else False
             if confirmed and result.outcome is VerifyOutcome.UNAVAILABLE:
                 return self._bypass_confirmed(result, path, client, user_agent, policy, route,
-                                              solution)
+                                              solution, action)
             return self._finish(verify_decision(result, retry_after=self.retry_after), path, client,
                                 user_agent=user_agent, policy=policy)
         except Exception:
@@ -181,12 +186,16 @@ class Guard:
         try:
             state = self.flag.state
             if not state.enforce and self.mode == "enforce":
-                return self._bypass_flag_off(state, path, client, user_agent, policy, route,
-                                             solution)
+                return await self._abypass_flag_off(state, path, client, user_agent, policy,
+                                                    route, solution, action)
             first = self._awaited_first_reading(state)
             if first is not None and _unusable(token):
                 await first.await_async()
-            early = self._before_verify(token, path, client, user_agent, policy, route, solution)
+            state = self.flag.state
+            if self.mode == "enforce" and not state.enforce:
+                return await self._abypass_flag_off(state, path, client, user_agent, policy,
+                                                    route, solution, action)
+            early = self._token_refusal(token, path, client, policy)
             if early is not None:
                 return early
             started = time.perf_counter()
@@ -204,12 +213,12 @@ class Guard:
                 await first.await_async()
                 state = self.flag.state
                 if self.mode == "enforce" and not state.enforce:
-                    return self._bypass_flag_off(state, path, client, user_agent, policy, route,
-                                             solution)
+                    return await self._abypass_flag_off(state, path, client, user_agent, policy,
+                                                        route, solution, action)
             confirmed = await confirmer.aconfirm() if confirmer is not None else False
             if confirmed and result.outcome is VerifyOutcome.UNAVAILABLE:
-                return self._bypass_confirmed(result, path, client, user_agent, policy, route,
-                                              solution)
+                return await self._abypass_confirmed(result, path, client, user_agent, policy,
+                                                     route, solution, action)
             return self._finish(verify_decision(result, retry_after=self.retry_after), path, client,
                                 user_agent=user_agent, policy=policy)
         except Exception:
@@ -243,17 +252,15 @@ class Guard:
 
     # --- internals --------------------------------------------------------------------------
 
-    def _action(self, action: str | None, route: str, path: str) -> str | None:
-        """The action the token must carry: the caller's, else the route's
-        (FAILOPEN_EXPECTED_ACTIONS)."""
-        if action is not None:
-            return action
-        actions = self.actions
-        return actions.get(route or path) if actions else None
-
     def _timed(self, started: float) -> None:
         try:
             self.metrics.verify_call(time.perf_counter() - started)
+        except Exception:  # counting must never turn a decision into an error
+            logger.exception("metrics failed", extra={"event": "failopen.metrics_failed"})
+
+    def _fallback_admitted(self, challenge: str) -> None:
+        try:
+            self.metrics.fallback_admitted(challenge)
         except Exception:  # counting must never turn a decision into an error
             logger.exception("metrics failed", extra={"event": "failopen.metrics_failed"})
 
@@ -269,82 +276,9 @@ class Guard:
                 tally = self._tallies.setdefault(outcome, itertools.count())
         next(tally)
 
-    def _bypass_flag_off(self, state: FlagState, path: str, client: str, user_agent: str,
-                         policy: str = "open", route: str = "",
-                         solution: str | None = None) -> Decision:
-        """The decision for ``state``, which is off, in enforce mode: the route's outage policy
-        (``open``, within the outage rate limit, is allowed, bypassed, counted and audited).
-        For an open route without a rate limit, what ``_finish`` does without the branches that
-        cannot apply: this is the whole cost of such a request during an outage."""
-        gate = self.gate
-        if policy != "open" or gate.rate is not None:
-            refused = gate.refuse(policy, route=route or path, client=client, solution=solution,
-                                  off_since=state.since)
-            if refused is not None:
-                return self._finish(self._refused(refused), path, client)
-            if policy == "fallback":
-                return self._bypass_fallback(state, path, client, user_agent, route)
-        cached = self._bypass_for
-        if cached is not None and cached[0] is state:
-            decision, first = cached[1], False
-        else:
-            decision = Decision(
-                allow=True, bypassed=True, outcome="bypassed_flag_off",
-                reason=f"enforcement off ({state.source}): {state.reason}",
-            )
-            self._bypass_for, first = (state, decision), True
-        next(self._bypassed_tally)
-        # The policy is open here (the gate refused or sent on every other); the audit's
-        # default, not passed: one argument less on the busiest path of an outage.
-        self.audit.record(path, client, decision.reason, first, user_agent, "bypassed_flag_off",
-                          route)
-        return decision
-
-    def _bypass_fallback(self, state: FlagState, path: str, client: str,
-                         user_agent: str, route: str) -> Decision:
-        cached = self._fallback_for
-        first = cached is None or cached[0] is not state
-        if cached is not None and not first:
-            decision = cached[1]
-        else:
-            decision = Decision(
-                allow=True, bypassed=True, outcome="bypassed_fallback",
-                reason=f"enforcement off ({state.source}): {state.reason}; fallback challenge "
-                       "solved",
-            )
-            self._fallback_for = (state, decision)
-        return self._finish(decision, path, client, first=first, user_agent=user_agent,
-                            route=route, policy="fallback")
-
-    def _bypass_confirmed(self, result: VerifyResult, path: str, client: str, user_agent: str,
-                          policy: str, route: str, solution: str | None) -> Decision:
-        """The verify call is unavailable and the status page confirms an outage: the route's
-        outage policy decides, as it does while the flag is off. Shadow mode enforces without
-        asking the gate, which would spend a client's rate allowance and use up its solution."""
-        state = self.flag.state
-        if self.mode != "shadow":
-            refused = self.gate.refuse(policy, route=route or path, client=client,
-                                       solution=solution, off_since=state.since)
-            if refused is not None:
-                return self._finish(self._refused(refused), path, client)
-        outcome: Outcome = "bypassed_fallback" if policy == "fallback" \
-            else "bypassed_confirmed_outage"
-        return self._finish(Decision(
-            allow=True, bypassed=True, outcome=outcome,
-            reason=f"verify unavailable ({result.reason}); outage confirmed: {state.reason}",
-        ), path, client, user_agent=user_agent, route=route, policy=policy)
-
-    def _refused(self, refusal: Refusal) -> Decision:
-        return self._reject(refusal.status_code, refusal.outcome, refusal.reason,
-                            refusal.retry_after)
-
-    def _before_verify(self, token: str | None, path: str, client: str, user_agent: str,
-                       policy: str, route: str, solution: str | None) -> Decision | None:
-        """The decision when no verify call is needed: flag off, or no usable token."""
-        state = self.flag.state
-        if self.mode == "enforce" and not state.enforce:
-            return self._bypass_flag_off(state, path, client, user_agent, policy, route,
-                                             solution)
+    def _token_refusal(self, token: str | None, path: str, client: str,
+                       policy: str) -> Decision | None:
+        """The refusal when no verify call is needed: no usable token."""
         if not token:
             return self._finish(self._missing, path, client, policy=policy)
         if _unusable(token):
@@ -373,14 +307,20 @@ class Guard:
         line, the protected route it counted under (the path when empty) and its outage policy."""
         if self.mode == "shadow":
             state = self.flag.state
-            decision = shadow_decision(decision, enforce=state.enforce, flag_reason=state.reason,
-                                       path=path, client=client, policy=policy,
-                                       retry_after=self.retry_after)
+            decision = shadow_decision(
+                decision, enforce=state.enforce, flag_reason=state.reason, path=path,
+                client=client, policy=policy, retry_after=self.retry_after,
+                challenge=self.gate.challenge if policy == "fallback" else "")
         self._count(decision.outcome)
         if decision.bypassed:
+            # Which challenge admitted it (``altcha`` or the second vendor's name), for the
+            # audit and the metrics: a reviewer tells a proof of work from a vendor's check.
+            challenge = self.gate.challenge if decision.outcome == "bypassed_fallback" else ""
+            if challenge:
+                self._fallback_admitted(challenge)
             self.audit.record(path, client, decision.reason, first=first,
                               user_agent=user_agent, outcome=decision.outcome, route=route,
-                              policy=policy)
+                              policy=policy, challenge=challenge)
         elif not decision.allow:
             if logger.isEnabledFor(logging.INFO):
                 logger.info("reject path=%r status=%d reason=%s", path, decision.status_code,

@@ -6,14 +6,19 @@ it does not have to open the route. Each route follows one of three policies
 
 - ``open``: admitted unchecked, as before (``bypassed``), within the outage rate limit;
 - ``fallback``: admitted only with a solved, unused, unexpired self-hosted proof-of-work challenge
-  issued during this outage (``bypassed_fallback``), within the outage rate limit; otherwise
-  ``fallback_required`` or ``fallback_invalid`` (403);
+  issued during this outage, or (``FAILOPEN_FALLBACK_VENDOR``) a token the second vendor's verify
+  call vouches for (``bypassed_fallback``), within the outage rate limit; otherwise
+  ``fallback_required`` or ``fallback_invalid`` (403), and ``fallback_unavailable`` (503 with
+  ``Retry-After``) when the second vendor cannot answer: never an admission, never evidence;
 - ``closed``: refused with 503 and ``Retry-After`` (``outage_closed``).
 
 Over the rate limit: 429 ``outage_rate_limited`` with ``Retry-After``. The limit counts the
 requests admitted without a vendor check, per client address and route: a cheap check comes
-first, so a flood over the limit costs no challenge verification, and the admission is counted
-in one step with a last check, so concurrent requests cannot slip over it together.
+first, so a flood over the limit costs no challenge verification (nor a second vendor's verify
+call), and the admission is counted in one step with a last check, so concurrent requests cannot
+slip over it together. The second vendor's verify call is the one step with I/O: :meth:`OutageGate.
+refuse` makes it blocking (sync adapters), :meth:`OutageGate.arefuse` awaits it (never a blocking
+call on an event loop); both run the same three steps around it.
 
 The gate knows the fallback's pieces (``failopen.fallback``) only by what it asks of them, and
 never raises: a piece that fails refuses the request (a bug must not open a route).
@@ -24,10 +29,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from failopen.fallback.second_vendor import ALTCHA
 from failopen.fallback.settings import OUTAGE_POLICIES
+from failopen.providers.verify_answers import VerifyOutcome, VerifyResult
 
 __all__ = [
-    "ChallengeSource", "OutageGate", "OutagePolicy", "RateLimit", "Refusal",
+    "ChallengeSource", "FallbackVendor", "OutageGate", "OutagePolicy", "RateLimit", "Refusal",
     "SolutionCheck", "SolutionChecker", "UsedSolutions", "strictest",
 ]
 
@@ -91,13 +98,24 @@ class RateLimit(Protocol):
     def hit(self, client: str, route: str) -> int | None: ...
 
 
+class FallbackVendor(Protocol):
+    """The second vendor's verify call: ``failopen.fallback.SecondVendor``."""
+
+    @property
+    def name(self) -> str: ...
+
+    def verify(self, token: str, *, client: str, action: str | None) -> VerifyResult: ...
+
+    async def averify(self, token: str, *, client: str, action: str | None) -> VerifyResult: ...
+
+
 @dataclass(frozen=True)
 class Refusal:
     """A refusal the gate decided: the Guard turns it into a Decision."""
 
     status_code: int
     outcome: Literal["outage_closed", "outage_rate_limited", "fallback_required",
-                     "fallback_invalid"]
+                     "fallback_invalid", "fallback_unavailable"]
     reason: str
     retry_after: int | None = None
 
@@ -113,8 +131,12 @@ class OutageGate:
         used: UsedSolutions | None = None,
         retry_after: int = 5,
         issue_skew: float = 0.0,
+        vendor: FallbackVendor | None = None,
     ) -> None:
         self.rate = rate
+        #: The second vendor (FAILOPEN_FALLBACK_VENDOR): a fallback route's challenge instead of
+        #: ALTCHA's; Config never configures both.
+        self.vendor = vendor
         #: Seconds a challenge may predate this process's outage: another process of the fleet
         #: may have seen the outage (and issued challenges) up to a poll interval earlier.
         self.issue_skew = issue_skew
@@ -128,17 +150,66 @@ class OutageGate:
                                  "a solved fallback challenge and none was sent")
 
     def __repr__(self) -> str:
-        return (f"OutageGate(rate={self.rate!r}, fallback="
-                f"{'on' if self.challenges is not None else 'off'})")
+        fallback = self.challenge if self.challenges is not None or self.vendor else "off"
+        return f"OutageGate(rate={self.rate!r}, fallback={fallback})"
+
+    @property
+    def challenge(self) -> str:
+        """What a fallback route asks for: ``altcha`` or the second vendor's name."""
+        vendor = self.vendor
+        return vendor.name if vendor is not None else ALTCHA
+
+    @property
+    def verifies_remotely(self) -> bool:
+        """True when a fallback answer is checked by a network call (a second vendor): the
+        async adapters must then use :meth:`arefuse`."""
+        return self.vendor is not None
 
     def refuse(self, policy: str, *, route: str, client: str, solution: str | None,
-               off_since: float) -> Refusal | None:
+               off_since: float, action: str | None = None) -> Refusal | None:
         """None when the request may pass unchecked (``open``, or ``fallback`` with a good
-        solution, within the rate limit; the admission is counted), else the refusal.
+        answer, within the rate limit; the admission is counted), else the refusal.
 
         ``off_since``: when enforcement last turned off; a challenge issued before it (less
-        :attr:`issue_skew`) was issued while enforcing and is refused.
+        :attr:`issue_skew`) was issued while enforcing and is refused. ``action``: the one the
+        route's tokens must carry, for a second vendor that checks actions.
         """
+        refused = self.before_check(policy, route=route, client=client, solution=solution)
+        if refused is not None:
+            return refused
+        if policy == "fallback":
+            vendor = self.vendor
+            if vendor is not None:
+                refused = _vendor_refusal(vendor.verify(
+                    solution or "", client=client, action=action), self.retry_after)
+            else:
+                refused = self._check(solution or "", off_since - self.issue_skew)
+            if refused is not None:
+                return refused
+        return self.admit(client, route)
+
+    async def arefuse(self, policy: str, *, route: str, client: str, solution: str | None,
+                      off_since: float, action: str | None = None) -> Refusal | None:
+        """The async twin of :meth:`refuse`: the second vendor's verify call is awaited."""
+        refused = self.before_check(policy, route=route, client=client, solution=solution)
+        if refused is not None:
+            return refused
+        if policy == "fallback":
+            vendor = self.vendor
+            if vendor is not None:
+                refused = _vendor_refusal(await vendor.averify(
+                    solution or "", client=client, action=action), self.retry_after)
+            else:
+                refused = self._check(solution or "", off_since - self.issue_skew)
+            if refused is not None:
+                return refused
+        return self.admit(client, route)
+
+    def before_check(self, policy: str, *, route: str, client: str,
+                     solution: str | None) -> Refusal | None:
+        """The refusal decided before any answer is checked: closed (and unknown) policies, a
+        fallback route without an answer, and the cheap rate-limit test (a flood over the
+        limit costs no verification)."""
         if policy == "fallback":
             if not solution:
                 return self._required
@@ -150,10 +221,11 @@ class OutageGate:
             if wait is not None:
                 return Refusal(429, "outage_rate_limited",
                                f"over the outage rate limit ({route})", wait)
-        if solution and policy == "fallback":
-            refused = self._check(solution, off_since - self.issue_skew)
-            if refused is not None:
-                return refused
+        return None
+
+    def admit(self, client: str, route: str) -> Refusal | None:
+        """Count the admission; the refusal when it is over the limit after all."""
+        rate = self.rate
         if rate is not None:
             # Counted and checked in one step: a burst of concurrent requests that all passed
             # the test above still cannot go over the limit together.
@@ -173,3 +245,19 @@ class OutageGate:
         if not used.claim(checked.key, checked.expires_at, issued_at=checked.issued_at):
             return Refusal(403, "fallback_invalid", "fallback solution refused: already used")
         return None
+
+
+def _vendor_refusal(result: VerifyResult, retry_after: int) -> Refusal | None:
+    """The second vendor's verdict as the gate's: valid passes; a refused token (bad, junk,
+    replayed: the vendor's single use, low score, wrong action) is 403; anything else (its
+    verify unavailable, rate-limited, misconfigured, our queue full) is 503, never a bypass and
+    never outage evidence: nothing here reaches the flag."""
+    outcome = result.outcome
+    if outcome is VerifyOutcome.VALID:
+        return None
+    if outcome is VerifyOutcome.INVALID:
+        return Refusal(403, "fallback_invalid", f"fallback token refused: {result.reason}")
+    wait = result.retry_after if outcome is VerifyOutcome.RATE_LIMITED else None
+    return Refusal(503, "fallback_unavailable",
+                   f"the fallback challenge cannot be verified now: {result.reason}",
+                   max(int(wait), retry_after) if wait else retry_after)

@@ -107,18 +107,22 @@ def check_outage_rate(rate: Any, *, explicit: bool) -> str:
 
 def check_outage(*, policy: str, routes: Any, paths: tuple[str, ...], views: tuple[str, ...],
                  secret: Secret | None, rate: Any, rate_explicit: bool,
-                 proxies: Any) -> dict[str, Any]:
+                 proxies: Any, second_vendor: bool = False) -> dict[str, Any]:
     """The outage settings checked together, as Config keeps them: ``outage_policy_routes``,
-    ``outage_rate``, ``trusted_proxies``, and the lookups ``_policies`` and ``_proxies``."""
+    ``outage_rate``, ``trusted_proxies``, and the lookups ``_policies`` and ``_proxies``.
+
+    ``second_vendor``: FAILOPEN_FALLBACK_VENDOR is set, so a fallback route needs neither ALTCHA
+    nor its secret (:mod:`failopen.fallback.second_vendor` checks that vendor's settings)."""
     pairs = policy_routes(routes)
     check_policy_routes(pairs, paths=paths, views=views)
-    if policy == "fallback" or any(p == "fallback" for _route, p in pairs):
+    if not second_vendor and (policy == "fallback" or any(p == "fallback" for _r, p in pairs)):
         require_extra("the fallback outage policy (FAILOPEN_OUTAGE_POLICY, "
                       "FAILOPEN_OUTAGE_POLICY_ROUTES)")
         if secret is None:
             raise ConfigError(
                 "FAILOPEN_FALLBACK_SECRET: required when a route's outage policy is fallback "
-                "(it signs the challenges; give every process of the fleet the same one). "
+                "(it signs the challenges; give every process of the fleet the same one), "
+                "unless FAILOPEN_FALLBACK_VENDOR names a second vendor as the challenge. "
                 "Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'")
     if secret is not None and len(secret.reveal().strip()) < MIN_SECRET:
         # Never echo the value: it is a credential.

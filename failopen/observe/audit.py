@@ -113,25 +113,29 @@ class BypassAudit:
 
     def record(self, path: str, client: str, reason: str, first: bool = False,
                user_agent: str = "", outcome: str = FLAG_OFF, route: str = "",
-               policy: str = "open") -> None:
+               policy: str = "open", challenge: str = "") -> None:
         """One bypassed request. ``first``: the first since the flag changed (written in full).
 
         ``outcome`` says how it was admitted (``bypassed_flag_off``, ``bypassed_fallback``,
         ``bypassed_confirmed_outage``); ``route`` is the protected route it counted under (the
         path when empty) and ``policy`` that route's outage policy: a reviewer tells a request
         that paid a proof of work from one that passed free, and which setting let it through.
+        ``challenge`` names what a ``bypassed_fallback`` request passed (``altcha`` or the second
+        vendor's name; the audit file's reason says it too).
         """
         if first or self.file is not None or self.mode == "each":
             if self.file is not None:
                 self.file.record(path, client, user_agent, outcome, reason, self._window_id())
             if self.mode == "each" or first:
                 route = route or path
+                # The challenge only where one was passed: an open route's line is unchanged.
                 audit.warning(
-                    "bypass path=%r client=%r outcome=%s route=%r policy=%s reason=%s",
-                    path, client, outcome, route, policy, reason, extra={
+                    "bypass path=%r client=%r outcome=%s route=%r policy=%s "
+                    f"{'challenge=%s ' if challenge else '%s'}reason=%s", path, client, outcome,
+                    route, policy, challenge, reason, extra={
                         "event": "failopen.bypass", "path": path, "client": client,
                         "outcome": outcome, "route": route, "policy": policy,
-                        "reason": reason})
+                        "challenge": challenge or None, "reason": reason})
                 if self.mode == "each":
                     return
         # Every bypass of an outage comes through here, so it is tallied with one append (a

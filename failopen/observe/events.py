@@ -74,7 +74,8 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
     "failopen.bypass": (
         "failopen.audit", "WARNING",
         "a bypassed request (each one with FAILOPEN_AUDIT=each; else the first after a change)",
-        "path, client, outcome, route, policy, reason"),
+        "path, client, outcome, route, policy, challenge (altcha or the second vendor's name, "
+        "for bypassed_fallback; else null), reason"),
     "failopen.bypass_summary": (
         "failopen.audit", "WARNING",
         "bypassed requests since the last summary (every 10 s while bypassing, and when the "
@@ -85,7 +86,8 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
     "failopen.shadow_outage_policy": (
         "failopen.audit", "WARNING", "shadow mode: a request that enforce mode would have "
         "refused or sent to the fallback challenge (a closed or fallback route)",
-        "path, client, policy, reason"),
+        "path, client, policy, challenge (a fallback route's: altcha or the second vendor's "
+        "name; else null), reason"),
     "failopen.rejected": (
         "failopen.guard", "INFO", "a request refused (403 or 503)",
         "path, status_code, outcome, reason"),

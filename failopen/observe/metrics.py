@@ -36,9 +36,9 @@ from typing import Any, Protocol
 from failopen._internal.forksafe import renew_locks_after_fork
 
 __all__ = [
-    "CONFIRMATION_RESULTS", "DECISION_OUTCOMES", "FLAG_SOURCES", "METRIC_NAMES", "Metrics",
-    "NO_METRICS", "POLL_RESULTS", "PROBE_RESULTS", "PrometheusMetrics", "available", "install",
-    "metrics_for",
+    "CONFIRMATION_RESULTS", "DECISION_OUTCOMES", "FALLBACK_CHALLENGES", "FLAG_SOURCES",
+    "METRIC_NAMES", "Metrics", "NO_METRICS", "POLL_RESULTS", "PROBE_RESULTS", "PrometheusMetrics",
+    "available", "install", "metrics_for",
 ]
 
 logger = logging.getLogger("failopen.metrics")
@@ -65,7 +65,7 @@ DECISION_OUTCOMES = (
     "valid", "bypassed_flag_off", "bypassed_confirmed_outage", "bypassed_fallback",
     "missing_token", "invalid_token", "rate_limited", "cannot_verify", "internal_error",
     "outage_closed", "outage_rate_limited", "fallback_required", "fallback_invalid",
-    "misconfigured", "low_score",
+    "misconfigured", "low_score", "fallback_unavailable",
 )
 #: Where the flag's value came from (``failopen.flag.Source``): the ``source`` label.
 FLAG_SOURCES = ("default", "watcher", "confirmed", "probe", "override")
@@ -76,11 +76,16 @@ POLL_RESULTS = ("impaired", "operational", "neutral", "failed")
 CONFIRMATION_RESULTS = ("outage", "no_outage", "failed", "fleet")
 #: What one verify probe of this process found (``FAILOPEN_EVIDENCE=status,probe``).
 PROBE_RESULTS = ("healthy", "failed", "skipped")
+#: What a ``fallback`` route's admitted request passed: the self-hosted ALTCHA challenge or a
+#: second vendor (``FAILOPEN_FALLBACK_VENDOR``; the registry's names, pinned by a test).
+FALLBACK_CHALLENGES = ("altcha", "turnstile", "hcaptcha", "recaptcha", "recaptcha-enterprise",
+                       "friendly-captcha")
 
 METRIC_NAMES = (
     "failopen_decisions_total", "failopen_enforcing", "failopen_flag_transitions_total",
     "failopen_status_polls_total", "failopen_status_poll_seconds", "failopen_verify_seconds",
     "failopen_confirmations_total", "failopen_override_active", "failopen_verify_probes_total",
+    "failopen_fallback_admissions_total",
 )
 
 
@@ -106,6 +111,11 @@ class Metrics:
 
     def verify_probe(self, result: str) -> None:
         """One verify probe sent by this process (see :data:`PROBE_RESULTS`)."""
+
+    def fallback_admitted(self, challenge: str) -> None:
+        """A ``fallback`` route admitted a request that passed ``challenge`` (see
+        :data:`FALLBACK_CHALLENGES`); counted as it happens: each one paid a challenge, so
+        they are few next to an open route's bypasses."""
 
     def flag_changed(self, old: EnforcementState, new: EnforcementState) -> None:
         """The flag's visible state changed (called synchronously by the flag)."""
@@ -154,6 +164,10 @@ class _Instruments:
         self.probes = Counter(
             "failopen_verify_probes", "Verify probes sent by this process, by what they found.",
             ["result"], registry=None)
+        self.fallbacks = Counter(
+            "failopen_fallback_admissions",
+            "Requests a fallback route admitted during an outage, by the challenge they passed.",
+            ["challenge"], registry=None)
         self.poll_seconds = Histogram(
             "failopen_status_poll_seconds", "Duration of the watcher's status page polls.",
             registry=None)
@@ -170,6 +184,7 @@ class _Instruments:
             _FlushOnScrape(self.users),  # first: a scrape sees the counts brought up to date
             self.decisions, self.enforcing, self.transitions, self.polls, self.poll_seconds,
             self.verify_seconds, self.confirmations, self.override_active, self.probes,
+            self.fallbacks,
         ]
         self.registered: list[Any] = []
         if registry is not None:
@@ -254,6 +269,8 @@ class PrometheusMetrics(Metrics):
             r: shared.confirmations.labels(result=r).inc for r in CONFIRMATION_RESULTS}
         self._probed: dict[str, Callable[..., None]] = {
             r: shared.probes.labels(result=r).inc for r in PROBE_RESULTS}
+        self._fell_back: dict[str, Callable[..., None]] = {
+            c: shared.fallbacks.labels(challenge=c).inc for c in FALLBACK_CHALLENGES}
         self._poll_seconds = shared.poll_seconds.observe
         self._verify_seconds = shared.verify_seconds.observe
         self._enforcing = shared.enforcing.set
@@ -293,6 +310,11 @@ class PrometheusMetrics(Metrics):
 
     def verify_probe(self, result: str) -> None:
         inc = self._probed.get(result)
+        if inc is not None:
+            inc()
+
+    def fallback_admitted(self, challenge: str) -> None:
+        inc = self._fell_back.get(challenge)
         if inc is not None:
             inc()
 

@@ -97,6 +97,11 @@ class Provider:
     #: How long a token stays verifiable, in seconds, as the vendor documents it (None: it
     #: documents none).
     token_lifetime: ClassVar[float | None]
+    #: The origin its browser script loads from (the ``FAILOPEN_VENDOR_URL`` and
+    #: ``FAILOPEN_FALLBACK_VENDOR_URL`` preset; the snippet appends the vendor's own path). None
+    #: where each customer has its own (the spec's vendor: ``FAILOPEN_VENDOR_URL``). Its adapter,
+    #: ``failopen-<name>.js``, adds the vendor's path.
+    script_origin: ClassVar[str | None] = None
     #: The vendor's status page, where it has one a machine can read.
     status: ClassVar[StatusPreset | None] = None
     #: The longest token the vendor issues; a longer one is refused without a call.
@@ -120,9 +125,6 @@ class Provider:
     #: Statuses by which the vendor refuses our private key while it reads as a refused token
     #: (the spec's vendor's 401/403): logged at ERROR, paced, as a wrong key.
     credentials_statuses: ClassVar[frozenset[int]] = frozenset()
-    #: Where the browser loads the vendor's script from (``FAILOPEN_VENDOR_URL``'s preset; its
-    #: adapter, ``failopen-<name>.js``, adds the vendor's path); None: the setting is required.
-    script_origin: ClassVar[str | None] = None
     #: The widget modes its browser adapter renders (``FAILOPEN_WIDGET``), the default first:
     #: ``visible`` (the widget in the form), ``invisible`` (run on submit), ``score`` (a token
     #: for the route's action on submit, no widget). Empty: the spec's vendor, which has none.

@@ -16,7 +16,9 @@ from failopen.web.client_address import client_address
 from failopen.web.flag_endpoint import (
     FLAG_HEADERS,
     challenge_answer,
+    fallback_challenge,
     flag_payload,
+    route_action,
     wants_confirm,
 )
 from failopen.web.override_endpoint import (
@@ -69,7 +71,9 @@ __all__ = [
     "admin_token_matches",
     "bearer_token",
     "describe_override",
+    "fallback_challenge",
     "flag_payload",
+    "route_action",
     "handle_override",
     "load_snippet",
     "prefers_json",

@@ -3,10 +3,13 @@ browser snippet, never cached, and without who placed an override."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from failopen.config import Config
 from failopen.engine.flag import FlagState
 from failopen.engine.outage import ChallengeSource
+from failopen.fallback.second_vendor import ALTCHA
 
 if TYPE_CHECKING:
     from failopen.engine.probe import VerifyProbe
@@ -26,7 +29,7 @@ class PollDiagnosis(Protocol):
 
 __all__ = [
     "ACTOR_START", "CHALLENGE_ENFORCING", "FLAG_HEADERS", "PollDiagnosis", "challenge_answer",
-    "flag_payload", "wants_confirm",
+    "fallback_challenge", "flag_payload", "route_action", "wants_confirm",
 ]
 
 # What handle_override appends to an override's reason: " (by <actor>)".
@@ -44,9 +47,29 @@ def wants_confirm(value: str | None) -> bool:
     return value is not None and value.strip().lower() in {"1", "true", "yes"}
 
 
+def fallback_challenge(config: Config) -> dict[str, str]:
+    """What a ``fallback`` route asks for, as the snippet is told: ``{"vendor": "altcha"}``, or
+    the second vendor's name, site key, script origin and token field (never a secret)."""
+    if config.fallback_vendor is None:
+        return {"vendor": ALTCHA}
+    return {"vendor": config.fallback_vendor, "public_key": str(config.fallback_public_key),
+            "vendor_url": str(config.fallback_vendor_url),
+            "token_field": config.fallback_token_field}
+
+
+def route_action(config: Config, route: str | None, marked: str | None = None) -> str | None:
+    """The action the tokens of ``route`` must carry: ``marked`` (Django's ``@protect(action=
+    ...)``), else FAILOPEN_EXPECTED_ACTIONS; None when neither names one."""
+    if marked is not None:
+        return marked
+    return dict(config.expected_actions).get(route) if route and config.expected_actions \
+        else None
+
+
 def flag_payload(
     state: FlagState, *, mode: str = "enforce", probe: VerifyProbe | None = None,
     outage_policy: str | None = None, poll: PollDiagnosis | None = None,
+    challenge: Mapping[str, str] | None = None, action: str | None = None,
 ) -> dict[str, Any]:
     """The flag endpoint's JSON (an override's reason without who placed it).
 
@@ -64,6 +87,12 @@ def flag_payload(
     In shadow mode the server enforces whatever the flag says, so the browser is told to enforce
     too (a browser skipping the challenge would only collect 403s); ``shadow.enforce`` (and
     the older ``would_bypass``, its negation) shows what enforce mode would answer.
+
+    ``fallback`` is ``challenge`` (:func:`fallback_challenge`) while enforcement is off in enforce
+    mode and the asked route's policy is ``fallback``; else null: the snippet renders the second
+    vendor only then, and the server accepts its token only then (the browser never chooses).
+    ``action`` is the action the asked route's tokens must carry (reCAPTCHA v3's ``execute``),
+    or null.
     """
     payload = state.to_dict()
     if state.source == "override":
@@ -75,6 +104,9 @@ def flag_payload(
     payload["mode"] = mode
     payload["probe"] = probe.public() if probe is not None else None
     payload["outage_policy"] = outage_policy
+    payload["fallback"] = dict(challenge) if challenge is not None and mode == "enforce" \
+        and not state.enforce and outage_policy == "fallback" else None
+    payload["action"] = action
     if poll is not None:
         payload["error"] = poll.last_poll_error or state.error
         payload["impaired_regions"] = [{"region": region, "status": status}

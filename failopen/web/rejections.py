@@ -31,6 +31,7 @@ _PUBLIC_MESSAGES = {
     "outage_rate_limited": "Too many attempts; please wait a minute and try again.",
     "fallback_required": "This request needs a solved challenge.",
     "fallback_invalid": "The challenge solution was not accepted; please try again.",
+    "fallback_unavailable": "The request cannot be verified right now; retry shortly.",
 }
 _TITLES = {403: "Request refused", 429: "Too many attempts", 503: "Please retry shortly"}
 

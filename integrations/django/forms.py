@@ -40,7 +40,6 @@ from django.utils.safestring import mark_safe
 from failopen.config import Config
 from failopen.engine.decision import Decision, public_outcome
 from failopen.engine.outage import strictest
-from failopen.web import SOLUTION_FIELD
 
 from .. import _forms
 from . import conf
@@ -199,8 +198,8 @@ class EnforcementTokenField(forms.Field):
                                          getattr(request, "urlconf", None))
             if self.outage is not None:
                 policy = strictest({policy, self.outage})
-            solution = request.META.get(SOLUTION_META_KEY) or _first(posted.form.data,
-                                                                     SOLUTION_FIELD)
+            solution = request.META.get(SOLUTION_META_KEY) or _first(
+                posted.form.data, config.fallback_token_field)
             # The form's own field first (the contract), then the header a script may send.
             token = posted.token or request.META.get(settings.token_meta_key) or None
             decision = _forms.decide(

@@ -38,7 +38,7 @@ from django.utils.translation import get_language_from_path
 
 from failopen.config import Config
 from failopen.engine.guard import Decision
-from failopen.web import SOLUTION_FIELD, SOLUTION_HEADER, client_address
+from failopen.web import SOLUTION_HEADER, client_address
 
 from . import conf
 from ._answers import body_too_large, finish_custom, rejection
@@ -305,9 +305,10 @@ def _client(request: HttpRequest, config: Config) -> str:
 
 
 def _solution_from_body(request: HttpRequest, config: Config) -> str | None:
-    """A fallback solution in the body's ``altcha`` field (form or JSON), bounded as the
-    token's search is; None when there is none."""
-    found = token_from_request_body(request, config, field=SOLUTION_FIELD)
+    """A fallback answer in the body's ``altcha`` field, or the second vendor's own
+    (FAILOPEN_FALLBACK_VENDOR), form or JSON, bounded as the token's search is; None when there
+    is none."""
+    found = token_from_request_body(request, config, field=config.fallback_token_field)
     return found if isinstance(found, str) else None
 
 

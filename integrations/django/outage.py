@@ -21,7 +21,7 @@ from django.utils import translation
 from failopen.fallback.settings import OUTAGE_POLICIES
 
 from . import conf
-from .protection import any_outage_marks, is_marked, outage_of
+from .protection import action_of, any_outage_marks, is_marked, outage_of
 
 __all__ = ["policy_of_path", "route_policy", "view_of"]
 
@@ -55,6 +55,14 @@ def route_policy(settings: conf.Loaded, path: str, view: Any,
 def policy_of_path(path: str | None) -> str | None:
     """The outage policy of the route ``path`` resolves to (the flag endpoint's ``?path=``);
     None when nothing protects it."""
+    found = route_of_path(path)
+    return found[1] if found is not None else None
+
+
+def route_of_path(path: str | None) -> tuple[str, str, str | None] | None:
+    """``(route, policy, action)`` of the protected route ``path`` resolves to (the flag
+    endpoint's ``?path=``; ``action`` is ``@protect(action=...)``'s, else None); None when
+    nothing protects it."""
     if not path or not path.startswith("/"):
         return None
     settings = conf.loaded()
@@ -68,7 +76,8 @@ def policy_of_path(path: str | None) -> str | None:
         end != -1 and settings.is_protected(method, path[end:]) and _names_language(path))
     if not protected_path and not protected_view:
         return None
-    return route_policy(settings, path, view)[1]
+    route, policy = route_policy(settings, path, view)
+    return route, policy, action_of(view) if view is not None else None
 
 
 def _path_route(settings: conf.Loaded, path: str) -> tuple[str, str] | None:

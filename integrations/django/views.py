@@ -23,15 +23,17 @@ from failopen.web import (
     admin_token_matches,
     bearer_token,
     challenge_answer,
+    fallback_challenge,
     flag_payload,
     handle_override,
     load_snippet,
+    route_action,
     wants_confirm,
 )
 
 from .._shared import fleet_page
 from . import conf
-from .outage import policy_of_path
+from .outage import route_of_path
 
 __all__ = ["challenge", "flag", "override", "solver"]
 
@@ -66,9 +68,13 @@ def flag(request: HttpRequest) -> HttpResponse:
         else:
             runtime.ensure_started()
             state = runtime.state
+        found = route_of_path(request.GET.get("path"))
         return _json(200, flag_payload(state, mode=runtime.config.mode, probe=runtime.probe,
-                                       outage_policy=policy_of_path(request.GET.get("path")),
-                                       poll=runtime.watcher))
+                                       outage_policy=found[1] if found else None,
+                                       poll=runtime.watcher,
+                                       challenge=fallback_challenge(runtime.config),
+                                       action=route_action(runtime.config, *found[::2])
+                                       if found else None))
     except Exception:
         logger.exception("failopen flag endpoint failed")
         # The snippet reads any error as "enforce": the safe side.

@@ -33,8 +33,9 @@ FLAG_KEYS_BEFORE_ISSUE_20 = {"enforce", "source", "reason", "since", "expires_at
                              "stale", "error", "mode", "probe"}
 # issue 20 added outage_policy, issue 21 impaired_regions
 # issue 28 added vendor and component (whose status page decides, by which component)
+# issue 29 added fallback (which challenge a fallback route wants now) and action (its tokens')
 FLAG_KEYS = FLAG_KEYS_BEFORE_ISSUE_20 | {"outage_policy", "impaired_regions", "vendor",
-                                         "component"}
+                                         "component", "fallback", "action"}
 
 
 def outage(stack: Stack) -> None:
@@ -169,7 +170,7 @@ async def test_the_outage_rate_limit_answers_429_per_client_and_route(make_asgi:
 
 
 @pytest.mark.parametrize(("policy", "instead"), [
-    ("fallback", "would ask for the fallback challenge"), ("closed", "would refuse")])
+    ("fallback", "would ask for the fallback challenge (altcha)"), ("closed", "would refuse")])
 async def test_shadow_mode_logs_the_route_s_outage_policy_not_a_bypass(
         make_asgi: Make, caplog: pytest.LogCaptureFixture, policy: str, instead: str) -> None:
     caplog.set_level(logging.INFO, logger="failopen")

@@ -18,8 +18,9 @@ FLAG_KEYS_BEFORE_ISSUE_20 = {"enforce", "source", "reason", "since", "expires_at
                              "stale", "error", "mode", "probe"}
 # issue 20 added outage_policy, issue 21 impaired_regions
 # issue 28 added vendor and component (whose status page decides, by which component)
+# issue 29 added fallback (which challenge a fallback route wants now) and action (its tokens')
 FLAG_KEYS = FLAG_KEYS_BEFORE_ISSUE_20 | {"outage_policy", "impaired_regions", "vendor",
-                                         "component"}
+                                         "component", "fallback", "action"}
 
 
 def outage(stack: WsgiStack) -> None:

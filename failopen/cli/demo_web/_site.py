@@ -92,6 +92,7 @@ _VERDICTS = {
     "bypassed_fallback": ("bypassed", "admitted without the vendor: proof of work solved"),
     "fallback_required": ("refused", "refused 403: no proof-of-work solution"),
     "fallback_invalid": ("refused", "refused 403: proof-of-work solution refused"),
+    "fallback_unavailable": ("refused", "refused 503: the second vendor cannot verify now"),
     "outage_closed": ("refused", "refused 503: closed during the outage"),
     "outage_rate_limited": ("refused", "refused 429: over the outage rate limit"),
 }

@@ -38,7 +38,8 @@ def test_all_good_with_the_django_settings(fo_settings: dict[str, Any],
     assert code == 0, out + err
     rows = out.splitlines()
     assert [row.split(":")[0].split(None, 1)[1] for row in rows[:-1]] == [
-        "configuration", "status page", "verify API", "store", "fleet identity",
+        "configuration", "status page", "verify API", "fallback verify API", "store",
+        "fleet identity",
         "outage policies", "django views"]
     assert rows[-2] == "ok       django views: @protect marks 0 views"
     assert rows[-1] == "failopen check passed"
