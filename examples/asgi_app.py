@@ -82,8 +82,13 @@ SNIPPET_TAG = " ".join(f'{name}="{escape(value)}"' for name, value in snippet_at
     retries=_tuning("SNIPPET_RETRIES"), retry_delay_ms=_tuning("SNIPPET_RETRY_DELAY_MS"),
 ).items())
 # The snippet needs no inline script and no eval: scripts from this site and the vendor only.
-VENDOR_ORIGIN = "{0.scheme}://{0.netloc}".format(urlsplit(config.vendor_url or ""))
-CSP = f"script-src 'self' {VENDOR_ORIGIN}" if config.vendor_url else "script-src 'self'"
+# With a second vendor (FAILOPEN_FALLBACK_VENDOR), its origin too: a fallback route renders it
+# during an outage. A vendor's widget is a frame from its own origin.
+ORIGINS = " ".join(sorted({"{0.scheme}://{0.netloc}".format(urlsplit(url))
+                           for url in (config.vendor_url, config.fallback_vendor_url) if url}))
+CSP = f"script-src 'self' {ORIGINS}" if ORIGINS else "script-src 'self'"
+if not SPEC_VENDOR:
+    CSP += f"; frame-src {ORIGINS}"
 # The page styles on the state the snippet sets on the form (an inline style is no script).
 STYLE = (
     "form{max-width:20em;padding:1em;border:2px solid #999}"
