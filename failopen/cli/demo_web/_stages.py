@@ -12,7 +12,7 @@ kit's terms. The spec's vendor has no stage: it keeps the demo it always had
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from failopen.cli.demo_vendors import DEMO_KITS, PageKit, demo_kit
 from failopen.providers.registry import DEFAULT_VENDOR, provider_named
@@ -20,17 +20,16 @@ from failopen.testing.browser_scripts import BrowserScriptFake, fake_browser_scr
 from failopen.testing.providers import CaptchaVerifyFake
 from failopen.testing.status_page import FakeStatusPage
 
-if TYPE_CHECKING:
-    from failopen.cli.demo_web._site import DemoSite
-
 __all__ = ["WIDGET", "Scenes", "VendorStage", "stage_for"]
 
 #: The widget every vendor has: Turnstile's managed widget and Friendly Captcha's run by
 #: themselves, hCaptcha and reCAPTCHA (v2, Enterprise) show a checkbox to tick.
 WIDGET = "visible"
 
-#: Scene buttons: name -> (label, what it does to the fakes).
-Scenes = dict[str, tuple[str, Callable[["DemoSite"], None]]]
+#: Scene buttons: name -> (label, what it does to the fakes). The action is given the DemoSite
+#: (Any here: the site's module imports this one, never the reverse); a stage's own scenes act on
+#: the stage's fakes and ignore it.
+Scenes = dict[str, tuple[str, Callable[[Any], None]]]
 
 
 class VendorStage:
@@ -83,17 +82,17 @@ class VendorStage:
         """The buttons, in the terms of what is evidence for this vendor."""
         kit, verify, script = self.kit, self.verify, self.script
 
-        def vendor_down(site: DemoSite) -> None:
+        def vendor_down(site: object) -> None:
             script.set_mode("http404")
 
         if not isinstance(kit, PageKit):
             # The verify probe is the only evidence: the vendor down for everyone is its verify
             # API failing (the probe's calls and the requests' alike), its script with it.
-            def down(site: DemoSite) -> None:
+            def down(site: object) -> None:
                 verify.set_fault("503")
                 script.set_mode("http404")
 
-            def back(site: DemoSite) -> None:
+            def back(site: object) -> None:
                 verify.set_fault(None)
                 script.set_mode("ok")
 
@@ -104,21 +103,21 @@ class VendorStage:
             }
         page = kit.page
 
-        def regional(site: DemoSite) -> None:
+        def regional(site: object) -> None:
             kit.regional()  # the rest of the page, never the component that decides
 
-        def global_outage(site: DemoSite) -> None:
+        def global_outage(site: object) -> None:
             kit.set_captcha("major_outage")
             verify.set_fault("503")
             script.set_mode("http404")
 
-        def status_errors(site: DemoSite) -> None:
+        def status_errors(site: object) -> None:
             page.set_fault("500")
 
-        def verify_down(site: DemoSite) -> None:
+        def verify_down(site: object) -> None:
             verify.set_fault("503")
 
-        def recovery(site: DemoSite) -> None:
+        def recovery(site: object) -> None:
             page.set_fault(None)
             kit.set_captcha("operational")
             kit.clear_regional()
