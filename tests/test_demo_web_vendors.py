@@ -1,7 +1,7 @@
 """``failopen demo --web --vendor NAME`` without a browser: the arguments, the startup lines, the
 form pages (the vendor's widget, no token input of the spec's) and the scenes in the vendor's
 terms, over HTTP against the demo's own app. Chromium drives the page in
-tests/browser/test_demo_web_vendors.py.
+tests/browser/test_demo_web_vendor_page.py.
 """
 
 from __future__ import annotations

@@ -26,8 +26,9 @@ pytestmark = pytest.mark.slow
 FAILOPEN = Path(sys.executable).with_name("failopen")
 SHOTS = ROOT / "test-artifacts" / "demo-web"
 WAIT = 20.0
-#: vendor -> whether its widget waits for a tick of its checkbox.
-VENDORS = {"turnstile": False, "hcaptcha": True}
+#: vendor -> whether its widget waits for a tick of its checkbox. reCAPTCHA has no status page:
+#: its global outage is the verify probe's to see.
+VENDORS = {"turnstile": False, "hcaptcha": True, "recaptcha": True}
 CHECKBOX = "[data-fake-captcha]"
 
 
