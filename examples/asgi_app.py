@@ -13,6 +13,24 @@ Configuration comes from ``FAILOPEN_*`` variables (``FAILOPEN_PROTECTED_PATHS`` 
     FAILOPEN_PRIVATE_KEY=test-private-key FAILOPEN_PUBLIC_KEY=test-public-key \\
         .venv/bin/uvicorn --app-dir examples asgi_app:app
 
+Against another vendor's fakes (Turnstile here; hCaptcha, reCAPTCHA, reCAPTCHA Enterprise and
+Friendly Captcha alike, each ``emulate`` line printing the settings it needs)::
+
+    failopen emulate status --shape cloudflare &   # Turnstile's status page (hCaptcha: hcaptcha)
+    failopen emulate verify --vendor turnstile &   # its siteverify
+    failopen emulate vendor --vendor turnstile &   # its browser script, /turnstile/v0/api.js
+    FAILOPEN_VENDOR=turnstile FAILOPEN_STATUS_URL=http://127.0.0.1:8401 \\
+    FAILOPEN_VERIFY_URL=http://127.0.0.1:8402/turnstile/v0/siteverify \\
+    FAILOPEN_VENDOR_URL=http://127.0.0.1:8404 \\
+    FAILOPEN_PRIVATE_KEY=0x4AAAAAAAfake-turnstile-secret \\
+    FAILOPEN_PUBLIC_KEY=0x4AAAAAAAfake-turnstile-sitekey \\
+        .venv/bin/uvicorn --app-dir examples asgi_app:app
+
+reCAPTCHA, Enterprise and Friendly Captcha publish no status page a machine can read: no
+``emulate status``, and ``FAILOPEN_EVIDENCE=probe`` instead of ``FAILOPEN_STATUS_URL``. With
+another vendor the form holds no token input: the snippet, told which form (``form=``), renders
+the vendor's widget in it, and the widget's token goes in the vendor's field.
+
 From the repository root, ``--app-dir examples`` (not ``examples.asgi_app``) keeps the root off
 ``sys.path``: there the source folder ``failopen/`` would hide an installed (non-editable)
 failopen, which alone has ``failopen.integrations``.

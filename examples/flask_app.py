@@ -13,6 +13,24 @@ Configuration comes from ``FAILOPEN_*`` variables (``FAILOPEN_PROTECTED_PATHS`` 
     FAILOPEN_PRIVATE_KEY=test-private-key FAILOPEN_PUBLIC_KEY=test-public-key \\
         sh -c 'cd examples && ../.venv/bin/gunicorn --preload -w 2 flask_app:app'
 
+Against another vendor's fakes (Turnstile here; hCaptcha, reCAPTCHA, reCAPTCHA Enterprise and
+Friendly Captcha alike, each ``emulate`` line printing the settings it needs)::
+
+    failopen emulate status --shape cloudflare &   # Turnstile's status page (hCaptcha: hcaptcha)
+    failopen emulate verify --vendor turnstile &   # its siteverify
+    failopen emulate vendor --vendor turnstile &   # its browser script, /turnstile/v0/api.js
+    FAILOPEN_VENDOR=turnstile FAILOPEN_STATUS_URL=http://127.0.0.1:8401 \\
+    FAILOPEN_VERIFY_URL=http://127.0.0.1:8402/turnstile/v0/siteverify \\
+    FAILOPEN_VENDOR_URL=http://127.0.0.1:8404 \\
+    FAILOPEN_PRIVATE_KEY=0x4AAAAAAAfake-turnstile-secret \\
+    FAILOPEN_PUBLIC_KEY=0x4AAAAAAAfake-turnstile-sitekey \\
+        sh -c 'cd examples && ../.venv/bin/gunicorn --preload -w 2 flask_app:app'
+
+reCAPTCHA, Enterprise and Friendly Captcha publish no status page a machine can read: no
+``emulate status``, and ``FAILOPEN_EVIDENCE=probe`` instead of ``FAILOPEN_STATUS_URL``. With
+another vendor the form holds no token input: the snippet, told which form (``form=``), renders
+the vendor's widget in it, and the widget's token goes in the vendor's field.
+
 gunicorn puts the directory it starts in on ``sys.path``: started from the repository root, the
 source folder ``failopen/`` would hide an installed (non-editable) failopen, which alone has
 ``failopen.integrations``. Hence ``cd examples``.
@@ -45,7 +63,7 @@ from flask import Flask, Response, jsonify, request
 from failopen import Config
 from failopen.web import snippet_attributes
 
-# Each form: its title and fields (the hidden token field is added to each).
+# Each form: its title and fields (the spec's vendor: the hidden token field is added to each).
 FORMS = {
     "/login": ("Log in", '<input name="username" autocomplete="username">'
                          '<input name="password" type="password" autocomplete="current-password">'),
@@ -57,8 +75,14 @@ FORMS = {
 config = Config.from_env({"FAILOPEN_PROTECTED_PATHS": ",".join(FORMS), **os.environ})
 
 PREFIX = "/failopen"
+# The spec's vendor: the form holds the input the snippet fills. Another vendor (FAILOPEN_VENDOR):
+# its widget brings its own field, so the form holds nothing of the vendor's; the snippet, told
+# which form, renders the widget in it.
+WIDGET_POSTS_FIELD = config.provider.widget_posts_field
+TOKEN_INPUT = "" if WIDGET_POSTS_FIELD else (
+    f'<input type="hidden" name="{escape(config.token_field)}">')
 SNIPPET_TAG = " ".join(f'{name}="{escape(value)}"' for name, value in snippet_attributes(
-    config, flag_url=f"{PREFIX}/flag").items())
+    config, flag_url=f"{PREFIX}/flag", form="form" if WIDGET_POSTS_FIELD else None).items())
 # The snippet needs no inline script and no eval: scripts from this site and the vendor only.
 VENDOR_ORIGIN = "{0.scheme}://{0.netloc}".format(urlsplit(config.vendor_url or ""))
 CSP = f"script-src 'self' {VENDOR_ORIGIN}" if config.vendor_url else "script-src 'self'"
@@ -78,8 +102,7 @@ def form_page() -> Response:
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{title}</title>"
         f'<script src="{PREFIX}/failopen.js" {SNIPPET_TAG} defer></script>'
-        f'</head><body><form method="post" action="{action}">{fields}'
-        f'<input type="hidden" name="{escape(config.token_field)}">'
+        f'</head><body><form method="post" action="{action}">{fields}{TOKEN_INPUT}'
         f"<button>{title}</button></form></body></html>"
     )
     return Response(page, mimetype="text/html", headers={"Content-Security-Policy": CSP})

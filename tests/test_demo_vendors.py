@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from failopen.cli.command import main
 from failopen.cli.demo import run_demo
 from failopen.cli.demo_vendors import DEMO_KITS, demo_kit
 from failopen.providers.registry import DEFAULT_VENDOR, PROVIDERS
@@ -164,11 +163,6 @@ def test_without_a_page_the_probe_alone_opens_and_closes(played: Played) -> None
 
 def test_the_demo_leaves_the_probe_logger_as_it_found_it(played: Played) -> None:
     assert played.logging_after == played.logging_before
-
-
-def test_vendor_goes_with_the_terminal_story(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--web", "--vendor", "turnstile"]) == 2
-    assert "--vendor goes with the terminal story, not with --web" in capsys.readouterr().err
 
 
 @pytest.mark.slow

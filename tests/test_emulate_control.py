@@ -368,6 +368,35 @@ def test_verify_and_vendor_set_refuse_what_they_do_not_take(
         assert api.fault == "timeout"
 
 
+def test_emulate_vendor_with_a_vendor_serves_its_browser_script_under_control() -> None:
+    vendor, banner = _start("emulate", "vendor", "--vendor", "hcaptcha", "--port", "0",
+                            "--mode", "expire:500", lines=4)
+    try:
+        script_url = banner[0].split(": ", 1)[1].strip()
+        assert script_url.endswith("/1/api.js")  # hCaptcha's own path
+        assert banner[2].strip() == "FAILOPEN_VENDOR=hcaptcha"
+        base = banner[3].split("=", 1)[1].strip()
+        served = httpx.get(script_url, timeout=5)
+        assert served.status_code == 200 and '"mode": "expire"' in served.text
+        done = _set("emulate", "vendor", "--url", base, "--set", "down=true")
+        assert done.returncode == 0, done.stderr
+        assert httpx.get(script_url, timeout=5).status_code == 404
+        # The spec's script's `failed` is no mode of a captcha widget: the running fake says so.
+        refused = _set("emulate", "vendor", "--url", base, "--set", "mode=failed")
+        assert refused.returncode == 2 and "expire:MS" in refused.stderr
+    finally:
+        code, err = _stop(vendor)
+    assert code == 0, err
+
+
+def test_emulate_vendor_with_a_vendor_refuses_a_mode_it_cannot_play(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "emulate", "vendor", "--vendor", "turnstile", "--mode", "failed",
+                       "--port", "0")
+    assert code == 2 and "--mode: unknown vendor script mode 'failed'" in err
+
+
 def _served_tokens(vendor_url: str) -> list[str]:
     script = httpx.get(vendor_url + "/v2/k/api.js", timeout=5).text
     config = json.loads(script.split("var cfg = ", 1)[1].split(", me = ", 1)[0])

@@ -28,10 +28,10 @@ from failopen.testing.status_page import FakeStatusPage
 from failopen.testing.vendor_status_pages import FakeCloudflareStatusPage, FakeHCaptchaStatusPage
 from failopen.testing.verify_api import FakeVerifyAPI
 
-__all__ = ["DEMO_KITS", "DEMO_VENDORS", "demo_kit"]
+__all__ = ["DEMO_KITS", "DEMO_VENDORS", "PageKit", "demo_kit"]
 
 
-class _PageKit(DemoKit):
+class PageKit(DemoKit):
     """A vendor whose status page failopen reads: healthy, regional, global outage, fallback,
     page errors, recovery, verify down, override."""
 
@@ -39,6 +39,8 @@ class _PageKit(DemoKit):
     healthy_title: ClassVar[str]
     regional_title: ClassVar[str]
     regional_note: ClassVar[str] = ""
+    #: The web demo's button for :meth:`regional` (``failopen demo --web --vendor``).
+    regional_label: ClassVar[str] = "Regional impairment"
     outage_title: ClassVar[str]
     verify_down_title: ClassVar[str]
     verify_down_note: ClassVar[str]
@@ -98,7 +100,7 @@ class _PageKit(DemoKit):
         )
 
 
-class _SpecKit(_PageKit):
+class _SpecKit(PageKit):
     """The spec's vendor: a page of regions and one global component, the spec's verify API."""
 
     vendor = "enforcement"
@@ -154,7 +156,7 @@ class _SpecKit(_PageKit):
         return f"impaired regions: {regions}" if regions else ""
 
 
-class _VendorPageKit(_PageKit):
+class _VendorPageKit(PageKit):
     """A vendor with a real status page: its preset component decides, nothing else does."""
 
     verify: CaptchaVerifyFake
@@ -210,6 +212,7 @@ class _TurnstileKit(_VendorPageKit):
                       "indicator major; Turnstile operational")
     regional_note = ("Cloudflare's page as a whole reads major, but only the Turnstile component "
                      "decides: nothing is bypassed")
+    regional_label = "Regional: data centre SIN and Europe down (Turnstile up)"
     outage_title = "global outage: Turnstile in major_outage, verify calls fail"
     verify_down_title = ("verify API down, Turnstile operational on the page: cannot verify now, "
                          "never a bypass")
@@ -246,6 +249,7 @@ class _HCaptchaKit(_VendorPageKit):
     regional_title = "another component down: API loads in major_outage; Captcha API operational"
     regional_note = ("hCaptcha's page has no regions; only Captcha API decides, so nothing is "
                      "bypassed")
+    regional_label = "Another component down: API loads (Captcha API up)"
     outage_title = "global outage: Captcha API in major_outage, verify calls fail"
     verify_down_title = ("verify API down, Captcha API operational on the page: cannot verify "
                          "now, never a bypass")

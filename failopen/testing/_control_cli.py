@@ -47,7 +47,7 @@ def _fault_value(item: str, value: str, faults: frozenset[str]) -> str | None:
 
 def _control_body(fake: str, sets: list[str]) -> dict[str, Any]:
     """The JSON body for ``--set`` items; ControlError naming the item the user typed."""
-    from failopen.testing._vendor_modes import parse_mode
+    from failopen.testing._vendor_modes import SCRIPT_KINDS, WIDGET_KINDS, parse_mode
     from failopen.testing.control import ControlError, check_status
     from failopen.testing.status_page import FakeStatusPage
     from failopen.testing.verify_api import FakeVerifyAPI
@@ -78,8 +78,10 @@ def _control_body(fake: str, sets: list[str]) -> dict[str, Any]:
                 raise ControlError(f"{where}: true or false")
             body["down"] = value.lower() in ("true", "yes", "on", "1")
         elif name == "mode":
+            # Any vendor script's mode: the running fake refuses one it cannot play (the spec's
+            # has no expire:MS, a captcha widget's no failed), and says so.
             try:
-                parse_mode(value)
+                parse_mode(value, SCRIPT_KINDS | WIDGET_KINDS)
             except ValueError as exc:
                 raise ControlError(f"{where}: {exc}") from None
             body["mode"] = value

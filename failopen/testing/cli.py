@@ -3,44 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from failopen._internal.durations import duration_arg, duration_or_zero_arg
 from failopen.testing._control_cli import control
-from failopen.testing._emulate_basics import DEFAULT_PORTS, serving_port, usage_error
-
-if TYPE_CHECKING:
-    from failopen.testing._server import LoopbackServer
+from failopen.testing._emulate_basics import (
+    DEFAULT_PORTS,
+    serve_until_signalled,
+    serving_port,
+    usage_error,
+)
 
 __all__ = ["register_emulate_fakes", "register_emulate_rai"]
-
-def _serve_until_signalled(
-    command: str, port: int, serve: Callable[[], LoopbackServer], banner: Callable[[str], str]
-) -> int:
-    """Start ``serve()``, print ``banner(url)``, serve until SIGINT or SIGTERM, then stop.
-
-    A port that cannot be bound is a one-line message and exit 2, not a traceback. The previous
-    signal handlers are restored afterwards, so main() called in-process leaves Ctrl-C working.
-    """
-    done = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: done.set()) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        try:
-            server = serve()
-        except OSError as exc:
-            return usage_error(command, f"cannot listen on port {port}: {exc.strerror or exc}")
-        with server:
-            print(banner(server.url), flush=True)
-            done.wait()
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    return 0
-
 
 def _port(text: str) -> int:
     try:
@@ -97,7 +72,7 @@ def _status(args: argparse.Namespace) -> int:
     if args.fault:
         page.set_fault(args.fault)
     port = serving_port(args, "status")
-    return _serve_until_signalled(
+    return serve_until_signalled(
         "status", port, lambda: page.serve(port, control=True), lambda url: (
             f"fake status page: {url}\n"
             f"  global component: {global_status}"
@@ -127,7 +102,7 @@ def _verify(args: argparse.Namespace) -> int:
     if args.fault:
         api.set_fault(args.fault)
     port = serving_port(args, "verify")
-    return _serve_until_signalled(
+    return serve_until_signalled(
         "verify", port, lambda: api.serve(port, control=True), lambda url: (
             f"fake verify API: {url}{api.path}\n"
             f"  FAILOPEN_VERIFY_URL={url}{api.path}\n"
@@ -151,7 +126,7 @@ def _captcha_verify(args: argparse.Namespace) -> int:
         api.set_fault(args.fault)
     port = serving_port(args, "verify")
     name = args.vendor
-    return _serve_until_signalled(
+    return serve_until_signalled(
         "verify", port, lambda: api.serve(port, control=True), lambda url: (
             f"fake {name} verify API: {url}{api.path}\n"
             f"  FAILOPEN_VENDOR={name}\n"
@@ -166,10 +141,11 @@ def _captcha_verify(args: argparse.Namespace) -> int:
 
 
 def _vendor_mode(text: str) -> str:
-    from failopen.testing.vendor_script import FakeVendorScript
+    from failopen.testing._vendor_modes import SCRIPT_KINDS, WIDGET_KINDS, parse_mode
 
+    # Any script's mode here; the one --vendor names refuses what it cannot play when it runs.
     try:
-        FakeVendorScript().set_mode(text)
+        parse_mode(text, SCRIPT_KINDS | WIDGET_KINDS)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
@@ -180,6 +156,10 @@ def _vendor(args: argparse.Namespace) -> int:
         return _control("vendor", args)
     if args.url is not None:
         return usage_error("vendor", "--url names a running fake for --set or --show")
+    if args.vendor != _SPEC_VENDOR:
+        from failopen.testing._emulate_script import serve_browser_script
+
+        return serve_browser_script(args)
     from failopen.testing.vendor_script import FakeVendorScript
 
     # No verify API in this process: each solve's token is signed with the private key, so
@@ -189,7 +169,7 @@ def _vendor(args: argparse.Namespace) -> int:
     vendor = FakeVendorScript(signing_key=key)
     vendor.set_mode(mode)
     port = serving_port(args, "vendor")
-    return _serve_until_signalled(
+    return serve_until_signalled(
         "vendor", port, lambda: vendor.serve(port, control=True), lambda url: (
             f"fake vendor script: {url}/v2/<public key>/api.js\n"
             f"  mode: {mode}\n"
@@ -313,10 +293,12 @@ def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.Argume
                         help="0 picks a free port (default 8404)")
     vendor.add_argument("--mode", type=_vendor_mode,
                         help="ok, http404, silent, error_then_ok:N, error, failed or slow:MS "
-                             "(default ok)")
+                             "(default ok); with --vendor expire:MS instead of failed")
     vendor.add_argument("--private-key",
                         help="sign each solve's token with this key, which `failopen emulate "
-                             f"verify` must share (a test value; default {DEFAULT_PRIVATE_KEY})")
+                             f"verify` must share (a test value; default {DEFAULT_PRIVATE_KEY}, "
+                             "with --vendor that vendor fake's)")
+    _add_vendor_flag(vendor, "whose browser script")
     _add_control_flags(vendor, "vendor", "down=true, down=false or mode=MODE")
     vendor.set_defaults(func=_vendor)
 
@@ -334,11 +316,11 @@ def register_emulate_fakes(emulators: argparse._SubParsersAction[argparse.Argume
     token.set_defaults(func=_token)
 
 
-def _add_vendor_flag(parser: argparse.ArgumentParser) -> None:
+def _add_vendor_flag(parser: argparse.ArgumentParser, whose: str = "whose verify API") -> None:
     from failopen.testing.providers import FAKES
 
     parser.add_argument("--vendor", choices=[_SPEC_VENDOR, *FAKES], default=_SPEC_VENDOR,
-                        help=f"whose verify API (default {_SPEC_VENDOR}, the spec's vendor)")
+                        help=f"{whose} (default {_SPEC_VENDOR}, the spec's vendor)")
 
 
 def _sessions_range(text: str) -> int | tuple[int, int]:
@@ -376,7 +358,7 @@ def _serve_rai(args: argparse.Namespace) -> int:
             f"--public-key {emulator.public_keys[0]} --out sessions.jsonl"
         )
 
-    return _serve_until_signalled("rai", args.port, lambda: emulator.serve(port=args.port), banner)
+    return serve_until_signalled("rai", args.port, lambda: emulator.serve(port=args.port), banner)
 
 
 def register_emulate_rai(emulate_subparsers: argparse._SubParsersAction[Any]) -> None:

@@ -10,7 +10,8 @@ be combined in one body; nothing changes unless the whole body is valid:
   "500"}`` (any of ``FakeStatusPage.FAULTS``), ``{"fault": null}`` to clear it;
 * verify API: ``{"fault": "503"}`` (any of ``FakeVerifyAPI.FAULTS``), ``{"fault": null}``;
 * vendor script: ``{"down": true}`` (``api.js`` answers 404, as in a vendor outage),
-  ``{"down": false}`` (back to ``ok``), ``{"mode": "error_then_ok:2"}`` (any of its modes).
+  ``{"down": false}`` (back to ``ok``), ``{"mode": "error_then_ok:2"}`` (any of its modes); a
+  captcha vendor's browser-script fake (``failopen emulate vendor --vendor NAME``) takes the same.
 
 Statuses are the five of spec 3.2 (``operational``, ``degraded_performance``,
 ``partial_outage``, ``major_outage``, ``under_maintenance``). Answers: 200 with the state
@@ -36,7 +37,7 @@ import httpx
 
 from failopen.providers.status_documents import KNOWN_STATUSES
 from failopen.testing._server import FakeRequest, Handler, Reply
-from failopen.testing._vendor_modes import parse_mode
+from failopen.testing._vendor_modes import SCRIPT_KINDS, parse_mode
 
 __all__ = [
     "CONTROL_PATH", "ControlError", "Controls", "StatusPageControls", "VendorScriptControls",
@@ -223,14 +224,18 @@ class VerifyAPIControls(Controls):
 
 
 class VendorScriptControls(Controls):
-    """Control of a :class:`~failopen.testing.FakeVendorScript`."""
+    """Control of a :class:`~failopen.testing.FakeVendorScript`, or of a captcha vendor's
+    browser-script fake (``kinds``: the modes it plays, :data:`~._vendor_modes.WIDGET_KINDS`)."""
 
     kind = "vendor"
     keys = ("down", "mode")
     example = '{"down": true}'
 
-    def __init__(self, script: ControlledVendorScript) -> None:
+    def __init__(self, script: ControlledVendorScript,
+                 kinds: frozenset[str] = SCRIPT_KINDS) -> None:
         self.script = script
+        # Checked before anything changes: a mode this fake cannot play is a 400, not a 500.
+        self.kinds = kinds
 
     def state(self) -> dict[str, Any]:
         """The mode, whether the script is down (answers 404), and how often it was asked."""
@@ -243,7 +248,7 @@ class VendorScriptControls(Controls):
         mode: str | None = None
         if "mode" in body:
             try:
-                parse_mode(body["mode"])
+                parse_mode(body["mode"], self.kinds)
             except ValueError as exc:
                 raise ControlError(f"mode: {exc}") from None
             mode = str(body["mode"])

@@ -9,6 +9,25 @@
     export FAILOPEN_PRIVATE_KEY=test-private-key FAILOPEN_PUBLIC_KEY=example-public-key
     python examples/django_site/manage.py runserver
 
+Against another vendor's fakes (Turnstile here; hCaptcha, reCAPTCHA, reCAPTCHA Enterprise and
+Friendly Captcha alike, each ``emulate`` line printing the settings it needs)::
+
+    failopen emulate status --shape cloudflare &   # Turnstile's status page (hCaptcha: hcaptcha)
+    failopen emulate verify --vendor turnstile &   # its siteverify
+    failopen emulate vendor --vendor turnstile &   # its browser script, /turnstile/v0/api.js
+    export FAILOPEN_VENDOR=turnstile FAILOPEN_STATUS_URL=http://127.0.0.1:8401
+    export FAILOPEN_VERIFY_URL=http://127.0.0.1:8402/turnstile/v0/siteverify
+    export FAILOPEN_VENDOR_URL=http://127.0.0.1:8404
+    export FAILOPEN_PRIVATE_KEY=0x4AAAAAAAfake-turnstile-secret
+    export FAILOPEN_PUBLIC_KEY=0x4AAAAAAAfake-turnstile-sitekey
+    python examples/django_site/manage.py runserver
+
+reCAPTCHA, Enterprise and Friendly Captcha publish no status page a machine can read: no
+``emulate status``, and ``FAILOPEN_EVIDENCE=probe`` instead of ``FAILOPEN_STATUS_URL``. The
+templates hold no token input: ``{% failopen_script form="#login" %}`` points the snippet at the
+form, which gets the spec's vendor's hidden input, or another vendor's widget (whose token goes
+in the vendor's field).
+
 No database: the site has no users, so the override endpoint (FAILOPEN_OVERRIDE_ENDPOINT=true)
 takes only the admin token (FAILOPEN_ADMIN_TOKEN) here.
 """

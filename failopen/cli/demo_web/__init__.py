@@ -7,6 +7,10 @@ own outage policy) guarded by failopen's ASGI middleware under uvicorn in this p
 place the operator's override. Needs
 ``starlette`` and ``uvicorn`` (``pip install "failopen[demo]"``); the sign-up and password-reset
 forms need ``failopen[fallback]`` too (without it, the log-in alone, and a line naming the extra).
+
+``vendor`` (``--vendor NAME``) puts another vendor's fakes behind the same page: its verify API,
+its browser script (the visitor sees that vendor's widget through failopen.js) and its status page
+where it has one, else the verify probe as the evidence (:mod:`._stages`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import time
 from typing import Any, TextIO
 
 from failopen.fallback.settings import INSTALL
+from failopen.providers.registry import DEFAULT_VENDOR
 
 __all__ = ["DEFAULT_PORT", "run_web_demo"]
 
@@ -50,11 +55,12 @@ def _listen(port: int) -> socket.socket:
 
 def run_web_demo(
     *, port: int = DEFAULT_PORT, out: TextIO | None = None, stop: threading.Event | None = None,
-    poll_interval: float | None = None,
+    poll_interval: float | None = None, vendor: str = DEFAULT_VENDOR,
 ) -> int:
-    """Serve the web demo on ``127.0.0.1:port`` (0: a free port) until SIGINT/SIGTERM, or until
-    ``stop`` is set when one is given (then no signal handler is touched). Returns the exit code:
-    0 after a clean stop, 2 when a dependency is missing or the port cannot be bound."""
+    """Serve the web demo on ``127.0.0.1:port`` (0: a free port) with ``vendor``'s fakes until
+    SIGINT/SIGTERM, or until ``stop`` is set when one is given (then no signal handler is
+    touched). Returns the exit code: 0 after a clean stop, 2 when a dependency is missing or the
+    port cannot be bound."""
     out = out if out is not None else sys.stdout
     missing = _missing_dependency()
     if missing is not None:
@@ -71,7 +77,8 @@ def run_web_demo(
         print(f"failopen demo --web: cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}; "
               "pick another with --port N (0: any free port)", file=sys.stderr)
         return EXIT_USAGE
-    site = DemoSite(poll_interval=POLL_INTERVAL if poll_interval is None else poll_interval)
+    site = DemoSite(poll_interval=POLL_INTERVAL if poll_interval is None else poll_interval,
+                    vendor=vendor)
     handlers: dict[signal.Signals, Any] = {}
     try:
         site.start()
@@ -100,12 +107,14 @@ def run_web_demo(
         missing = "" if site.fallback_missing is None else (
             "  the sign-up (fallback) and password-reset (closed) forms need the fallback "
             f"extra: {INSTALL}\n")
-        out.write(
-            f"failopen demo --web: open {url}  (Ctrl-C to stop)\n"
+        fakes = (
             f"  fakes: status page {urls['status']}, verify API {urls['verify']}, "
             f"vendor script {urls['vendor']}\n"
             f"  they take `failopen emulate status --url {urls['status']} "
             "--set global=major_outage` too\n"
+        ) if site.stage is None else "".join(f"{line}\n" for line in site.stage.startup_lines())
+        out.write(
+            f"failopen demo --web: open {url}  (Ctrl-C to stop)\n{fakes}"
             f"  forms and their outage policies: {forms}\n{missing}"
         )
         out.flush()

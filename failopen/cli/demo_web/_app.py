@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from failopen.cli.demo_web._site import OVERRIDES, SCENES, DemoForm, DemoSite
+from failopen.cli.demo_web._site import OVERRIDES, DemoForm, DemoSite
 from failopen.config import Config
 from failopen.engine.guard import Decision
 from failopen.fallback.settings import INSTALL as _INSTALL
@@ -109,12 +109,16 @@ def _form_page(form: DemoForm, config: Config, snippet_tag: str) -> str:
         f'<input name="{escape(name)}" type="{kind}" value="{escape(value)}" '
         f'autocomplete="{complete}" aria-label="{escape(name)}">'
         for name, kind, value, complete in form.inputs)
+    # The spec's vendor: the input the snippet fills. Another vendor's widget brings its own,
+    # which the snippet renders in the form it is told of (an empty input here would be sent
+    # beside the token).
+    token = ("" if config.provider.widget_posts_field
+             else f'<input type="hidden" name="{escape(config.token_field)}">')
     return (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(form.title)}'
         f'</title><style>{FORM_STYLE}</style>'
         f'<script src="/failopen/failopen.js" {snippet_tag} defer></script></head><body>'
-        f'<form method="post" action="{escape(form.path)}">{inputs}'
-        f'<input type="hidden" name="{escape(config.token_field)}">'
+        f'<form method="post" action="{escape(form.path)}">{inputs}{token}'
         f"<button>{escape(form.button)}</button></form></body></html>"
     )
 
@@ -157,6 +161,18 @@ def _settings(site: DemoSite) -> str:
     return escape("\n".join(lines)).replace(",", ",<wbr>")
 
 
+def _vendor_line(site: DemoSite, config: Config) -> str:
+    """The header's line naming another vendor than the spec's (none for the spec's)."""
+    if site.stage is None:
+        return ""
+    provider = config.provider
+    return (f'<p id="vendor" data-vendor="{escape(provider.name)}">Vendor: '
+            f"<b>{escape(provider.title)}</b> (FAILOPEN_VENDOR={escape(provider.name)}, "
+            f"widget {escape(config.widget or '')}): its own widget in each form, through "
+            f"failopen.js and its {escape(provider.title)} adapter; outage evidence: "
+            f"{escape(site.stage.evidence)}.</p>")
+
+
 def build_app(site: DemoSite) -> Any:
     """The demo's ASGI app over ``site`` (started): Starlette, failopen's middleware, recorder."""
     from starlette.applications import Starlette
@@ -172,12 +188,16 @@ def build_app(site: DemoSite) -> Any:
         raise RuntimeError("start the DemoSite before building its app")
     config = runtime.config
     page_template = (HERE / "page.html").read_text(encoding="utf-8").replace(
-        "<!--scene-buttons-->", _buttons("scene", SCENES)).replace(
+        "<!--vendor-->", _vendor_line(site, config)).replace(
+        "<!--scene-buttons-->", _buttons("scene", site.scenes)).replace(
         "<!--override-buttons-->", _buttons("override", OVERRIDES)).replace(
         "<!--forms-->", _form_sections(site)).replace("<!--settings-->", _settings(site))
+    # Another vendor's widget goes into the form the snippet is told of (each page has one).
+    form_selector = "form" if config.provider.widget_posts_field else None
     snippet_tag = " ".join(
         f'{name}="{escape(value)}"' for name, value in snippet_attributes(
-            config, flag_url="/failopen/flag", ready_timeout_ms=3000).items())
+            config, flag_url="/failopen/flag", form=form_selector,
+            ready_timeout_ms=3000).items())
     vendor = "{0.scheme}://{0.netloc}".format(urlsplit(config.vendor_url or ""))
     form_pages = {form.name: _form_page(form, config, snippet_tag) for form in site.forms}
     no_store = {"Cache-Control": "no-store"}
@@ -239,7 +259,7 @@ def build_app(site: DemoSite) -> Any:
         return JSONResponse(site.snapshot(), headers=no_store)
 
     async def scene(request: Request) -> Response:
-        choice = await read_choice(request, "scene", SCENES)
+        choice = await read_choice(request, "scene", site.scenes)
         if isinstance(choice, Response):
             return choice
         site.play(choice)

@@ -6,6 +6,10 @@ Three forms, each with its own outage policy (issue 20), set as a site sets them
 proof-of-work challenge), password reset ``closed``. The fallback needs ``failopen[fallback]``;
 without it the site protects the log-in only and says which extra shows the other two.
 
+With ``--vendor NAME`` (another vendor than the spec's) the fakes, the Config fields and the
+scene buttons come from that vendor's stage (:mod:`._stages`); the forms, policies and timelines
+are the same.
+
 The scenes only change the fakes, as the vendor would; the flag follows from what the real
 watcher reads. The override calls the flag's own verbs in this process: the demo never turns on
 failopen's admin endpoint.
@@ -21,13 +25,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from failopen.cli.demo_web._stages import Scenes, stage_for
 from failopen.config import Config
 from failopen.engine.flag import FlagState, rfc3339
 from failopen.engine.guard import Decision
 from failopen.exceptions import ConfigError
 from failopen.fallback.settings import require_extra
+from failopen.providers.registry import DEFAULT_VENDOR
 from failopen.runtime import FailOpen
+from failopen.testing.browser_scripts import BrowserScriptFake
 from failopen.testing.control import StatusPageControls, VendorScriptControls, VerifyAPIControls
+from failopen.testing.providers import CaptchaVerifyFake
 from failopen.testing.status_page import FakeStatusPage
 from failopen.testing.vendor_script import FakeVendorScript
 from failopen.testing.verify_api import FakeVerifyAPI
@@ -101,8 +109,12 @@ _VERDICTS = {
 class DemoSite:
     """The fakes, the runtime and the timelines of one web demo."""
 
-    def __init__(self, *, poll_interval: float = POLL_INTERVAL) -> None:
+    def __init__(self, *, poll_interval: float = POLL_INTERVAL,
+                 vendor: str = DEFAULT_VENDOR) -> None:
         self.poll_interval = poll_interval
+        #: Whose fakes play the vendor: ``--vendor``, the spec's by default.
+        self.vendor = vendor
+        self.stage = stage_for(vendor)
         #: Why the sign-up and password-reset forms are not shown (the extra is missing), or None.
         self.fallback_missing = _fallback_missing()
         #: The forms this site serves, and the outage settings it runs with (the secret apart).
@@ -110,9 +122,20 @@ class DemoSite:
         self.settings = OUTAGE_SETTINGS if self.fallback_missing is None else LOGIN_ONLY_SETTINGS
         #: Each form's outage policy, as the runtime reads the settings (set by start()).
         self.policies: dict[str, str] = {}
-        self.page = FakeStatusPage(regions=REGIONS)
-        self.verify = FakeVerifyAPI(private_key=PRIVATE_KEY)
-        self.script = FakeVendorScript(verify_api=self.verify)
+        self.page: FakeStatusPage | None
+        self.verify: FakeVerifyAPI | CaptchaVerifyFake
+        self.script: FakeVendorScript | BrowserScriptFake
+        #: The scene buttons: name -> (label, what it does to the fakes).
+        self.scenes: Scenes
+        if self.stage is None:
+            self.page = FakeStatusPage(regions=REGIONS)
+            self.verify = FakeVerifyAPI(private_key=PRIVATE_KEY)
+            self.script = FakeVendorScript(verify_api=self.verify)
+            self.scenes = SCENES
+        else:
+            stage = self.stage
+            self.page, self.verify, self.script = stage.page, stage.verify, stage.script
+            self.scenes = stage.scenes()
         self._lock = threading.Lock()
         self.transitions: collections.deque[dict[str, Any]] = collections.deque(maxlen=TIMELINE)
         self.decisions: collections.deque[dict[str, Any]] = collections.deque(maxlen=TIMELINE)
@@ -123,7 +146,8 @@ class DemoSite:
 
     def start(self) -> FailOpen:
         """Serve the fakes on loopback (each with its /_control route) and build the runtime."""
-        self.page.serve(control=True)
+        if self.page is not None:
+            self.page.serve(control=True)
         self.verify.serve(control=True)
         self.script.serve(control=True)
         interval = self.poll_interval
@@ -131,18 +155,24 @@ class DemoSite:
         if self.fallback_missing is None:
             # A secret of this run: signed challenges are good for this demo only.
             environ["FAILOPEN_FALLBACK_SECRET"] = secrets.token_urlsafe(32)
-        # The outage settings as a site's environment gives them; the rest wires the fakes.
-        config = Config.from_env(
-            environ=environ,
-            status_url=self.page.url, verify_url=self.verify.verify_url,
-            private_key=PRIVATE_KEY, public_key=PUBLIC_KEY, vendor_url=self.script.url,
-            poll_interval=interval, poll_jitter=0.0,
+        timing: dict[str, Any] = {
+            "poll_interval": interval, "poll_jitter": 0.0,
             # Loopback answers in milliseconds; a busy machine must not turn into status "errors".
-            status_timeout=max(interval, 1.0), verify_timeout=max(interval, 1.0),
-            confirm_ttl=interval, stale_after=3 * interval,
+            "status_timeout": max(interval, 1.0), "verify_timeout": max(interval, 1.0),
+            "confirm_ttl": interval, "stale_after": 3 * interval,
             # Back to normal polling at once when the status page recovers from an error.
-            backoff_max=interval, store_refresh=interval,
-        )
+            "backoff_max": interval, "store_refresh": interval,
+        }
+        if self.stage is None:
+            assert self.page is not None
+            fakes: dict[str, Any] = {
+                "status_url": self.page.url, "verify_url": self.verify.verify_url,
+                "private_key": PRIVATE_KEY, "public_key": PUBLIC_KEY, "vendor_url": self.script.url}
+        else:
+            # The vendor's kit may time the probe faster still (its evidence when it has no page).
+            fakes = self.stage.settings()
+        # The outage settings as a site's environment gives them; the rest wires the fakes.
+        config = Config.from_env(environ=environ, **{**timing, **fakes})
         self.runtime = runtime = FailOpen(config)
         routes = RoutePolicies.from_config(config)
         self.policies = {form.name: (routes.for_path(form.path) or ("", "open"))[1]
@@ -154,19 +184,21 @@ class DemoSite:
     def stop(self) -> None:
         """Stop the fakes (the server's lifespan stops the runtime)."""
         for fake in (self.page, self.verify, self.script):
-            if fake.server is not None:
+            if fake is not None and fake.server is not None:
                 fake.server.stop()
 
     @property
-    def fake_urls(self) -> dict[str, str]:
-        """Where each fake listens (``failopen emulate ... --url`` works on them too)."""
-        return {"status": self.page.url, "verify": self.verify.url, "vendor": self.script.url}
+    def fake_urls(self) -> dict[str, str | None]:
+        """Where each fake listens (``failopen emulate ... --url`` works on them too); the status
+        page None for a vendor without one."""
+        return {"status": None if self.page is None else self.page.url,
+                "verify": self.verify.url, "vendor": self.script.url}
 
     # --- what the buttons do ------------------------------------------------------------------
 
     def play(self, scene: str) -> None:
         """Apply one scene to the fakes; KeyError for an unknown one."""
-        SCENES[scene][1](self)
+        self.scenes[scene][1](self)
 
     def override(self, verb: str) -> FlagState:
         """``off`` (five minutes), ``on`` or ``auto``, as an operator would; KeyError if unknown."""
@@ -210,7 +242,9 @@ class DemoSite:
             transitions, decisions = list(self.transitions), list(self.decisions)
         return {
             "flag": flag_payload(runtime.state, poll=runtime.watcher),
-            "fakes": {"status": StatusPageControls(self.page).state(),
+            "vendor": self._vendor(),
+            "fakes": {"status": None if self.page is None else
+                      StatusPageControls(self.page).state(),
                       "verify": VerifyAPIControls(self.verify).state(),
                       "vendor": VendorScriptControls(self.script).state()},
             "transitions": transitions,
@@ -222,6 +256,11 @@ class DemoSite:
             "settings": dict(self.settings),  # never the secret
             "fallback_missing": self.fallback_missing,
         }
+
+    def _vendor(self) -> dict[str, Any]:
+        config = self._runtime().config
+        return {"name": config.vendor, "title": config.provider.title, "widget": config.widget,
+                "evidence": "the status page" if self.stage is None else self.stage.evidence}
 
     def _runtime(self) -> FailOpen:
         if self.runtime is None:
@@ -243,19 +282,25 @@ def _shown(state: FlagState) -> tuple[object, ...]:
     return state.enforce, source, state.reason, state.stale, state.expires_at
 
 
+def _page(site: DemoSite) -> FakeStatusPage:
+    # The spec's vendor always has its status page; only a stage may have none.
+    assert site.page is not None
+    return site.page
+
+
 def _regional(site: DemoSite) -> None:
-    site.page.set_region("eu-west-1", "major_outage")  # failover done: global stays operational
+    _page(site).set_region("eu-west-1", "major_outage")  # failover done: global stays operational
 
 
 def _global_outage(site: DemoSite) -> None:
     # The whole platform: status page says so, verify calls fail, the script does not load.
-    site.page.set_global("major_outage")
+    _page(site).set_global("major_outage")
     site.verify.set_fault("503")
     site.script.set_mode("http404")
 
 
 def _status_errors(site: DemoSite) -> None:
-    site.page.set_fault("500")
+    _page(site).set_fault("500")
 
 
 def _vendor_down(site: DemoSite) -> None:
@@ -267,16 +312,16 @@ def _verify_down(site: DemoSite) -> None:
 
 
 def _recovery(site: DemoSite) -> None:
-    site.page.set_fault(None)
-    site.page.set_global("operational")
+    _page(site).set_fault(None)
+    _page(site).set_global("operational")
     for region in REGIONS:
-        site.page.set_region(region, "operational")
+        _page(site).set_region(region, "operational")
     site.verify.set_fault(None)
     site.script.set_mode("ok")
 
 
 #: The scene buttons: name -> (label, what it does to the fakes).
-SCENES: dict[str, tuple[str, Callable[[DemoSite], None]]] = {
+SCENES: Scenes = {
     "regional": ("Regional impairment (eu-west-1)", _regional),
     "global": ("Global outage", _global_outage),
     "status_errors": ("Status page erroring (HTTP 500)", _status_errors),

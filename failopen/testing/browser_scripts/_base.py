@@ -15,7 +15,7 @@ from abc import ABC
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from failopen.testing._server import FakeRequest, LoopbackServer, Reply
+from failopen.testing._server import FakeRequest, Handler, LoopbackServer, Reply
 from failopen.testing._vendor_modes import WIDGET_KINDS, parse_mode
 from failopen.testing.browser_scripts._runtime import (
     CHALLENGE_PATH,
@@ -170,9 +170,18 @@ class BrowserScriptFake(ABC):
         return Reply(body=script(config, self.body), headers=list(_SCRIPT_HEADERS),
                      delay=number / 1000 if kind == "slow" else 0.0)
 
-    def serve(self, port: int = 0) -> LoopbackServer:
-        """This fake on a started loopback server, also kept as :attr:`server`; see :attr:`url`."""
-        self.server = LoopbackServer(self.handler, port=port).start()
+    def serve(self, port: int = 0, *, control: bool = False) -> LoopbackServer:
+        """This fake on a started loopback server, also kept as :attr:`server`; see :attr:`url`.
+
+        ``control=True`` also answers ``GET``/``POST /_control`` as the spec's vendor script
+        does (``{"down": true}``, ``{"mode": "expire:500"}``; :mod:`failopen.testing.control`).
+        """
+        handler: Handler = self.handler
+        if control:
+            from failopen.testing.control import VendorScriptControls, with_control
+
+            handler = with_control(handler, VendorScriptControls(self, WIDGET_KINDS))
+        self.server = LoopbackServer(handler, port=port).start()
         return self.server
 
     @property
