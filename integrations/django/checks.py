@@ -150,15 +150,16 @@ def _check_config(config: Config) -> list[checks.CheckMessage]:
 def _check_snippet_files(config: Config) -> list[checks.CheckMessage]:
     """W011: {% failopen_script %} would link a file the static finders cannot find (so
     ``collectstatic`` would not collect it, and the page would get a 404 in production): the
-    snippet, its solver, and the configured vendor's adapter."""
+    snippet, its solver, and the adapters of the configured vendor and of the second vendor."""
     if not apps.is_installed("django.contrib.staticfiles"):
         return []  # static files served some other way: nothing here can tell
     from django.contrib.staticfiles import finders
 
     missing = []
-    adapter = adapter_file(config.vendor)
+    adapters = {adapter_file(vendor) or "" for vendor in (config.vendor, config.fallback_vendor)
+                if vendor is not None} - {""}
     for name in ("failopen/failopen.js", "failopen/failopen-solver.js",
-                 *(("failopen/" + adapter,) if adapter else ())):
+                 *(f"failopen/{adapter}" for adapter in sorted(adapters))):
         try:
             if not finders.find(name):
                 missing.append(name)
