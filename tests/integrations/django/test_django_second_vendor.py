@@ -98,3 +98,30 @@ def test_the_flag_endpoint_names_hcaptcha_for_the_fallback_view(
                         "vendor_url": "https://js.hcaptcha.com", "token_field": FIELD}
     assert client.get("/failopen/flag", {"path": "/login/"}).json()["fallback"] is None
     assert client.get("/failopen/challenge").status_code == 404
+
+
+def test_an_answer_in_the_header_is_verified_with_an_awaited_call_under_asgi(
+        site: FailOpen, client: Any, client_kind: str,
+        vendors: tuple[FakeTurnstileVerify, FakeHCaptchaVerify]) -> None:
+    # Review of issue 29: the async middleware asked runtime.bypass (sync) with the header's
+    # answer, which made the second vendor's verify call a blocking one on the event loop.
+    hcaptcha = vendors[1]
+    assert site.second_vendor is not None
+    verifier = site.second_vendor.verifier
+    blocking: list[str] = []
+    real_verify = verifier.verify
+
+    def recording(token: str, **kwargs: Any) -> Any:
+        blocking.append(token)
+        return real_verify(token, **kwargs)
+
+    setattr(verifier, "verify", recording)  # noqa: B010  # the instance's, not the class's
+    site.flag.force_off("Turnstile outage")
+    token = hcaptcha.issue_token()
+    headers = {"accept": "application/json", "X-Altcha": token}
+    admitted = client.post("/signup/", headers=headers)
+    assert (admitted.status_code, outcome(admitted)) == (200, "bypassed_fallback")
+    replayed = client.post("/signup/", headers=headers)
+    assert (replayed.status_code, outcome(replayed)) == (403, "fallback_invalid")
+    if client_kind == "async":
+        assert blocking == []
