@@ -566,3 +566,21 @@ def test_a_wrong_second_vendor_key_is_a_problem_naming_its_setting(
     assert "FAILOPEN_FALLBACK_PRIVATE_KEY" in detail or "key rejected" in detail
     assert "recognisable" not in shown.out
     assert shown.code == 1
+
+
+def test_outage_policies_with_a_second_vendor_name_it_and_no_altcha_secret() -> None:
+    # Review of issue 29: with FAILOPEN_FALLBACK_VENDOR there is no fallback secret and no
+    # ALTCHA; the line said "secret set, altcha and limits installed", and warned that used
+    # solutions are kept per process when the vendor itself keeps its tokens single-use.
+    from failopen.cli.preflight_settings import check_outage_policies
+    from failopen.testing.providers import FakeHCaptchaVerify
+
+    config = Config(vendor="turnstile", private_key="first-key", protected_paths=("/signup",),
+                    outage_policy_routes="/signup=fallback", fallback_vendor="hcaptcha",
+                    fallback_private_key="0xsecond-key-never-shown",
+                    fallback_public_key=FakeHCaptchaVerify.DEFAULT_PUBLIC_KEY)
+    found = check_outage_policies(config, {"WEB_CONCURRENCY": "4"})
+    assert "secret set" not in found.detail and "altcha" not in found.detail
+    assert "fallback: hcaptcha" in found.detail
+    assert "used fallback solutions" not in found.detail
+    assert "0xsecond-key-never-shown" not in found.detail

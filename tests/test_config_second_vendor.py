@@ -100,3 +100,22 @@ def test_the_fallback_private_key_is_shown_nowhere() -> None:
     assert KEY not in repr(config) and KEY not in str(config.describe())
     assert config.describe()["fallback_private_key"] == "***"
     assert config.fallback_private_key is not None and config.fallback_private_key.reveal() == KEY
+
+
+def test_a_fallback_route_answered_by_the_second_vendor_needs_the_rate_limit_s_package(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Review of issue 29: the outage rate limit still applies on a fallback route (item 6).
+    # Without ``limits`` the runtime only warned and ran the route uncounted, where the same
+    # route with ALTCHA stops start-up: a farm of solved hCaptcha tokens then had no per-client
+    # bound during an outage. Saying "none" is the explicit way to run uncounted.
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "limits" else find_spec(name, *a))
+    with pytest.raises(ConfigError) as raised:
+        Config(**BASE)
+    assert "limits" in str(raised.value) and KEY not in str(raised.value)
+    assert Config(**BASE, outage_rate="none").outage_rate == "none"
+    # A second vendor without any fallback route in the settings: nothing to count here.
+    assert Config(**{**BASE, "outage_policy_routes": ()}).fallback_vendor == "hcaptcha"

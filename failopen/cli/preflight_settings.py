@@ -102,7 +102,10 @@ def check_outage_policies(config: Config, environ: Mapping[str, str]) -> Check:
     else:
         parts.append(f"outage rate {config.outage_rate} per client and route, counted "
                      + ("fleet-wide in Redis" if fleet else "in each process"))
-    if config.uses_fallback:
+    if config.uses_fallback and config.fallback_vendor is not None:
+        # No ALTCHA: the second vendor's verify call answers, and its tokens are single-use.
+        parts.append(f"fallback: {config.fallback_vendor} (its verify call, with its own keys)")
+    elif config.uses_fallback:
         # Config refuses a fallback route without its secret or its extras: both are here.
         parts.append("fallback: secret set, altcha and limits installed")
     elif config.fallback_secret is not None:
@@ -113,7 +116,8 @@ def check_outage_policies(config: Config, environ: Mapping[str, str]) -> Check:
         parts.append(f"X-Forwarded-For trusted from {', '.join(config.trusted_proxies)}")
     many = several_workers(environ)
     kept = [what for what, used in (("the outage rate limit", counted),
-                                    ("the used fallback solutions", config.uses_fallback)) if used]
+                                    ("the used fallback solutions", config.uses_fallback
+                                     and config.fallback_vendor is None)) if used]
     if many is not None and not fleet and kept:
         # Each worker counts and remembers on its own: the limit and "used once" multiply.
         warnings.append(f"{many}, but {' and '.join(kept)} {'is' if len(kept) == 1 else 'are'}"

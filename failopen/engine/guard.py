@@ -232,12 +232,16 @@ class Guard(OutageDecisions):
         Lets an adapter skip reading a request body for a token nobody would look at. None means
         "call :meth:`decide` with the token": that call checks the flag again, so a flag that
         turns back on in between is enforced. A ``fallback`` route without a ``solution`` (none
-        in a header) is None too: its solution may be in the body. Never raises.
+        in a header) is None too: its solution may be in the body. So is one whose answer the
+        second vendor checks (FAILOPEN_FALLBACK_VENDOR): that is a verify call over the network,
+        which :meth:`adecide` awaits (this is sync, and async adapters call it on their event
+        loop), made with the caller's action. Never raises.
         """
         try:
             state = self.flag.state
             if not state.enforce and self.mode == "enforce" \
-                    and (solution is not None or policy != "fallback"):
+                    and (solution is not None or policy != "fallback") \
+                    and not self._remote(policy):
                 return self._bypass_flag_off(state, path, client, user_agent, policy, route,
                                              solution)
         except Exception:

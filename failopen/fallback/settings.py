@@ -115,7 +115,16 @@ def check_outage(*, policy: str, routes: Any, paths: tuple[str, ...], views: tup
     nor its secret (:mod:`failopen.fallback.second_vendor` checks that vendor's settings)."""
     pairs = policy_routes(routes)
     check_policy_routes(pairs, paths=paths, views=views)
-    if not second_vendor and (policy == "fallback" or any(p == "fallback" for _r, p in pairs)):
+    fallback = policy == "fallback" or any(p == "fallback" for _r, p in pairs)
+    if fallback and second_vendor and importlib.util.find_spec("limits") is None \
+            and not (isinstance(rate, str) and rate.strip().lower() == "none"):
+        # The second vendor needs no ALTCHA, but its route is still counted: never silently
+        # uncounted (FAILOPEN_OUTAGE_RATE=none says so explicitly).
+        raise ConfigError(
+            "the fallback outage policy (FAILOPEN_OUTAGE_POLICY, FAILOPEN_OUTAGE_POLICY_ROUTES) "
+            f"needs limits for the outage rate limit, which is not installed: {INSTALL} (or set "
+            "FAILOPEN_OUTAGE_RATE to none to run the route uncounted)")
+    if not second_vendor and fallback:
         require_extra("the fallback outage policy (FAILOPEN_OUTAGE_POLICY, "
                       "FAILOPEN_OUTAGE_POLICY_ROUTES)")
         if secret is None:

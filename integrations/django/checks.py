@@ -7,8 +7,9 @@
 ``failopen.E004``  protected paths or views without the verify settings (VERIFY_URL,
                    PRIVATE_KEY)
 ``failopen.E005``  REJECT_VIEW cannot be imported or is not callable
-``failopen.E006``  a view marked ``@protect(outage="fallback")`` without FALLBACK_SECRET: no
-                   challenge can be issued, so it refuses every request during an outage
+``failopen.E006``  a view marked ``@protect(outage="fallback")`` without FALLBACK_SECRET (nor a
+                   FALLBACK_VENDOR): no challenge can be issued, so it refuses every request
+                   during an outage
 ``failopen.W001``  a protected path that no URL pattern matches (a typo protects nothing)
 ``failopen.W002``  override endpoint enabled with the memory: store (only one worker sees it)
 ``failopen.W003``  FailOpenMiddleware is not in MIDDLEWARE (nothing is protected)
@@ -134,7 +135,9 @@ def _check_config(config: Config) -> list[checks.CheckMessage]:
         found += _check_override(config)
     found += _check_own_urls(config)
     found += _check_aliases(config)
-    if config.fallback_secret is None and _marked_fallback_views():
+    # A second vendor (FALLBACK_VENDOR) answers fallback routes without the secret.
+    if config.fallback_secret is None and config.fallback_vendor is None \
+            and _marked_fallback_views():
         found.append(checks.Error(
             'a view is marked @protect(outage="fallback") but FALLBACK_SECRET is not set: '
             "no challenge can be issued, so the view refuses every request during an outage.",

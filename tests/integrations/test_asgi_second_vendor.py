@@ -250,3 +250,33 @@ async def test_no_secret_appears_in_logs_reprs_or_answers(
              repr(site.runtime.guard.gate), *(a.text for a in answers)]
     assert all(secret not in text for text in shown)
     assert config.describe()["fallback_private_key"] == "***"
+
+
+async def test_an_answer_in_the_header_is_never_a_blocking_verify_call_on_the_loop(
+        make: Callable[..., tuple[Site, httpx.AsyncClient]]) -> None:
+    # Review of issue 29: the X-Altcha header reaches the guard before the body is read
+    # (runtime.bypass, which is sync). With a second vendor that answer needs a verify call over
+    # the network, which must be awaited: a blocking call there stalls every request the worker
+    # serves for up to FAILOPEN_VERIFY_TIMEOUT, once per request an outsider sends. Recorded,
+    # not raised: a raise would be swallowed by bypass's own guard and hide the call.
+    site, client = make()
+    assert site.runtime.second_vendor is not None
+    verifier = site.runtime.second_vendor.verifier
+    blocking: list[str] = []
+    real_verify = verifier.verify
+
+    def recording(token: str, **kwargs: Any) -> Any:
+        blocking.append(token)
+        return real_verify(token, **kwargs)
+
+    setattr(verifier, "verify", recording)  # noqa: B010  # the instance's, not the class's
+    site.outage()
+    for answer in ("junk", site.hcaptcha.issue_token()):
+        await client.post("/signup", headers={"X-Altcha": answer})
+    assert blocking == []
+    # And the awaited call still decides: a fresh token is admitted once.
+    token = site.hcaptcha.issue_token()
+    admitted = await client.post("/signup", headers={"X-Altcha": token})
+    assert (admitted.status_code, code(admitted)) == (200, "bypassed_fallback")
+    replayed = await client.post("/signup", headers={"X-Altcha": token})
+    assert (replayed.status_code, code(replayed)) == (403, "fallback_invalid")

@@ -9,7 +9,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from django.http import HttpRequest, HttpResponse
 from django.test import override_settings
+from django.urls import include, path
+from failopen.integrations.django import protect
 
 from failopen.runtime import FailOpen
 from failopen.testing.providers import FakeHCaptchaVerify, FakeTurnstileVerify
@@ -98,3 +101,60 @@ def test_the_flag_endpoint_names_hcaptcha_for_the_fallback_view(
                         "vendor_url": "https://js.hcaptcha.com", "token_field": FIELD}
     assert client.get("/failopen/flag", {"path": "/login/"}).json()["fallback"] is None
     assert client.get("/failopen/challenge").status_code == 404
+
+
+def test_an_answer_in_the_header_is_verified_with_an_awaited_call_under_asgi(
+        site: FailOpen, client: Any, client_kind: str,
+        vendors: tuple[FakeTurnstileVerify, FakeHCaptchaVerify]) -> None:
+    # Review of issue 29: the async middleware asked runtime.bypass (sync) with the header's
+    # answer, which made the second vendor's verify call a blocking one on the event loop.
+    hcaptcha = vendors[1]
+    assert site.second_vendor is not None
+    verifier = site.second_vendor.verifier
+    blocking: list[str] = []
+    real_verify = verifier.verify
+
+    def recording(token: str, **kwargs: Any) -> Any:
+        blocking.append(token)
+        return real_verify(token, **kwargs)
+
+    setattr(verifier, "verify", recording)  # noqa: B010  # the instance's, not the class's
+    site.flag.force_off("Turnstile outage")
+    token = hcaptcha.issue_token()
+    headers = {"accept": "application/json", "X-Altcha": token}
+    admitted = client.post("/signup/", headers=headers)
+    assert (admitted.status_code, outcome(admitted)) == (200, "bypassed_fallback")
+    replayed = client.post("/signup/", headers=headers)
+    assert (replayed.status_code, outcome(replayed)) == (403, "fallback_invalid")
+    if client_kind == "async":
+        assert blocking == []
+
+
+# --- @protect(outage="fallback") answered by the second vendor ---------------------------------
+
+@protect(outage="fallback")
+def _marked_signup(request: HttpRequest) -> HttpResponse:
+    return HttpResponse("signed up")
+
+
+urlpatterns = [
+    path("marked-signup/", _marked_signup),
+    path("failopen/", include("failopen.integrations.django.urls")),
+]
+
+
+def test_a_view_marked_fallback_with_a_second_vendor_is_no_system_check_error(
+        fo_settings: dict[str, Any]) -> None:
+    # Review of issue 29: E006 asked for FALLBACK_SECRET, which Config refuses beside
+    # FALLBACK_VENDOR; a site could neither start with the second vendor nor follow the hint,
+    # and the way out left is to mark the view open.
+    from failopen.integrations.django.checks import check_settings
+
+    hcaptcha = FakeHCaptchaVerify()
+    second = {**fo_settings, "FALLBACK_VENDOR": "hcaptcha",
+              "FALLBACK_PRIVATE_KEY": hcaptcha.private_key,
+              "FALLBACK_PUBLIC_KEY": hcaptcha.public_key}
+    with override_settings(ROOT_URLCONF=__name__, FAILOPEN=second):
+        assert "failopen.E006" not in {m.id for m in check_settings()}
+    with override_settings(ROOT_URLCONF=__name__, FAILOPEN=fo_settings):
+        assert "failopen.E006" in {m.id for m in check_settings()}
