@@ -14,6 +14,7 @@
       s.src = o.vendorUrl.replace(/\/+$/, '') + '/npm/@friendlycaptcha/sdk@0.2.0/site.compat.min.js';
       s.onload = () => F() && render(); // no SDK: the snippet's watchdog, as for no onReady
       s.onerror = () => me.onerror && me.onerror(); // the snippet's watchdog: load error
+      s.nonce = me.nonce;
       document.head.appendChild(s);
     },
     run: () => hide ? widget.start() : box.scrollIntoView(),

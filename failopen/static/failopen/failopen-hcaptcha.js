@@ -16,6 +16,7 @@
       s.src = o.vendorUrl.replace(/\/+$/, '') + '/1/api.js?render=explicit&recaptchacompat=off' +
         '&onload=' + done;
       s.onerror = () => me.onerror && me.onerror(); // the snippet's watchdog: load error
+      s.nonce = me.nonce;
       document.head.appendChild(s);
     },
     // A checkbox waits for the person's click: show it to them.

@@ -17,6 +17,7 @@
       s.src = o.vendorUrl.replace(/\/+$/, '') + (E ? '/recaptcha/enterprise.js' : '/recaptcha/api.js') +
         '?render=' + (score ? encodeURIComponent(key) : 'explicit') + '&onload=' + done;
       s.onerror = () => me.onerror && me.onerror(); // the snippet's watchdog: load error
+      s.nonce = me.nonce;
       document.head.appendChild(s);
     },
     // v3: a token for the route's action, on submit (it lives two minutes). A checkbox waits

@@ -16,6 +16,7 @@
       s.src = o.vendorUrl.replace(/\/+$/, '') + '/turnstile/v0/api.js?render=explicit&onload=' +
         done;
       s.onerror = () => me.onerror && me.onerror(); // the snippet's watchdog: load error
+      s.nonce = me.nonce;
       document.head.appendChild(s);
     },
     run: () => hide ? T().execute(box) : box.scrollIntoView(),

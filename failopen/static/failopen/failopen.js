@@ -112,11 +112,12 @@
     tag = doc.createElement('script');
     // Another vendor's adapter acts as the spec's script.
     const name = ch.vendor;
-    tag.src = name ? url('failopen-' + name.replace('-enterprise', '') + '.js', me.src)
+    tag.src = name ? url('failopen-' + name.replace(/-enterprise|[^a-z-]/g, '') + '.js', me.src)
       : ch.vendorUrl.replace(/\/+$/, '') + '/v2/' + encodeURIComponent(ch.publicKey) +
       '/api.js';
     tag.o = Object.assign({}, ch, {form: (held || forms)[0], action: o.action || act});
     tag.setAttribute('data-callback', cb);
+    tag.nonce = me.nonce;
     tag.onerror = () => watchdog('load error');
     timer = setTimeout(watchdog, o.readyTimeoutMs, 'no onReady');
     doc.head.appendChild(tag);
