@@ -16,9 +16,11 @@ Over the rate limit: 429 ``outage_rate_limited`` with ``Retry-After``. The limit
 requests admitted without a vendor check, per client address and route: a cheap check comes
 first, so a flood over the limit costs no challenge verification (nor a second vendor's verify
 call), and the admission is counted in one step with a last check, so concurrent requests cannot
-slip over it together. The second vendor's verify call is the one step with I/O: :meth:`OutageGate.
-refuse` makes it blocking (sync adapters), :meth:`OutageGate.arefuse` awaits it (never a blocking
-call on an event loop); both run the same three steps around it.
+slip over it together. With a second vendor the count comes before its call and counts every
+answer checked, admitted or not: each costs a remote call and a slot of a bounded pool, so one
+client's junk stops at its allowance. The second vendor's verify call is the one step with
+I/O: :meth:`OutageGate.refuse` makes it blocking (sync adapters), :meth:`OutageGate.arefuse`
+awaits it (never a blocking call on an event loop); both run the same steps around it.
 
 The gate knows the fallback's pieces (``failopen.fallback``) only by what it asks of them, and
 never raises: a piece that fails refuses the request (a bug must not open a route).
@@ -180,10 +182,11 @@ class OutageGate:
         if policy == "fallback":
             vendor = self.vendor
             if vendor is not None:
-                refused = _vendor_refusal(vendor.verify(
+                # Spent before the call: each answer costs a remote call, so the attempt is
+                # what one client's allowance bounds, not only the admission.
+                return self.admit(client, route) or _vendor_refusal(vendor.verify(
                     solution or "", client=client, action=action), self.retry_after)
-            else:
-                refused = self._check(solution or "", off_since - self.issue_skew)
+            refused = self._check(solution or "", off_since - self.issue_skew)
             if refused is not None:
                 return refused
         return self.admit(client, route)
@@ -197,10 +200,10 @@ class OutageGate:
         if policy == "fallback":
             vendor = self.vendor
             if vendor is not None:
-                refused = _vendor_refusal(await vendor.averify(
+                # Spent before the call, as in refuse().
+                return self.admit(client, route) or _vendor_refusal(await vendor.averify(
                     solution or "", client=client, action=action), self.retry_after)
-            else:
-                refused = self._check(solution or "", off_since - self.issue_skew)
+            refused = self._check(solution or "", off_since - self.issue_skew)
             if refused is not None:
                 return refused
         return self.admit(client, route)

@@ -126,15 +126,23 @@ async def test_a_flood_over_the_outage_rate_limit_costs_no_hcaptcha_call(
     assert site.hcaptcha.requests == calls
 
 
-async def test_a_refused_hcaptcha_token_does_not_spend_the_rate_allowance(
+async def test_each_hcaptcha_attempt_spends_the_allowance_so_junk_costs_bounded_calls(
         make: Callable[..., tuple[Site, httpx.AsyncClient]]) -> None:
+    # Each answer costs the vendor a call (and our bounded pool a slot): counting admissions
+    # alone let one client make unbounded verify calls with junk, and starve the pool for
+    # everyone else. Counted before the call, one client's junk stops at its allowance.
     site, client = make(outage_rate="2/minute")
     site.outage()
-    for _ in range(4):
-        junk = await client.post("/signup", data={HCAPTCHA_FIELD: "junk"})
+    for _ in range(2):
+        junk = await client.post("/signup", data={HCAPTCHA_FIELD: "junk-" + "x" * 30})
         assert code(junk) == "fallback_invalid"
-    ok = await client.post("/signup", data={HCAPTCHA_FIELD: site.hcaptcha.issue_token()})
-    assert code(ok) == "bypassed_fallback"
+    calls = site.hcaptcha.requests
+    for _ in range(20):
+        flood = await client.post("/signup", data={HCAPTCHA_FIELD: "junk-" + "y" * 30})
+        assert (flood.status_code, code(flood)) == (429, "outage_rate_limited")
+    assert site.hcaptcha.requests == calls
+    late = await client.post("/signup", data={HCAPTCHA_FIELD: site.hcaptcha.issue_token()})
+    assert code(late) == "outage_rate_limited"  # the client's window, spent by its own junk
 
 
 @pytest.mark.parametrize("fault", ["503", "timeout", "429", "not_json"])
