@@ -154,8 +154,17 @@ class LazyCluster:
         return client
 
     def __getattr__(self, name: str) -> Any:
-        # Only for names this class lacks (get, set, mget, evalsha, ...): the cluster's own.
-        return getattr(self.cluster(), name)
+        # Only for names this class lacks (get, set, mget, evalsha, ...): the cluster's method,
+        # looked up when called. Building the cluster is I/O and may fail, which must happen
+        # inside the caller's call (its errors handled there), not where it names the method.
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return getattr(self.cluster(), name)(*args, **kwargs)
+
+        method.__name__ = name
+        return method
 
     def get_encoder(self) -> Any:
         """redis-py's default encoder, as the cluster is built with (no I/O: for Script)."""
@@ -194,6 +203,9 @@ def open_cluster_client(url: str, *, slot_key: str, **kwargs: Any) -> LazyCluste
     options = {**kwargs, **auth, **tls}
     if options.get("password") is None:
         options.pop("password", None)
+    # Deprecated for a cluster's nodes (redis-py 6+: timeouts are retried by the retry policy,
+    # which is no retry here, below).
+    options.pop("retry_on_timeout", None)
 
     def build() -> Any:
         from redis.backoff import NoBackoff
@@ -213,14 +225,20 @@ def open_cluster_client(url: str, *, slot_key: str, **kwargs: Any) -> LazyCluste
 
 
 def slot_holder(client: LazyCluster, key: str) -> dict[str, Any]:
-    """Where ``key`` lives: its hash slot (``CLUSTER KEYSLOT``, asked of a node) and the primary
-    and replicas that hold it in the slot map. Raises what redis-py raises."""
+    """Where ``key`` lives: its hash slot (``CLUSTER KEYSLOT``), the primary that holds it in the
+    slot map, and the replicas that primary says are in sync (``INFO replication``: the slot
+    map a node gives may leave out a replica it has not yet heard from). Raises what redis-py
+    raises."""
     cluster = client.cluster()
     slot = int(cluster.execute_command("CLUSTER KEYSLOT", key))
-    holders = cluster.nodes_manager.slots_cache.get(slot) or []
+    primary = cluster.get_node_from_key(key)
+    replication = cluster.get_redis_connection(primary).info("replication")
+    replicas = [value for name, value in sorted(replication.items())
+                if name.startswith("slave") and isinstance(value, dict)
+                and value.get("state") == "online"]
+    return {"slot": slot, "primary": _named(primary.host, primary.port),
+            "replicas": [_named(str(r.get("ip")), r.get("port")) for r in replicas]}
 
-    def named(node: Any) -> str:
-        return f"[{node.host}]:{node.port}" if ":" in str(node.host) else f"{node.host}:{node.port}"
 
-    return {"slot": slot, "primary": named(holders[0]) if holders else None,
-            "replicas": [named(node) for node in holders[1:]]}
+def _named(host: str, port: Any) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
