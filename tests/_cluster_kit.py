@@ -68,7 +68,7 @@ class RedisCluster:
                                                  "--masterauth", self.password]
         for port in self.ports:
             node_dir = self.directory / f"node-{port}"
-            node_dir.mkdir(exist_ok=True)
+            node_dir.mkdir(parents=True, exist_ok=True)
             self.processes[port] = subprocess.Popen(
                 [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(node_dir),
                  "--cluster-enabled", "yes", "--cluster-config-file", str(node_dir / "nodes.conf"),
