@@ -45,7 +45,7 @@ from failopen.providers.registry import DEFAULT_VENDOR, PROVIDERS
 from failopen.providers.settings import action_routes, vendor_presets
 from failopen.providers.status_url import check_status_url
 from failopen.providers.urls import check_url
-from failopen.stores import shown_url
+from failopen.stores import key_prefix, shown_url
 
 __all__ = [
     "Config", "KNOWN_IMPAIRED", "closest_setting", "default_backoff_max", "env_name",
@@ -244,6 +244,7 @@ class Config:
         """Move a password out of the store URL into ``store_password``, where every path that
         shows the Config masks it (``store`` then names the server only)."""
         stripped, password = store_password_apart(self.store, self.store_password)
+        key_prefix(self.store, self.redis_prefix)  # a cluster's hash tag: refused at start-up
         if password is not None:
             object.__setattr__(self, "store", stripped)
             object.__setattr__(self, "store_password", password)

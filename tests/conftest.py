@@ -26,6 +26,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # ``run``: the failopen command in-process.
 from _cli_kit import run  # noqa: E402, F401
+from _cluster_kit import redis_cluster  # noqa: E402, F401
 
 # The fleet tests' real redis-server (skips, saying why, where it is not installed).
 from _redis_kit import fleet, redis_server, redis_server_with_password  # noqa: E402, F401

@@ -45,7 +45,9 @@ def fleet_report(store: RedisStore, *, now: float | None = None,
     epoch, override_raw, reading_raw, leader_raw = store.snapshot()
     leader = _json_or_none(leader_raw)
     report: dict[str, Any] = {"store": store.shown, "prefix": store.prefix,
-                              "keys_present": epoch is not None}
+                              "keys_present": epoch is not None,
+                              # A cluster: the hash slot of the keys, its primary and replicas.
+                              "slot": store.where_keys()}
     if isinstance(leader, dict) and isinstance(leader.get("id"), str):
         since = leader.get("since")
         page = page if page is not None else stored_hash(leader.get("page"))
@@ -119,6 +121,10 @@ def _say(line: str) -> None:
 def _print_text(report: dict[str, Any]) -> None:
     leader = report["leader"]
     _say(f"store:    {report['store']} (prefix {report['prefix']!r})")
+    if report.get("slot") is not None:
+        slot = report["slot"]
+        _say(f"slot:     {slot['slot']} on the primary {slot['primary']}, replicas in sync: "
+             f"{', '.join(slot['replicas']) or 'none'}")
     other = "; watches another status page"
     _say(f"leader:   {leader['id']} since {leader['since']}"
          f"{other if leader['other_page'] else ''}" if leader else

@@ -7,8 +7,9 @@ servers will, and what would a server process report about itself?
 * ``file://``: the directory and file rules the servers apply (:mod:`failopen.stores.file`), the
   override in it, and a temporary file created and removed beside it (what every save does),
   never a write of the override file itself: a preflight must not race an operator's override.
-* ``redis://`` (and ``redis+sentinel://``, naming the primary the sentinels gave): connect and
-  authenticate (PING), then a round trip under the prefix (SET with a
+* ``redis://`` (and ``redis+sentinel://``, naming the primary the sentinels gave, and
+  ``redis+cluster://``, naming the hash slot of the keys and the primary and replicas holding
+  it): connect and authenticate (PING), then a round trip under the prefix (SET with a
   30 s TTL, GET, DEL of ``<prefix>check:<random>``), then the override. The password is never
   shown: the store names itself masked, and redis-py's words are never quoted.
 
@@ -150,10 +151,10 @@ def _check_redis(store: RedisStore) -> Check:
     override, words = _override(store)
     facts: dict[str, Any] = {"kind": "redis", "store": store.shown, "prefix": store.prefix,
                              "override": override}
-    authenticated = ", authenticated" if client.connection_pool.connection_kwargs.get(
-        "password") else " (no password: anyone who reaches it can switch protection off)"
+    authenticated = ", authenticated" if store.authenticated else \
+        " (no password: anyone who reaches it can switch protection off)"
     status: Literal["ok", "warning"] = "ok"
-    primary = getattr(client.connection_pool, "master_address", None)
+    primary = getattr(getattr(client, "connection_pool", None), "master_address", None)
     if primary is not None:  # Sentinel: which server the sentinels named, so it can be checked
         facts["primary"] = f"{primary[0]}:{primary[1]}"
         authenticated += f", to the primary {primary[0]}:{primary[1]} named by the sentinels"
@@ -163,6 +164,15 @@ def _check_redis(store: RedisStore) -> Check:
             authenticated += (f" (sentinels {', '.join(found)} answer without "
                               "a password: anyone who reaches them can name another primary; "
                               "give them requirepass)")
+    slot = store.where_keys()
+    if slot is not None:  # a cluster: which node to watch, and whether a failover keeps them
+        facts["slot"] = slot
+        authenticated += (f"; its keys in hash slot {slot['slot']} on the primary "
+                          f"{slot['primary']}, replicas in sync: "
+                          f"{', '.join(slot['replicas']) or 'none'}")
+        if not slot["replicas"]:
+            status = "warning"
+            authenticated += " (if that primary fails, nothing takes its slot over)"
     return Check("store", status,
                  f"{store.shown} (prefix {store.prefix!r}): connected{authenticated}; wrote, "
                  f"read and deleted {store.prefix}check:*; {words}", facts)

@@ -209,20 +209,7 @@ def _interval(every: Any) -> float | None:
 def _live_members(store: RedisStore) -> tuple[list[dict[str, Any]], float | None]:
     """The heartbeats of members that beat within two of their beat intervals, and how long
     ago (Redis's clock, seconds) the keys were last put back after a loss (None: not recorded)."""
-    pattern = "".join("\\" + c if c in "*?[]\\" else c for c in store.key_proc) + "*"
-
-    def read() -> tuple[list[tuple[Any, Any]], Any, Any]:
-        keys = list(store.client.scan_iter(pattern, count=500))
-        pipe = store.client.pipeline(transaction=False)
-        pipe.get(store.key_fallback_since)
-        pipe.time()
-        for key in keys:
-            pipe.get(key)
-            pipe.pttl(key)
-        since, now, *answers = pipe.execute()
-        return list(zip(answers[::2], answers[1::2], strict=True)), since, now
-
-    beats, since, now = store.call("SCAN", read)
+    beats, since, now = store.live_beats()
     live = []
     for raw, ttl_ms in beats:
         try:

@@ -19,8 +19,8 @@ from typing import Any
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.observe.paced import PacedLog
 from failopen.stores._redis_errors import explain_failure
+from failopen.stores.clients import kind_of
 from failopen.stores.redis import check_redis_url
-from failopen.stores.sentinel import open_client
 from failopen.stores.urls import shown_url, split_password
 
 __all__ = ["RETRY_AFTER", "RedisLink"]
@@ -39,17 +39,19 @@ class RedisLink:
         check_redis_url(url)
         url, in_url = split_password(url)  # no attribute holds a password in clear
         password = password or in_url
-        import redis  # its errors; the client comes from open_client (a Sentinel URL too)
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
-        self.prefix = prefix
+        #: The kind of Redis (one server, Sentinel, a cluster): its client, keys and errors.
+        self.kind = kind_of(url)
+        #: As the keys start (on a cluster with the prefix's hash tag: one slot).
+        self.prefix = prefix = self.kind.keyspace(prefix)
         self.shown = shown_url(url, password=bool(password))
         self.purpose = purpose
-        self.client: Any = open_client(
-            url, password=password, socket_timeout=timeout, socket_connect_timeout=timeout,
-            health_check_interval=0, retry=Retry(NoBackoff(), 0))
-        self.errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        self.client: Any = self.kind.open(
+            url, slot_key=prefix, password=password, socket_timeout=timeout,
+            socket_connect_timeout=timeout, health_check_interval=0, retry=Retry(NoBackoff(), 0))
+        self.errors = self.kind.errors()
         self._clock = clock
         # One float, replaced whole: read and written without a lock (the last writer wins,
         # and any writer's value is a fine time to try Redis again).

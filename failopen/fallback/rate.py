@@ -42,7 +42,7 @@ class OutageRateLimit:
             raise ConfigError("FAILOPEN_OUTAGE_RATE: none counts nothing; build no "
                               "OutageRateLimit for it")
         import limits
-        from limits.storage import MemoryStorage, RedisStorage
+        from limits.storage import MemoryStorage
         from limits.strategies import MovingWindowRateLimiter
 
         self.rate = rate
@@ -58,13 +58,8 @@ class OutageRateLimit:
         if redis_url is not None:
             self.link = RedisLink(redis_url, password=password, prefix=prefix, timeout=timeout,
                                   purpose="outage rate limit", clock=clock)
-            # Our client's pool: its timeouts and no retries, a unix:// URL as redis-py reads it
-            # (limits itself would want redis+unix://), and with a Sentinel URL the pool that
-            # asks the sentinels for the primary under the same timeouts (limits' own Sentinel
-            # storage gives the sentinels none unless told).
-            storage = RedisStorage("redis://", connection_pool=self.link.client.connection_pool,
-                                   key_prefix=f"{prefix}fallback:rate")
-            self._shared = MovingWindowRateLimiter(storage)
+            self._shared = MovingWindowRateLimiter(_storage_on(
+                self.link.client, key_prefix=f"{self.link.prefix}fallback:rate"))
 
     def __repr__(self) -> str:
         where = "memory" if self.link is None else self.link.shown
@@ -135,6 +130,29 @@ class OutageRateLimit:
         """Release the Redis connections (memory has none)."""
         if self.link is not None:
             self.link.close()
+
+
+def _storage_on(client: Any, *, key_prefix: str) -> Any:
+    """limits' Redis storage, its scripts run on our own client: its timeouts and no retries, a
+    unix:// URL as redis-py reads it (limits itself would want redis+unix://), with a Sentinel
+    URL the client that asks the sentinels under the same timeouts (limits' own Sentinel storage
+    gives the sentinels none unless told), and on a cluster the client built on first use
+    (limits' cluster storage asks a node for the slot map when made: start-up would wait on
+    the network, and fail while the cluster does). Every key shares the link's prefix, so on a
+    cluster the moving window's script runs on the deployment's one slot."""
+    import redis
+    from limits.storage import RedisStorage
+
+    class OnClient(RedisStorage):
+        def __init__(self) -> None:
+            # limits builds its client from a pool: one never used (no I/O) stands in, then
+            # its scripts are registered on ours, which get_connection() returns from then on.
+            super().__init__("redis://", connection_pool=redis.ConnectionPool(),
+                             key_prefix=key_prefix)
+            self.storage = client
+            self.initialize_storage("redis://")
+
+    return OnClient()
 
 
 @functools.lru_cache(maxsize=1024)

@@ -152,6 +152,7 @@ class RedisUsedSolutions:
         self.fallback = fallback
         self.link = RedisLink(url, password=password, prefix=prefix, timeout=timeout,
                               purpose="used solutions", clock=clock)
+        prefix = self.link.prefix  # with a cluster's hash tag: the fleet store's slot
         self._key_prefix = f"{prefix}fallback:used:"
         self._marker = f"{prefix}fallback:since"
         self._epoch = f"{prefix}epoch"  # the fleet store's (failopen.stores.redis)

@@ -19,6 +19,9 @@ than I last loaded (``changed``, cheap), and record this one (``save``; None lif
 * ``redis+sentinel://[:password@]host:port[,host:port...]/service_name/db``,
   ``rediss+sentinel://`` (TLS) — the same, on the primary the sentinels name, followed through a
   failover (:mod:`failopen.stores.sentinel`).
+* ``redis+cluster://[:password@]host:port[,host:port...]``, ``rediss+cluster://`` (TLS) — the
+  same on a Redis Cluster, every key in the one hash slot the prefix's hash tag names
+  (:mod:`failopen.stores.cluster`; the kinds of Redis: :mod:`failopen.stores.clients`).
 
 A store URL may carry a password (``redis://:password@host``), so it is only ever shown through
 :func:`mask_url`: in errors, logs, ``Config.describe()`` and ``repr``. A URL this version cannot
@@ -36,7 +39,8 @@ from failopen.stores.redis import REDIS_SCHEMES, check_redis_url
 from failopen.stores.urls import MASK, mask_url, shown_url, split_password
 
 __all__ = [
-    "OverrideStore", "check_store_url", "mask_url", "open_store", "shown_url", "split_password",
+    "OverrideStore", "check_store_url", "key_prefix", "mask_url", "open_store", "shown_url",
+    "split_password",
 ]
 
 _USE_INSTEAD = "use redis://host:port/db (a fleet), file:///path/override.json (every process " \
@@ -83,6 +87,17 @@ def check_store_url(url: object) -> str:
     what = ("the value (not shown: it may hold a password) is not a URL" if shown == MASK
             else f"{shown} is not a store URL this version can open")
     raise ConfigError(f"FAILOPEN_STORE: {what}; {_USE_INSTEAD}")
+
+
+def key_prefix(url: str, prefix: str) -> str:
+    """What the keys of ``url``'s store start with, given ``FAILOPEN_REDIS_PREFIX``: on a
+    cluster with its hash tag (``{failopen}:``), else ``prefix``. ConfigError, saying what to
+    change, for a prefix a cluster cannot keep in one slot."""
+    if "://" in url and url.partition("://")[0].lower() in REDIS_SCHEMES:
+        from failopen.stores.clients import kind_of
+
+        return kind_of(url).keyspace(prefix)
+    return prefix
 
 
 def open_store(url: str, *, prefix: str = "failopen:",

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from failopen.exceptions import ConfigError
+from failopen.stores.cluster import is_cluster_url, parse_cluster_url
 from failopen.stores.sentinel import is_sentinel_url, parse_sentinel_url
 
 __all__ = ["explain_failure"]
@@ -59,6 +60,9 @@ def explain_failure(exc: BaseException, *, what: str, shown: str, client: Any,
     its password masked."""
     from redis import exceptions as rex
 
+    if is_cluster_url(shown):
+        return _cluster_failure(exc, what=what, store=f"Redis store {shown}", shown=shown,
+                                client=client, prefix=prefix)
     store, settings = f"Redis store {shown}", _settings(client)
     if is_sentinel_url(shown):
         sentinel = _sentinel_failure(exc, what=what, store=store, shown=shown, client=client)
@@ -154,3 +158,43 @@ def _sentinel_failure(exc: BaseException, *, what: str, store: str, shown: str,
         return (f"{store}: {what} reached the previous primary, now a replica: a failover "
                 "happened; the next call asks the sentinels for the new one")
     return None
+
+
+def _cluster_failure(exc: BaseException, *, what: str, store: str, shown: str, client: Any,
+                     prefix: str) -> str:
+    """The words for a cluster's failures: no slot map (a failover under way, no node up), a
+    slot without its primary, a node that went away, as well as a password refused."""
+    from redis import exceptions as rex
+
+    try:
+        where = parse_cluster_url(shown).where()
+    except ConfigError:  # shown as scheme://***: no telling its hosts
+        where = "the cluster"
+    node = getattr(exc, "connection", None)
+    host, port = getattr(node, "host", None), getattr(node, "port", None)
+    address = (f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}") if host else where
+    if isinstance(exc, (rex.AuthenticationError, rex.AuthenticationWrongNumberOfArgsError)):
+        given = getattr(client, "authenticated", False)
+        fix = ("the nodes refused the user or password of the store URL: correct them in "
+               "FAILOPEN_STORE or FAILOPEN_STORE_PASSWORD" if given else "the nodes want a "
+               "password and the store URL gives none: add it to FAILOPEN_STORE_PASSWORD")
+        return f"{store}: authentication failed ({what}): {fix}"
+    if isinstance(exc, rex.NoPermissionError):
+        return (f"{store}: permission denied ({what}): the store URL's Redis user may not run "
+                f"{what} on the keys {prefix}* (or CLUSTER SLOTS); grant it those rights")
+    if isinstance(exc, (rex.ClusterDownError, rex.TryAgainError, rex.RedisClusterException)):
+        # Slots without a primary (one died, its replica not yet promoted), or no node gave a
+        # slot map: the cluster's failover takes its node timeout; the next call asks again.
+        return (f"{store}: {where} cannot serve {what} now ({type(exc).__name__}): a primary "
+                "is down and no replica promoted yet, or no node answered; is a failover under "
+                "way? The next call asks the nodes for the slot map again")
+    if isinstance(exc, rex.TimeoutError):
+        return f"{store}: no answer from {address} in time ({what}); is that node up?"
+    if isinstance(exc, (rex.ConnectionError, OSError)):
+        return (f"{store}: connection to {address} failed ({what}: {_os_reason(exc)}); if a "
+                "failover is under way the next call finds the promoted replica; else check "
+                "where FAILOPEN_STORE points, and that the nodes are up")
+    if isinstance(exc, rex.ResponseError):
+        return f"{store}: the cluster refused {what} ({type(exc).__name__})"
+    return (f"{store}: {address} did not answer {what} as a Redis Cluster node does "
+            f"({type(exc).__name__}); is the cluster mode on (cluster-enabled yes)?")

@@ -17,7 +17,11 @@ Keys, all under ``FAILOPEN_REDIS_PREFIX`` (default ``failopen:``), so several si
   record of used solutions (``fallback:used:<key>``, :mod:`failopen.fallback.used`) is complete
   only from then on.
 * ``proc:<id>`` — each process's heartbeat (TTL one minute), for ``failopen fleet``, naming the
-  override it applied (:mod:`failopen.engine.override_reach`).
+  override it applied (:mod:`failopen.engine.override_reach`); ``procs`` indexes them (a sorted
+  set, scored by when each lapses), so nothing scans the keyspace.
+
+On a Redis Cluster (:mod:`failopen.stores.cluster`) the prefix carries a hash tag
+(``{failopen}:``): every key above lives in one hash slot, on one primary.
 
 The reading, the lease, the confirmation lock and the heartbeats carry ``page``, a hash of the
 status page and global component their writer watches (the probe result and a probing leader's
@@ -43,14 +47,12 @@ from typing import Any
 
 from failopen._internal.forksafe import renew_locks_after_fork
 from failopen.exceptions import ConfigError, StoreError, StoreUnavailable
+from failopen.stores import _redis_lua as lua
 from failopen.stores._redis_errors import explain_failure
+from failopen.stores._redis_lua import NOW_MS_LUA, write_override_lua
+from failopen.stores.clients import kind_of
 from failopen.stores.override import Override
-from failopen.stores.sentinel import (
-    await_replica,
-    is_sentinel_url,
-    open_client,
-    parse_sentinel_url,
-)
+from failopen.stores.sentinel import await_replica
 from failopen.stores.urls import REDIS_SCHEMES, mask_url, shown_url, split_password
 
 __all__ = ["NOW_MS_LUA", "REDIS_SCHEMES", "RedisStore", "check_redis_url", "write_override_lua"]
@@ -63,71 +65,6 @@ DEFAULT_TIMEOUT = 0.5
 CONFIRM_TIMEOUT = 0.1
 _MAX_VALUE = 64 * 1024  # a value larger than this is garbage, not an override or a reading
 
-# Renew only one's own lease, release only one's own: compare-and-set in one step.
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"""
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
-#: Lua that defines ``now_ms()``: Redis's own clock in whole milliseconds, as text (how
-#: ``fallback:since`` is written, by the scripts below and by a fallback claim, and read back).
-NOW_MS_LUA = """
-local function now_ms()
-  local now = redis.call('TIME')
-  return string.format('%.0f', now[1] * 1000 + math.floor(now[2] / 1000))
-end
-"""
-# After lost keys: the first process to notice puts the marker back and, only then, the override
-# it last knew (with what is left of its TTL). Later ones find the marker and read what is there.
-_RESTORE = NOW_MS_LUA + """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
-  redis.call('SET', KEYS[3], now_ms())
-  if ARGV[2] ~= '' and ARGV[3] == '0' then
-    redis.call('SET', KEYS[2], ARGV[2], 'NX')
-  elseif ARGV[2] ~= '' then
-    redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[3])
-  end
-  return 1
-end
-return 0
-"""
-# An operator's override, placed (ARGV[1], PX ARGV[2]) or lifted (''), with the marker: a write
-# landing just after lost keys is the operator's latest word, which no member's restore may then
-# undo. A marker put back here starts the record of used fallback solutions anew, as a restore
-# does (failopen.fallback.used: a marker beside no record would read as "never lost").
-
-
-def write_override_lua(key: str, value: str, ttl: str) -> str:
-    """Lua that writes the override key ``key`` as :meth:`RedisStore.save` does: deleted when
-    ``value`` is '', kept until lifted when ``ttl`` is '0' (forcing on), else with PX ``ttl``
-    (each argument a Lua expression such as ``KEYS[2]``, ``ARGV[1]``)."""
-    return (f"if {value} == '' then\n  redis.call('DEL', {key})\n"
-            f"elseif {ttl} == '0' then\n  redis.call('SET', {key}, {value})\n"
-            f"else\n  redis.call('SET', {key}, {value}, 'PX', {ttl})\nend\n")
-
-
-_SAVE = NOW_MS_LUA + """
-if redis.call('SET', KEYS[1], '1', 'NX') then
-  redis.call('SET', KEYS[3], now_ms())
-end
-""" + write_override_lua("KEYS[2]", "ARGV[1]", "ARGV[2]") + "return 1\n"
-# The fleet-wide confirmation lock; when taken, the latest reading and the lock's holder come
-# back in the same trip (another deployment's lock says nothing about this one's page).
-_CONFIRM = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, false, false}
-end
-return {0, redis.call('GET', KEYS[2]), redis.call('GET', KEYS[1])}
-"""
-
-
 def check_redis_url(url: str) -> None:
     """ConfigError (URL masked) unless redis-py is installed and ``url`` names a Redis."""
     if importlib.util.find_spec("redis") is None:
@@ -135,14 +72,7 @@ def check_redis_url(url: str) -> None:
             f"FAILOPEN_STORE: {mask_url(url)} needs redis-py, which is not installed: "
             f"{_INSTALL}"
         )
-    if is_sentinel_url(url):
-        parse_sentinel_url(url)
-        return
-    scheme, _, rest = url.partition("://")
-    if scheme.lower() == "unix" and not rest.startswith("/"):
-        raise ConfigError(f"FAILOPEN_STORE: {mask_url(url)}: expected unix:///path/to/redis.sock")
-    if scheme.lower() != "unix" and not rest.rpartition("@")[2].split("/")[0].split("?")[0]:
-        raise ConfigError(f"FAILOPEN_STORE: {mask_url(url)}: expected redis://host:port/db")
+    kind_of(url).check(url)
 
 
 def _decode(raw: Any) -> str | None:
@@ -193,28 +123,30 @@ class RedisStore:
         password = password or in_url
         import time
 
-        import redis
-
+        self.kind = kind_of(url)
         self.url = url
-        self.prefix = prefix
+        # On a cluster every key carries the prefix's hash tag ({failopen}:): one slot.
+        self.prefix = prefix = self.kind.keyspace(prefix)
+        self.authenticated = bool(password)
         self.shown = shown_url(url, password=bool(password))
         self._time = clock_time if clock_time is not None else time.time
         try:
-            self.client: Any = open_client(
-                url, socket_timeout=timeout, socket_connect_timeout=timeout,
+            self.client: Any = self.kind.open(
+                url, slot_key=prefix, socket_timeout=timeout, socket_connect_timeout=timeout,
                 health_check_interval=0, retry_on_timeout=False, password=password,
             )
         except ValueError:
             # redis-py's message may quote the URL: replaced with the masked one.
             raise ConfigError(f"FAILOPEN_STORE: {self.shown} is not a Redis URL redis-py can "
                               "open; expected redis://[:password@]host:port/db") from None
-        self._quick: Any = open_client(
-            url, socket_timeout=min(timeout, CONFIRM_TIMEOUT),
+        self._quick: Any = self.kind.open(
+            url, slot_key=prefix, socket_timeout=min(timeout, CONFIRM_TIMEOUT),
             socket_connect_timeout=min(timeout, CONFIRM_TIMEOUT), health_check_interval=0,
             retry_on_timeout=False, password=password)
-        self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
-        # Behind Sentinel an override's write waits for a replica (it must survive a failover).
-        self._replicated_within = timeout if is_sentinel_url(url) else None
+        self._errors = self.kind.errors()
+        # Behind Sentinel or on a cluster an override's write waits for a replica (it must
+        # survive a failover).
+        self._replicated_within = timeout if self.kind.replicated else None
         self.key_override = prefix + "override"
         self.key_reading = prefix + "reading"
         self.key_probe = prefix + "probe"
@@ -223,12 +155,16 @@ class RedisStore:
         self.key_epoch = prefix + "epoch"
         self.key_fallback_since = prefix + "fallback:since"
         self.key_proc = prefix + "proc:"
-        self._renew = self.client.register_script(_RENEW)
-        self._release = self.client.register_script(_RELEASE)
-        self._restore = self.client.register_script(_RESTORE)
-        self._save = self.client.register_script(_SAVE)
+        self.key_procs = prefix + "procs"
+        self._renew = self.client.register_script(lua.RENEW)
+        self._release = self.client.register_script(lua.RELEASE)
+        self._restore = self.client.register_script(lua.RESTORE)
+        self._save = self.client.register_script(lua.SAVE)
+        self._beat = self.client.register_script(lua.BEAT)
+        self._forget = self.client.register_script(lua.FORGET)
+        self._live_beats = self.client.register_script(lua.LIVE_BEATS)
         self._save_keys = [self.key_epoch, self.key_override, self.key_fallback_since]
-        self._confirm = self._quick.register_script(_CONFIRM)
+        self._confirm = self._quick.register_script(lua.CONFIRM)
         # The override value last read by a sync and the one last loaded: ``changed`` compares
         # the two without a round trip. ``_synced`` False: no sync yet (see ``changed``).
         self._synced = False
@@ -381,11 +317,12 @@ class RedisStore:
 
     def heartbeat(self, proc: str, value: str, ttl_ms: int) -> None:
         """Say this process is alive (for ``failopen fleet``)."""
-        self.call("SET", self.client.set, self.key_proc + proc, value, px=ttl_ms)
+        self.call("EVAL", self._beat, keys=[self.key_proc + proc, self.key_procs],
+                  args=[proc, value, ttl_ms])
 
     def forget(self, proc: str) -> None:
         """Remove this process's heartbeat (on a clean stop)."""
-        self.call("DEL", self.client.delete, self.key_proc + proc)
+        self.call("EVAL", self._forget, keys=[self.key_proc + proc, self.key_procs], args=[proc])
 
     def try_confirm(self, token: str, ttl_ms: int) -> tuple[bool, Any, Any]:
         """Take the confirmation lock; when taken elsewhere, the latest reading's value and the
@@ -395,11 +332,36 @@ class RedisStore:
                                          args=[token, ttl_ms])
         return bool(got), reading, holder
 
+    def _proc_keys(self) -> list[bytes]:
+        """The heartbeat keys: those in the index, and where one server holds every key, any
+        a failopen without the index wrote (a rolling upgrade's older members)."""
+        prefix = self.key_proc.encode()
+        keys = {prefix + bytes(i) for i in self.call("ZRANGE", self.client.zrange,
+                                                     self.key_procs, 0, -1)}
+        if self.kind.scans:
+            pattern = _glob_escape(self.key_proc) + "*"
+            keys.update(self.call("SCAN", lambda: list(self.client.scan_iter(pattern, count=500))))
+        return sorted(keys)
+
     def processes(self) -> list[Any]:
         """The heartbeat values of the processes seen in the last minute."""
-        pattern = _glob_escape(self.key_proc) + "*"
-        keys = list(self.call("SCAN", lambda: list(self.client.scan_iter(pattern, count=500))))
-        return list(self.call("MGET", self.client.mget, keys)) if keys else []
+        keys = self._proc_keys()
+        return [v for v in self.call("MGET", self.client.mget, keys) if v is not None] \
+            if keys else []
+
+    def live_beats(self) -> tuple[list[tuple[Any, Any]], Any, Any]:
+        """Each heartbeat's value and TTL (ms), ``fallback:since`` and Redis's ``TIME``, read
+        in one step (for :mod:`failopen.engine.override_reach`)."""
+        keys = [self.key_fallback_since, *self._proc_keys()]
+        since, now, *answers = self.call("EVAL", self._live_beats, keys=keys, args=[])
+        return list(zip(answers[::2], answers[1::2], strict=True)), since, now
+
+    def where_keys(self) -> dict[str, Any] | None:
+        """Which node holds this deployment's keys (a cluster: its slot, primary and replicas);
+        None where one server holds every key. Raises StoreError."""
+        where: dict[str, Any] | None = self.call("CLUSTER KEYSLOT", self.kind.locate,
+                                                 self.client, self.key_override)
+        return where
 
     def override_ttl(self) -> int:
         """The override key's TTL in milliseconds (-2: no key, -1: none)."""

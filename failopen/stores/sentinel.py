@@ -31,8 +31,8 @@ from urllib.parse import parse_qsl, unquote
 from failopen.exceptions import ConfigError
 from failopen.stores.urls import SENTINEL_SCHEMES, mask_url, split_password
 
-__all__ = ["SENTINEL_SCHEMES", "SentinelURL", "await_replica", "is_sentinel_url", "open_client",
-           "open_sentinels", "parse_sentinel_url"]
+__all__ = ["SENTINEL_SCHEMES", "SentinelURL", "await_replica", "host_port", "is_sentinel_url",
+           "open_client", "open_sentinels", "parse_sentinel_url", "tls_options"]
 
 DEFAULT_SENTINEL_PORT = 26379
 logger = logging.getLogger("failopen.fleet")
@@ -95,7 +95,8 @@ def parse_sentinel_url(url: str) -> SentinelURL:
         raise bad("a '#' fragment means nothing here")
     tail, _, query = tail.partition("?")
     authority, slash, path = tail.partition("/")
-    sentinels = tuple(_sentinel(item, bad) for item in authority.split(","))
+    sentinels = tuple(host_port(item, bad, default_port=DEFAULT_SENTINEL_PORT)
+                      for item in authority.split(","))
     if not slash or not path.strip("/"):
         raise bad("no service name (the name the sentinels monitor, as in "
                   "'sentinel monitor <name> ...')")
@@ -111,45 +112,48 @@ def parse_sentinel_url(url: str) -> SentinelURL:
     username = unquote(userinfo.partition(":")[0]) or None if userinfo else None
     return SentinelURL(sentinels=sentinels, service=service, db=int(db_text or 0),
                        tls=scheme.lower() == "rediss+sentinel", username=username,
-                       tls_options=_tls_options(query, scheme.lower() == "rediss+sentinel", bad))
+                       tls_options=tls_options(query, scheme.lower() == "rediss+sentinel", bad))
 
 
-def _sentinel(item: str, bad: Any) -> tuple[str, int]:
+def host_port(item: str, bad: Any, *, default_port: int, what: str = "sentinel") -> tuple[str, int]:
+    """``host:port`` of one of a URL's hosts (a sentinel's, a cluster node's); ``bad(why)``
+    makes the ConfigError."""
     if not item:
-        raise bad("a sentinel host is missing (host:port, several separated by ',')")
+        raise bad(f"a {what} host is missing (host:port, several separated by ',')")
     if item.startswith("["):
         host, _, port_text = item.partition("]")
         host += "]"
         if port_text and not port_text.startswith(":"):
-            raise bad(f"the sentinel {item[:60]!r} is not host:port")
+            raise bad(f"the {what} {item[:60]!r} is not host:port")
         port_text = port_text[1:]
         if not _IPV6.fullmatch(host):
-            raise bad(f"the sentinel host {host[:60]!r} is not an IPv6 address")
+            raise bad(f"the {what} host {host[:60]!r} is not an IPv6 address")
         host = host[1:-1]
     else:
         host, _, port_text = item.partition(":")
         if not _HOST.fullmatch(host):
-            raise bad(f"the sentinel host {host[:60]!r} is not a host name or address"
-                      if host.isprintable() else "a sentinel host is not printable")
+            raise bad(f"the {what} host {host[:60]!r} is not a host name or address"
+                      if host.isprintable() else f"a {what} host is not printable")
     if not port_text:
-        return host, DEFAULT_SENTINEL_PORT
+        return host, default_port
     if not port_text.isdigit() or not port_text.isascii() or not 0 < int(port_text) < 65536:
-        raise bad(f"the sentinel port {port_text[:20]!r} is not a port from 1 to 65535"
-                  if port_text.isprintable() else "a sentinel port is not a number")
+        raise bad(f"the {what} port {port_text[:20]!r} is not a port from 1 to 65535"
+                  if port_text.isprintable() else f"a {what} port is not a number")
     return host, int(port_text)
 
 
-def _tls_options(query: str, tls: bool, bad: Any) -> dict[str, Any]:
+def tls_options(query: str, tls: bool, bad: Any, *, kind: str = "Sentinel") -> dict[str, Any]:
+    """The ``ssl_*`` options of a URL's query (checked: a typo stops start-up), for redis-py."""
     options: dict[str, Any] = {}
     for name, value in parse_qsl(query, keep_blank_values=True):
         if name == "password":
             continue  # read by split_password, passed beside the URL
         if name not in _TLS_OPTIONS:
-            raise bad(f"the option {name[:40]!r} is not one a Sentinel URL takes (only "
+            raise bad(f"the option {name[:40]!r} is not one a {kind} URL takes (only "
                       + ", ".join(sorted(_TLS_OPTIONS)) + ")"
                       if name.isprintable() else "an option name is not printable")
         if not tls:
-            raise bad(f"{name} applies to TLS only: use rediss+sentinel://")
+            raise bad(f"{name} applies to TLS only: use rediss+{kind.lower()}://")
         if name == "ssl_cert_reqs" and value.lower() not in _CERT_REQS:
             raise bad("ssl_cert_reqs is none, optional or required")
         if name == "ssl_check_hostname":

@@ -13,11 +13,14 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlencode, urlsplit
 
 from failopen.exceptions import ConfigError
 
-__all__ = ["MASK", "REDIS_SCHEMES", "SENTINEL_SCHEMES", "mask_url", "shown_url", "split_password"]
+__all__ = ["CLUSTER_SCHEMES", "MASK", "REDIS_SCHEMES", "SENTINEL_SCHEMES", "mask_url", "shown_url",
+           "split_password"]
 
 #: Redis Sentinel (:mod:`failopen.stores.sentinel`): the sentinels name the primary.
 SENTINEL_SCHEMES = frozenset({"redis+sentinel", "rediss+sentinel"})
-REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"}) | SENTINEL_SCHEMES
+#: Redis Cluster (:mod:`failopen.stores.cluster`): any node names the others and the slot map.
+CLUSTER_SCHEMES = frozenset({"redis+cluster", "rediss+cluster"})
+REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"}) | SENTINEL_SCHEMES | CLUSTER_SCHEMES
 
 MASK = "***"
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}")
@@ -105,8 +108,8 @@ def _userinfo_cut_short(rest: str, parts: SplitResult, *, hosts: bool = False) -
     if "@" in path or "@" in fragment:
         return True
     if hosts:
-        # A Sentinel URL lists hosts ("h1:26379,h2:26379"): urlsplit reads no port there, and the
-        # hosts are checked one by one (failopen.stores.sentinel).
+        # A Sentinel or Cluster URL lists hosts ("h1:26379,h2:26379"): urlsplit reads no port
+        # there, and the hosts are checked one by one (failopen.stores.sentinel, .cluster).
         return any("@" in item.partition("=")[0] for item in query.split("&"))
     try:
         parts.port  # noqa: B018 - raises for the start of a password read as the port
@@ -119,7 +122,7 @@ def _userinfo_cut_short(rest: str, parts: SplitResult, *, hosts: bool = False) -
 
 def _check_brackets(hosts: str) -> None:
     """ValueError unless each bracketed host of ``hosts`` (``host:port``, several separated by
-    ``,`` for Sentinel) is an IPv6 address."""
+    ``,`` for Sentinel and Cluster) is an IPv6 address."""
     for item in hosts.split(","):
         if "[" not in item and "]" not in item:
             continue
@@ -150,7 +153,7 @@ def split_password(url: str) -> tuple[str, str | None]:
                           "in brackets, as [::1]:6379; percent-encode any '[' or ']' in the "
                           "password") from None
     if scheme.lower() != "unix" and _userinfo_cut_short(
-            rest, parts, hosts=scheme.lower() in SENTINEL_SCHEMES):
+            rest, parts, hosts=scheme.lower() in SENTINEL_SCHEMES | CLUSTER_SCHEMES):
         # The URL would stay in Config.store as written, its password in clear for asdict().
         raise ConfigError(f"FAILOPEN_STORE: {mask_url(url)} does not parse as written: "
                           "percent-encode any '/', '?', '#' or '@' in its password, "
