@@ -23,17 +23,15 @@ first call, not when it is made (opening a store never waits on the network).
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
 
 from failopen._internal.forksafe import renew_locks_after_fork
 from failopen.exceptions import ConfigError
-from failopen.stores.sentinel import host_port, tls_options
-from failopen.stores.urls import CLUSTER_SCHEMES, mask_url, split_password
+from failopen.stores.sentinel import host_port, split_hosts_url, tls_options
+from failopen.stores.urls import CLUSTER_SCHEMES, mask_url
 
 __all__ = ["CLUSTER_SCHEMES", "ClusterURL", "LazyCluster", "cluster_errors", "cluster_prefix",
            "is_cluster_url", "open_cluster_client", "parse_cluster_url", "slot_holder"]
@@ -74,22 +72,12 @@ def parse_cluster_url(url: str) -> ClusterURL:
         return ConfigError(f"FAILOPEN_STORE: {shown}: {why}; expected {_FORM}"
                            + (" (rediss+cluster:// for TLS)" if tls else ""))
 
-    # The password first, as redis-py and urlsplit read it: what is left holds no secret.
-    rest = split_password(url)[0].partition("://")[2]
-    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
-    userinfo, at, _hosts = authority.rpartition("@")
-    tail = rest[len(userinfo) + 1:] if at else rest
-    tail, _, fragment = tail.partition("#")
-    if fragment:
-        raise bad("a '#' fragment means nothing here")
-    tail, _, query = tail.partition("?")
-    authority, _, path = tail.partition("/")
+    username, authority, _, path, query = split_hosts_url(url, bad)
     nodes = tuple(host_port(item, bad, default_port=DEFAULT_PORT, what="cluster node")
                   for item in authority.split(","))
     if path.strip("/") not in ("", "0"):
         raise bad("a cluster has database 0 only: remove the path (give each deployment its "
                   "own FAILOPEN_REDIS_PREFIX instead)")
-    username = unquote(userinfo.partition(":")[0]) or None if userinfo else None
     return ClusterURL(nodes=nodes, tls=tls, username=username,
                       tls_options=tls_options(query, tls, bad, kind="Cluster"))
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote
@@ -32,7 +33,7 @@ from failopen.exceptions import ConfigError
 from failopen.stores.urls import SENTINEL_SCHEMES, mask_url, split_password
 
 __all__ = ["SENTINEL_SCHEMES", "SentinelURL", "await_replica", "host_port", "is_sentinel_url",
-           "open_client", "open_sentinels", "parse_sentinel_url", "tls_options"]
+           "open_client", "open_sentinels", "parse_sentinel_url", "split_hosts_url", "tls_options"]
 
 DEFAULT_SENTINEL_PORT = 26379
 logger = logging.getLogger("failopen.fleet")
@@ -84,17 +85,7 @@ def parse_sentinel_url(url: str) -> SentinelURL:
                            + (" (rediss+sentinel:// for TLS)" if scheme.lower() == "rediss+sentinel"
                               else ""))
 
-    # The password first, read as redis-py and urlsplit read it (a ConfigError when a "/", "?"
-    # or "#" in it would cut the userinfo short): what is left holds no secret.
-    rest = split_password(url)[0].partition("://")[2]
-    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
-    userinfo, at, _hosts = authority.rpartition("@")
-    tail = rest[len(userinfo) + 1:] if at else rest
-    tail, _, fragment = tail.partition("#")
-    if fragment:
-        raise bad("a '#' fragment means nothing here")
-    tail, _, query = tail.partition("?")
-    authority, slash, path = tail.partition("/")
+    username, authority, slash, path, query = split_hosts_url(url, bad)
     sentinels = tuple(host_port(item, bad, default_port=DEFAULT_SENTINEL_PORT)
                       for item in authority.split(","))
     if not slash or not path.strip("/"):
@@ -109,10 +100,28 @@ def parse_sentinel_url(url: str) -> SentinelURL:
     if db_text and (not db_text.isdigit() or not db_text.isascii() or len(db_text) > 5):
         raise bad(f"the db {db_text[:20]!r} is not a database number (0, 1, ... 15 by default)"
                   if db_text.isprintable() else "the db is not a database number")
-    username = unquote(userinfo.partition(":")[0]) or None if userinfo else None
     return SentinelURL(sentinels=sentinels, service=service, db=int(db_text or 0),
                        tls=scheme.lower() == "rediss+sentinel", username=username,
                        tls_options=tls_options(query, scheme.lower() == "rediss+sentinel", bad))
+
+
+def split_hosts_url(url: str, bad: Callable[[str], ConfigError]
+                    ) -> tuple[str | None, str, str, str, str]:
+    """A multi-host URL's user name (None when none), its ``host:port,...`` list, the ``/`` after
+    it ("" when none), its path and its query; ``bad(why)`` for a fragment. The password goes
+    first, read as redis-py and urlsplit read it (a ConfigError when a "/", "?" or "#" in it would
+    cut the userinfo short): what is left holds no secret."""
+    rest = split_password(url)[0].partition("://")[2]
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    userinfo, at, _hosts = authority.rpartition("@")
+    tail = rest[len(userinfo) + 1:] if at else rest
+    tail, _, fragment = tail.partition("#")
+    if fragment:
+        raise bad("a '#' fragment means nothing here")
+    tail, _, query = tail.partition("?")
+    authority, slash, path = tail.partition("/")
+    username = unquote(userinfo.partition(":")[0]) or None if userinfo else None
+    return username, authority, slash, path, query
 
 
 def host_port(item: str, bad: Any, *, default_port: int, what: str = "sentinel") -> tuple[str, int]:
