@@ -67,6 +67,11 @@ def test_every_vendor_but_the_specs_has_an_adapter_shipped() -> None:
     for vendor in PROVIDERS:
         name = adapter_file(vendor)
         assert name is None or name in ADAPTERS, f"{vendor}: no {name} beside failopen.js"
+        # failopen.js names the file after the vendor the same way (the tag and the flag
+        # endpoint give it the vendor's name): 'failopen-' + name less '-enterprise'.
+        if name is not None:
+            assert name == "failopen-" + re.sub(r"-enterprise|[^a-z-]", "", vendor) + ".js"
+    assert "name.replace(/-enterprise|[^a-z-]/g, '')" in SOURCE
     assert adapter_file("enforcement") is None
     assert adapter_file("recaptcha-enterprise") == "failopen-recaptcha.js"
 

@@ -125,6 +125,10 @@ class Provider:
     #: Statuses by which the vendor refuses our private key while it reads as a refused token
     #: (the spec's vendor's 401/403): logged at ERROR, paced, as a wrong key.
     credentials_statuses: ClassVar[frozenset[int]] = frozenset()
+    #: Its browser adapter beside ``failopen.js``, ``failopen-<this>.js`` (the snippet names the
+    #: file after the vendor, Enterprise's after reCAPTCHA's, which drives both); None: the
+    #: spec's vendor, whose own script the snippet drives.
+    browser_adapter: ClassVar[str | None] = None
     #: The widget modes its browser adapter renders (``FAILOPEN_WIDGET``), the default first:
     #: ``visible`` (the widget in the form), ``invisible`` (run on submit), ``score`` (a token
     #: for the route's action on submit, no widget). Empty: the spec's vendor, which has none.

@@ -38,6 +38,7 @@ class FriendlyCaptcha(Siteverify):
     verify_url = "https://global.frcapi.com/api/v2/captcha/siteverify"
     token_field = "frc-captcha-response"
     script_origin = "https://cdn.jsdelivr.net"  # the SDK as its docs load it (jsDelivr)
+    browser_adapter = "friendly-captcha"
     # Tokens do expire (response_timeout), after a time the docs do not give.
     token_lifetime = None
     publishes_status = False

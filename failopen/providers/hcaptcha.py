@@ -28,6 +28,7 @@ class HCaptcha(Siteverify):
     verify_url = "https://api.hcaptcha.com/siteverify"
     token_field = "h-captcha-response"
     script_origin = "https://js.hcaptcha.com"
+    browser_adapter = "hcaptcha"
     token_lifetime = 120.0
     public_key_field = "sitekey"
     # hCaptcha's documented test secret: its test token passes.

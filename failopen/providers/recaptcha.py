@@ -23,6 +23,7 @@ class Recaptcha(Siteverify):
     verify_url = "https://www.google.com/recaptcha/api/siteverify"
     token_field = "g-recaptcha-response"
     script_origin = "https://www.google.com"
+    browser_adapter = "recaptcha"
     widgets = ("visible", "invisible", "score")
     token_lifetime = 120.0
     score_field = "score"

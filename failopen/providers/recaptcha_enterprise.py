@@ -65,6 +65,7 @@ class RecaptchaEnterprise(Provider):
     title = "reCAPTCHA Enterprise"
     token_field = "g-recaptcha-response"
     script_origin = "https://www.google.com"
+    browser_adapter = "recaptcha"
     widgets = ("score", "visible", "invisible")
     token_lifetime = 120.0
     needs_public_key = True

@@ -27,6 +27,7 @@ class Turnstile(Siteverify):
     verify_url = "https://challenges.cloudflare.com/turnstile/v0/siteverify"
     token_field = "cf-turnstile-response"
     script_origin = "https://challenges.cloudflare.com"
+    browser_adapter = "turnstile"
     token_lifetime = 300.0
     max_token_length = 2048
     retries = True

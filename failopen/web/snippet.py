@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from failopen.config import Config
-from failopen.providers.registry import DEFAULT_VENDOR, PROVIDERS
+from failopen.providers.registry import DEFAULT_VENDOR, PROVIDERS, provider_named
 from failopen.providers.settings import check_action
 
 __all__ = ["COMPANION_FILES", "SNIPPET_OPTIONS", "SNIPPET_PATH", "SOLVER_PATH", "Snippet",
@@ -26,11 +26,10 @@ SOLVER_PATH = SNIPPET_PATH.with_name("failopen-solver.js")
 
 
 def adapter_file(vendor: str) -> str | None:
-    """The file name of ``vendor``'s browser adapter beside the snippet, as the snippet spells
-    it (reCAPTCHA Enterprise shares reCAPTCHA's); None for the spec's vendor, which needs none."""
-    if vendor == DEFAULT_VENDOR:
-        return None
-    return f"failopen-{vendor.replace('-enterprise', '')}.js"
+    """The file name of ``vendor``'s browser adapter beside the snippet (reCAPTCHA Enterprise
+    shares reCAPTCHA's); None for the spec's vendor, which needs none."""
+    adapter = provider_named(vendor).browser_adapter
+    return None if adapter is None else f"failopen-{adapter}.js"
 
 
 #: The files served beside ``failopen.js`` (by the ASGI and WSGI middleware, and Django's static
