@@ -92,7 +92,7 @@ def _tuning(name: str) -> int | None:
 
 # The spec's vendor: the form holds the input the snippet fills. Another vendor (FAILOPEN_VENDOR):
 # the form holds nothing of the vendor's; the snippet, told which form, renders the widget in it.
-SPEC_VENDOR = config.vendor == "enforcement"
+SPEC_VENDOR = not config.provider.widget_posts_field
 TOKEN_INPUT = f'<input type="hidden" name="{escape(config.token_field)}">' if SPEC_VENDOR else ""
 SNIPPET_TAG = " ".join(f'{name}="{escape(value)}"' for name, value in snippet_attributes(
     config, flag_url=f"{PREFIX}/flag", form=None if SPEC_VENDOR else "form",

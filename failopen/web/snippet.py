@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from failopen.config import Config
-from failopen.providers.registry import DEFAULT_VENDOR, PROVIDERS, provider_named
+from failopen.providers.registry import PROVIDERS, provider_named
 from failopen.providers.settings import check_action
 
 __all__ = ["COMPANION_FILES", "SNIPPET_OPTIONS", "SNIPPET_PATH", "SOLVER_PATH", "Snippet",
@@ -94,7 +94,7 @@ def snippet_attributes(
         "data-failopen-token-field": config.token_field,
         "data-failopen-vendor-url": config.vendor_url or "",
     }
-    if config.vendor != DEFAULT_VENDOR:
+    if config.provider.browser_adapter is not None:  # the spec's vendor needs none
         attributes["data-failopen-vendor"] = config.vendor
         attributes["data-failopen-widget"] = config.widget or ""
     if form is not None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -234,4 +233,3 @@ def test_the_page_holds_the_widget_in_the_form_and_nothing_of_the_vendor_s_other
         # The widget is rendered inside the form, before its submit button.
         assert record.page.eval_on_selector(
             "form > button", "b => !!b.previousElementSibling.querySelector('iframe')")
-    time.sleep(0)  # nothing else to wait for: the assertions are on the page as rendered
