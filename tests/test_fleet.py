@@ -165,6 +165,26 @@ def test_after_a_flushall_every_member_beats_again_at_once(
     assert wait_for(lambda: beats() == 3, timeout=3)
 
 
+def test_a_member_that_finds_the_keys_already_put_back_beats_at_once(
+    fleet: Callable[..., list[FailOpen]], redis_server: RedisServer
+) -> None:
+    # Turned by hand, so the order is the test's: the first member notices the lost keys and
+    # puts the marker back, the second takes the free lease (and says so in a heartbeat), the
+    # third only ever sees the new marker and a held lease, yet its heartbeat went too.
+    members = [runtime.fleet for runtime in fleet(3, fleet_lease=60.0)]
+    for member in members:
+        assert member is not None
+        member.sync()
+    beats = lambda: len(redis_server.client().keys("failopen:proc:*"))  # noqa: E731
+    assert beats() == 3
+    redis_server.client().flushall()
+    for member in members:
+        member.sync()  # type: ignore[union-attr]
+    members[0].sync()  # type: ignore[union-attr]  # back from its fallback, beating at once
+    assert redis_server.client().get("failopen:epoch") is not None
+    assert beats() == 3
+
+
 @pytest.mark.parametrize("key", ["reading", "leader", "override"])
 def test_garbage_in_a_key_falls_back_then_rejoins(
     fleet: Callable[..., list[FailOpen]], redis_server: RedisServer, key: str

@@ -94,6 +94,7 @@ class Fleet:
         self._pending: FleetReading | None = None
         self._seq = 0
         self._seen_epoch = False
+        self._epoch: Any = None  # the marker's value at the last sync
         #: Overrides this process saw lifted: never restored nor applied again (fleet_override).
         self._overrides = OverrideMemory()
         self._reported: str | None = None  # the override the last heartbeat said was applied
@@ -168,6 +169,12 @@ class Fleet:
                        else "")
                 )
             epoch, override_raw, reading_raw, leader_raw, *rest = store.snapshot(probe=probing)
+        if epoch != self._epoch:
+            # A marker other than the one this process last read: the keys were lost and another
+            # member put the marker back first. This process's heartbeat went with them too.
+            if self._epoch is not None:
+                self._heartbeat_due = 0.0
+            self._epoch = epoch
         self._seen_epoch = True
         # Garbage is a fallback, the same as no answer; an override this process saw lifted is
         # never followed again, whoever put it back.
