@@ -42,12 +42,16 @@ def parse_rfc3339(value: str, *, name: str = "timestamp") -> datetime:
             "e.g. 2024-05-01T00:00:00Z"
         )
     year, month, day, hour, minute, second, fraction, zulu, sign, off_h, off_m = match.groups()
-    if zulu:
-        tz = timezone.utc
-    else:
-        offset = timedelta(hours=int(off_h), minutes=int(off_m))
-        tz = timezone(-offset if sign == "-" else offset)
     try:
+        if zulu:
+            tz = timezone.utc
+        else:
+            # RFC 3339 offsets are at most 23:59: "+24:00" fits the pattern, and timezone()
+            # refuses it with a ValueError that would have escaped as a traceback.
+            if int(off_h) > 23 or int(off_m) > 59:
+                raise ValueError(f"offset {sign}{off_h}:{off_m} is out of range")
+            offset = timedelta(hours=int(off_h), minutes=int(off_m))
+            tz = timezone(-offset if sign == "-" else offset)
         return datetime(
             int(year), int(month), int(day), int(hour), int(minute), int(second),
             int((fraction or "0")[:6].ljust(6, "0")), tzinfo=tz,

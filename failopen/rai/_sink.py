@@ -69,6 +69,7 @@ class Spool:
         self._files: dict[str, BinaryIO] = {}
         self.parts: dict[str, str] = {}  # output file name -> spool path, in first-write order
         self.records = {"cohorts": 0, "sessions": 0}
+        self.undated = 0  # records whose time could not be read: written to the undated file
 
     def _file(self, name: str) -> BinaryIO:
         f = self._files.get(name)
@@ -98,6 +99,9 @@ class Spool:
                     names[prefix] = name
             groups.setdefault(name, []).append(index)
         self.records[kind] += len(records)
+        if self._by_day:
+            undated = groups.get(f"{kind}-undated.{self._fmt}")
+            self.undated += len(undated) if undated else 0
         for name, group in groups.items():
             if lines is not None:
                 text = [lines[i] for i in group] if len(group) < len(records) else lines

@@ -76,11 +76,13 @@ class Summary:
     files: set[str] = field(default_factory=set)
     seconds: float = 0.0
     resumed: bool = False
+    undated: int = 0  # records with no usable time, in the ``-undated`` files
 
     def to_json(self, exit_code: int) -> dict[str, Any]:
         return {
             "cohorts": self.cohorts, "sessions": self.sessions, "files": sorted(self.files),
             "seconds": round(self.seconds, 3), "resumed": self.resumed, "exit_code": exit_code,
+            "undated": self.undated,
         }  # fmt: skip
 
 
@@ -154,9 +156,16 @@ class _Run:
             for spool in spools:
                 spool.discard()
         self.summary.files.update(written)
+        undated = sum(spool.undated for spool in spools)
         for spool in spools:
             self.summary.cohorts += spool.records["cohorts"]
             self.summary.sessions += spool.records["sessions"]
+        if undated:
+            # Delivered once like any other record, but no day file can hold it: say so, as a
+            # reader of the day files would otherwise never see it.
+            self.summary.undated += undated
+            logger.warning("%d record(s) had no usable timestamp (not RFC 3339 with an offset "
+                           "within ±23:59); written to the -undated files", undated)
         batch.done, batch.records = [], 0
 
     # -- one public key --

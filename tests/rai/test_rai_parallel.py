@@ -157,6 +157,29 @@ def test_a_slim_record_held_at_a_slice_boundary_is_written_from_its_text() -> No
     assert [r["future_field"] for r in records] == [{"kept": i} for i in range(len(inner))]
 
 
+@pytest.mark.parametrize("stamp", ["2024-05-01T04:00:00+24:00", "2024-05-01T04:00:00+23:60"])
+def test_a_record_with_an_unusable_offset_is_written_once_not_a_crash(stamp: str) -> None:
+    # +24:00 matches the pattern of an offset, but no time zone can be that far from UTC: the
+    # record is a bad one (written once, as an undated record is), never a traceback on every run.
+    start = datetime(2024, 5, 1, tzinfo=timezone.utc)
+    end = start + timedelta(hours=8)
+    # When the service filters on: its own clock's reading of each record.
+    records = [(start + timedelta(hours=1),
+                {"session_id": "s0", "cohort_id": "c", "session_created": _stamp(start)}),
+               (start + timedelta(hours=4),
+                {"session_id": "bad", "cohort_id": "c", "session_created": stamp})]
+
+    def fetch(first: datetime, last: datetime) -> Generator[Page[dict[str, Any]], None, None]:
+        yield Page([r for t, r in records if first <= t < last], None, "rai-v1")
+
+    def encode(batch: list[dict[str, Any]], lines: list[str] | None) -> bytes:
+        return b"".join(json.dumps(r).encode() + b"\n" for r in batch)
+
+    data = b"".join(c.data for c in parallel_export("sessions", start, end, 2, fetch, encode))
+    written = [json.loads(line)["session_id"] for line in data.splitlines()]
+    assert sorted(written) == ["bad", "s0"]
+
+
 def test_progress_counts_each_record_once(rai: Callable[..., Run], emulator: RaiEmulator,
                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     class Terminal(io.StringIO):

@@ -29,7 +29,7 @@ from failopen.rai import cli as rai_cli
 from failopen.rai._sink import DirSink
 from failopen.rai._state import SyncState, locked
 from failopen.testing._rai_requests import ApiError
-from failopen.testing._server import FakeRequest, LoopbackServer
+from failopen.testing._server import FakeRequest, LoopbackServer, Reply
 from failopen.testing.rai_emulator import RaiEmulator
 
 SINCE = "2024-05-01T00:00:00Z"
@@ -291,8 +291,12 @@ def test_parallel_sync_writes_the_same_files_as_sequential(
     assert folders[0] == folders[1]  # byte for byte: a stable order whatever the parallelism
 
 
-@pytest.mark.parametrize("stamp", ["../.-/.-./../escapeZ", "2024-05-01/../../x0000Z", None, 5,
-                                   "2024-13-45T00:00:00Z"])  # fmt: skip
+HOSTILE_STAMPS = ["../.-/.-./../escapeZ", "2024-05-01/../../x0000Z", None, 5,
+                  "2024-13-45T00:00:00Z", "2024-05-01T10:00:00+24:00", "2024-05-01T10:00:00-99:00",
+                  "2024-05-01T10:00:00+01:60"]  # offsets no time zone has: no day to file under
+
+
+@pytest.mark.parametrize("stamp", HOSTILE_STAMPS)
 def test_a_hostile_timestamp_never_names_a_file_outside_the_output_directory(
     stamp: object, tmp_path: Path
 ) -> None:
@@ -306,6 +310,38 @@ def test_a_hostile_timestamp_never_names_a_file_outside_the_output_directory(
     spool.close()
     assert list(spool.parts) == ["sessions-undated.jsonl"]
     spool.discard()
+
+
+def test_a_record_stamped_plus_24_hours_never_stops_the_sync(
+    monkeypatch: pytest.MonkeyPatch, emulator: RaiEmulator, sync: Runner, state: Path, out: Path
+) -> None:
+    # "+24:00" looks like an offset but is none (RFC 3339 stops at 23:59): it once raised a
+    # ValueError that crashed every later run on the same record.
+    first = emulator.cohort_ids()[0]
+
+    def handler(request: FakeRequest) -> Reply:
+        reply = emulator.handler(request)
+        if request.path.endswith(f"/cohorts/{first}/sessions") and reply.status == 200:
+            raw = reply.body if isinstance(reply.body, bytes) else b"".join(reply.body)
+            body = json.loads(raw)
+            if body["sessions"]:
+                bad = dict(body["sessions"][0], session_id="ses_plus24",
+                           session_created="2024-05-02T10:00:00+24:00")
+                body["sessions"].append(bad)
+            return Reply.json(body)
+        return reply
+
+    undated: list[int] = []
+    with LoopbackServer(handler) as server:
+        monkeypatch.setenv("FAILOPEN_RAI_BASE_URL", server.url)
+        for _ in range(2):  # the second run starts where the first ended: never stuck
+            result = sync(*sync_args(state, out, "--json", since=SINCE, until=END))
+            assert result.code == 0, result.err
+            assert "Traceback" not in result.err
+            undated.append(result.summary()["undated"])
+    assert undated == [1, 0]  # reported by the run that delivered it, then never again
+    assert ids(lines(out, "sessions"), "session_id")["ses_plus24"] == 1
+    assert (out / "sessions-undated.jsonl").exists()
 
 
 def test_a_state_file_cannot_name_files_to_cut_back_outside_the_day_files(
