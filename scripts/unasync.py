@@ -54,6 +54,7 @@ SUBSTITUTIONS = [
     (r"\baclosing\b", "closing"),
     (r"\baclose\b", "close"),
     (r"\baiter_bytes\b", "iter_bytes"),
+    (r"\baiter_raw\b", "iter_raw"),
     (r"\bAsyncGenerator\b", "Generator"),
     (r"\bAsyncIterator\b", "Iterator"),
     (r"\bAsyncIterable\b", "Iterable"),

@@ -25,6 +25,7 @@ from failopen.rai._base import (
     parse_cohort,
     transport_error,
 )
+from failopen.rai._bounded import ACCEPT_ENCODING, MAX_ANSWER_BYTES, BodyReader
 from failopen.rai._pager import (
     SLIM_FIELDS,
     Pager,
@@ -98,7 +99,11 @@ class AsyncClient(BaseClient):
             auth=self.auth,
             transport=transport,
             timeout=self.timeout,
-            headers={"Accept": "application/json", "User-Agent": self.user_agent},
+            headers={
+                "Accept": "application/json",
+                "Accept-Encoding": ACCEPT_ENCODING,
+                "User-Agent": self.user_agent,
+            },
             follow_redirects=False,
         )
 
@@ -111,16 +116,20 @@ class AsyncClient(BaseClient):
         )
         response = await self._http.send(request, stream=True)
         try:
-            # Chunks joined once: a growing buffer would be copied as it grows, and leave holes
+            # Read raw and decoded within a bound (a small gzip answer can decode to gigabytes);
+            # chunks joined once: a growing buffer would be copied as it grows, and leave holes
             # of every size behind in the heap (peak RSS crept up with the records exported).
-            chunks = []
-            async for chunk in response.aiter_bytes():
-                chunks.append(chunk)
-                if time.monotonic() > deadline:
-                    raise httpx.ReadTimeout(
-                        f"body still arriving after {self.timeout:g}s", request=request
-                    )
-            body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            reader = BodyReader(response.headers, f"{method} {path}", MAX_ANSWER_BYTES)
+            if response.is_stream_consumed:  # built in memory by a transport that is no network
+                body = reader.whole(response.content)
+            else:
+                async for chunk in response.aiter_raw():
+                    reader.feed(chunk)
+                    if time.monotonic() > deadline:
+                        raise httpx.ReadTimeout(
+                            f"body still arriving after {self.timeout:g}s", request=request
+                        )
+                body = reader.body()
             if response.is_success:
                 return body
             raise error_from_response(

@@ -21,6 +21,7 @@ import httpx
 from cachetools import TLRUCache
 
 from failopen.rai._base import decode_object, error_from_response
+from failopen.rai._bounded import ACCEPT_ENCODING, MAX_TOKEN_BYTES, aread_bounded, read_bounded
 from failopen.rai.exceptions import InvalidResponse
 
 __all__ = ["ClientCredentialsAuth"]
@@ -119,7 +120,8 @@ class ClientCredentialsAuth(httpx.Auth):
             "POST",
             self._token_url,
             json={"client_id": self._client_id, "client_secret": self._client_secret},
-            headers={"Accept": "application/json", "User-Agent": self._user_agent},
+            headers={"Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING,
+                     "User-Agent": self._user_agent},
             extensions=extensions,
         )
 
@@ -167,16 +169,17 @@ class ClientCredentialsAuth(httpx.Auth):
             token = self._cached()
             if token is None:
                 answer = yield self._token_request(request)
-                answer.read()
+                read_bounded(answer, "authorize", MAX_TOKEN_BYTES)
                 token = self._accept(answer)
         response = yield self._sign(request, token)
         if response.status_code != 401:
             return
+        read_bounded(response, "a refused request", MAX_TOKEN_BYTES)  # httpx reads it next
         with self._thread_lock:
             retry_with = self._refused(token)
             if retry_with is None:
                 answer = yield self._token_request(request)
-                answer.read()
+                read_bounded(answer, "authorize", MAX_TOKEN_BYTES)
                 retry_with = self._accept(answer)
         yield self._sign(request, retry_with)
 
@@ -188,15 +191,16 @@ class ClientCredentialsAuth(httpx.Auth):
             token = self._cached()
             if token is None:
                 answer = yield self._token_request(request)
-                await answer.aread()
+                await aread_bounded(answer, "authorize", MAX_TOKEN_BYTES)
                 token = self._accept(answer)
         response = yield self._sign(request, token)
         if response.status_code != 401:
             return
+        await aread_bounded(response, "a refused request", MAX_TOKEN_BYTES)
         async with self._async_lock:
             retry_with = self._refused(token)
             if retry_with is None:
                 answer = yield self._token_request(request)
-                await answer.aread()
+                await aread_bounded(answer, "authorize", MAX_TOKEN_BYTES)
                 retry_with = self._accept(answer)
         yield self._sign(request, retry_with)

@@ -1,0 +1,166 @@
+"""Every answer of the session-intelligence API is read within a bound, compressed and decoded.
+
+The finding: 1.4 MB of gzip took ``failopen rai`` to 1.2 GB in 3.5 s and a MemoryError traceback.
+Here each kind of oversized answer (a compression bomb from a page, from the token endpoint, from
+a 401; a body that announces its size; one that does not) ends the command with exit code 5 (a
+failure of the service) and one line naming the bound, and the memory it takes stays near it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gzip
+import tracemalloc
+import zlib
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+
+from failopen.rai import Client
+from failopen.rai import cli as rai_cli
+from failopen.rai._bounded import MAX_ANSWER_BYTES, BodyReader
+from failopen.rai._command import EXIT_FAILURE
+from failopen.rai.cli import register_rai
+from failopen.rai.exceptions import InvalidResponse
+from failopen.testing._server import FakeRequest, LoopbackServer, Reply
+from failopen.testing.rai_emulator import RaiEmulator
+
+SECRET = "s3cret-never-printed"
+ARGS = ("sessions", "--from", "2024-05-01T00:00:00Z", "--to", "2024-05-02T00:00:00Z",
+        "--public-key", "pk_live_test", "--parallel", "1")  # fmt: skip
+_MiB = 1024 * 1024
+
+
+def bomb(decoded: int) -> bytes:
+    """``decoded`` zero bytes, gzip-compressed (about a thousandth of the size)."""
+    out = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    block = bytes(_MiB)
+    parts = [out.compress(block) for _ in range(decoded // _MiB)]
+    return b"".join([*parts, out.flush()])
+
+
+BOMB = bomb(3 * MAX_ANSWER_BYTES)  # 48 MiB of zeros in about 50 KB
+
+
+@pytest.fixture
+def rai(monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str]]:  # fmt: skip
+    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_ID", "test-client")
+    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_SECRET", SECRET)
+    monkeypatch.setattr(rai_cli, "Client", functools.partial(Client, sleep=lambda _: None))
+    parser = argparse.ArgumentParser(prog="failopen")
+    register_rai(parser.add_subparsers())
+
+    def run(base_url: str) -> tuple[int, str]:
+        monkeypatch.setenv("FAILOPEN_RAI_BASE_URL", base_url)
+        args = parser.parse_args(["rai", *ARGS])
+        code = args.func(args)
+        return code, capsys.readouterr().err
+
+    return run
+
+
+def serving(answer: Callable[[FakeRequest], Reply | None]) -> Iterator[LoopbackServer]:
+    """The emulator, except where ``answer`` gives a reply of its own."""
+    emulator = RaiEmulator(client_secret=SECRET)
+
+    def handler(request: FakeRequest) -> Reply:
+        mine = answer(request)
+        return emulator.handler(request) if mine is None else mine
+
+    with LoopbackServer(handler) as server:
+        yield server
+
+
+def gzipped(body: bytes, status: int = 200) -> Reply:
+    return Reply(status=status, body=body, headers=[
+        ("Content-Type", "application/json"), ("Content-Encoding", "gzip")])
+
+
+@pytest.mark.parametrize("where", ["page", "token", "401"])
+def test_a_compression_bomb_ends_the_command_with_one_line_and_bounded_memory(
+    rai: Callable[..., tuple[int, str]], where: str
+) -> None:
+    def answer(request: FakeRequest) -> Reply | None:
+        is_token = request.path.endswith("/authorize")
+        if where == "token" and is_token:
+            return gzipped(BOMB)
+        if where != "token" and not is_token:
+            return gzipped(BOMB, status=401 if where == "401" else 200)
+        return None
+
+    tracemalloc.start()
+    try:
+        for server in serving(answer):
+            code, err = rai(server.url)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert code == EXIT_FAILURE
+    assert "answer_too_large" in err and "is larger than" in err and "Traceback" not in err
+    assert SECRET not in err
+    # The bound (16 MiB for a page, 64 KiB for the others) plus a few MiB of everything else,
+    # never the 48 MiB the answer would decode to.
+    assert peak < MAX_ANSWER_BYTES + 8 * _MiB
+
+
+def test_an_answer_that_announces_too_many_bytes_is_refused_before_it_is_read() -> None:
+    headers = httpx.Headers({"content-length": str(MAX_ANSWER_BYTES + 1)})
+    with pytest.raises(InvalidResponse, match="announces 16,777,217 bytes"):
+        BodyReader(headers, "GET /sessions", MAX_ANSWER_BYTES)
+
+
+def test_an_unencoded_answer_past_the_bound_is_refused_as_it_arrives() -> None:
+    reader = BodyReader(httpx.Headers(), "GET /sessions", 1024)
+    reader.feed(bytes(1000))
+    with pytest.raises(InvalidResponse, match="larger than 1 KiB"):
+        reader.feed(bytes(100))
+
+
+def test_compressed_bytes_count_too() -> None:
+    # Incompressible data grows a little under gzip: the raw bound is reached first.
+    import os
+
+    raw = gzip.compress(os.urandom(2048))
+    reader = BodyReader(httpx.Headers({"content-encoding": "gzip"}), "GET /x", 2048)
+    with pytest.raises(InvalidResponse, match="received"):
+        reader.feed(raw)
+
+
+def test_an_answer_within_the_bound_decodes_whole_in_small_raw_chunks() -> None:
+    body = b'{"sessions": []}' * 5000
+    raw = gzip.compress(body)
+    reader = BodyReader(httpx.Headers({"content-encoding": "gzip"}), "GET /x", len(body))
+    for i in range(0, len(raw), 7):
+        reader.feed(raw[i:i + 7])
+    assert reader.body() == body
+
+
+@pytest.mark.parametrize(("coding", "body", "match"), [
+    ("br", b"x", "encoded as 'br', which was not asked for"),
+    ("gzip", b"not gzip at all", "compressed answer is corrupt"),
+])  # fmt: skip
+def test_an_encoding_not_asked_for_or_corrupt_is_an_invalid_answer(
+    coding: str, body: bytes, match: str
+) -> None:
+    with pytest.raises(InvalidResponse, match=match):
+        reader = BodyReader(httpx.Headers({"content-encoding": coding}), "GET /x", 1024)
+        reader.feed(body)
+        reader.body()
+
+
+def test_the_client_asks_only_for_the_encodings_it_decodes() -> None:
+    seen: list[str] = []
+
+    def transport(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("accept-encoding", ""))
+        if request.url.path.endswith("/authorize"):
+            return httpx.Response(200, json={"access_token": "t", "expires_in": 60})
+        return httpx.Response(200, json={"cohort_id": "coh_1"})
+
+    with Client("https://rai.example", "id", SECRET,
+                transport=httpx.MockTransport(transport)) as client:  # fmt: skip
+        client.get_cohort("coh_1")
+    assert seen == ["gzip, deflate", "gzip, deflate"]
