@@ -255,10 +255,10 @@ class Guard(OutageDecisions):
         """The async twin of :meth:`bypass`, for adapters on an event loop: where the route's
         outage policy asks the fleet's Redis (the outage rate limit, the used-solution record),
         it is asked off the loop (:meth:`OutageGate.arefuse`). Never raises."""
-        if not self.gate.blocks(policy):
-            return self.bypass(path=path, client=client, user_agent=user_agent, policy=policy,
-                               route=route, solution=solution)
         try:
+            if not self.gate.blocks(policy):
+                return self.bypass(path=path, client=client, user_agent=user_agent,
+                                   policy=policy, route=route, solution=solution)
             state = self.flag.state
             if not state.enforce and self.mode == "enforce" \
                     and (solution is not None or policy != "fallback") \
