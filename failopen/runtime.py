@@ -343,6 +343,16 @@ class FailOpen:
         return self.guard.bypass(path=path, client=client, user_agent=user_agent,
                                  policy=policy, route=route, solution=solution)
 
+    async def abypass(self, *, path: str = "", client: str = "", user_agent: str = "",
+                      policy: str = "open", route: str = "", solution: str | None = None
+                      ) -> Decision | None:
+        """Async twin of :meth:`bypass`: the fleet's Redis, if the route's outage policy asks
+        it, is asked off the event loop."""
+        if not self._stopped:
+            self.watcher.ensure_running()
+        return await self.guard.abypass(path=path, client=client, user_agent=user_agent,
+                                        policy=policy, route=route, solution=solution)
+
     def decide(self, token: str | None, *, path: str = "", client: str = "",
                user_agent: str = "", policy: str = "open", route: str = "",
                solution: str | None = None, action: str | None = None) -> Decision:

@@ -223,8 +223,9 @@ class FailOpenMiddleware:
             solution = raw.header(scope, SOLUTION_HEADER)
         # Enforcement off: nobody looks at the token, so the body is neither capped nor parsed
         # (unless a fallback route's solution may be in it).
-        decision = self.runtime.bypass(path=path, client=address, user_agent=agent,
-                                       policy=policy, route=route, solution=solution)
+        # Awaited: a route whose outage policy asks the fleet's Redis asks it off the loop.
+        decision = await self.runtime.abypass(path=path, client=address, user_agent=agent,
+                                              policy=policy, route=route, solution=solution)
         app_receive = receive
         if decision is None:
             judged = await self._judge(scope, receive, path, address, agent, policy, route,

@@ -116,3 +116,15 @@ def test_used_solutions_in_memory() -> None:
     used = MemoryUsedSolutions()
     assert _child_runs_while_lock_held(used._lock,
                                        lambda: used.claim("k", time.time() + 60))
+
+
+def test_the_fallback_hand_off_pool() -> None:
+    # The parent's pool has threads (and its lock held); the child's hand-off must not wait on
+    # threads that did not survive the fork.
+    import asyncio
+
+    from failopen.fallback import handoff
+
+    assert asyncio.run(handoff.off_loop(lambda: 1)) == 1  # the parent's threads exist
+    assert _child_runs_while_lock_held(
+        handoff._pool._lock, lambda: asyncio.run(handoff.off_loop(lambda: 2)) == 2)

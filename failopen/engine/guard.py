@@ -249,6 +249,27 @@ class Guard(OutageDecisions):
                              extra={"event": "failopen.guard_error"})
         return None
 
+    async def abypass(self, *, path: str = "", client: str = "", user_agent: str = "",
+                      policy: str = "open", route: str = "", solution: str | None = None
+                      ) -> Decision | None:
+        """The async twin of :meth:`bypass`, for adapters on an event loop: where the route's
+        outage policy asks the fleet's Redis (the outage rate limit, the used-solution record),
+        it is asked off the loop (:meth:`OutageGate.arefuse`). Never raises."""
+        try:
+            if not self.gate.blocks(policy):
+                return self.bypass(path=path, client=client, user_agent=user_agent,
+                                   policy=policy, route=route, solution=solution)
+            state = self.flag.state
+            if not state.enforce and self.mode == "enforce" \
+                    and (solution is not None or policy != "fallback") \
+                    and not self._remote(policy):
+                return await self._abypass_flag_off(state, path, client, user_agent, policy,
+                                                    route, solution)
+        except Exception:
+            logger.exception("failopen bypass check failed; deciding with the token instead",
+                             extra={"event": "failopen.guard_error"})
+        return None
+
     def counts(self) -> dict[str, int]:
         """How many decisions of each outcome this process has made."""
         counts = {outcome: _tally_value(tally) for outcome, tally in list(self._tallies.items())}

@@ -5,9 +5,11 @@ base holds what it does once enforcement is off (or an outage is confirmed for o
 the :class:`~failopen.engine.outage.OutageGate`, then count, audit and name the challenge that
 admitted a request (``altcha`` or the second vendor's name).
 
-The async twins exist for one reason: with a second vendor (``FAILOPEN_FALLBACK_VENDOR``) the
-gate's check of a fallback answer is a verify call over the network, which ``adecide`` must await
-instead of blocking its event loop. Every other policy takes the same sync path in both.
+The async twins exist for the gate's network calls, which ``adecide`` must await instead of
+blocking its event loop: with a second vendor (``FAILOPEN_FALLBACK_VENDOR``) the check of a
+fallback answer is a verify call, and in fleet mode the outage rate limit and the used-solution
+record are in the fleet's Redis (:meth:`OutageGate.arefuse` asks it on a bounded pool of
+threads). Without either, both take the same sync path.
 """
 
 from __future__ import annotations
@@ -56,19 +58,21 @@ class OutageDecisions:
 
     def _bypass_flag_off(self, state: FlagState, path: str, client: str, user_agent: str,
                          policy: str = "open", route: str = "", solution: str | None = None,
-                         action: str | None = None) -> Decision:
+                         action: str | None = None, checked: bool = False) -> Decision:
         """The decision for ``state``, which is off, in enforce mode: the route's outage policy
         (``open``, within the outage rate limit, is allowed, bypassed, counted and audited).
         For an open route without a rate limit, what ``_finish`` does without the branches that
-        cannot apply: this is the whole cost of such a request during an outage."""
+        cannot apply: this is the whole cost of such a request during an outage. ``checked``:
+        the async path has had the gate admit it already."""
         gate = self.gate
         if policy != "open" or gate.rate is not None:
-            refused = gate.refuse(policy, route=route or path, client=client, solution=solution,
-                                  off_since=state.since,
-                                  action=self._action(action, route, path)
-                                  if self._remote(policy) else None)
-            if refused is not None:
-                return self._finish(self._refused(refused), path, client)
+            if not checked:
+                refused = gate.refuse(policy, route=route or path, client=client,
+                                      solution=solution, off_since=state.since,
+                                      action=self._action(action, route, path)
+                                      if self._remote(policy) else None)
+                if refused is not None:
+                    return self._finish(self._refused(refused), path, client)
             if policy == "fallback":
                 return self._bypass_fallback(state, path, client, user_agent, route)
         cached = self._bypass_for
@@ -91,8 +95,9 @@ class OutageDecisions:
                                 user_agent: str, policy: str = "open", route: str = "",
                                 solution: str | None = None,
                                 action: str | None = None) -> Decision:
-        """The async twin of :meth:`_bypass_flag_off`: the second vendor's call is awaited."""
-        if not self._remote(policy):
+        """The async twin of :meth:`_bypass_flag_off`: the second vendor's call is awaited, and
+        the fleet's Redis is asked off the event loop (:meth:`OutageGate.arefuse`)."""
+        if not self._remote(policy) and not self.gate.blocks(policy):
             return self._bypass_flag_off(state, path, client, user_agent, policy, route,
                                          solution)
         refused = await self.gate.arefuse(policy, route=route or path, client=client,
@@ -100,7 +105,8 @@ class OutageDecisions:
                                           action=self._action(action, route, path))
         if refused is not None:
             return self._finish(self._refused(refused), path, client)
-        return self._bypass_fallback(state, path, client, user_agent, route)
+        return self._bypass_flag_off(state, path, client, user_agent, policy, route, solution,
+                                     checked=True)
 
     def _bypass_fallback(self, state: FlagState, path: str, client: str,
                          user_agent: str, route: str) -> Decision:
@@ -147,8 +153,8 @@ class OutageDecisions:
     async def _abypass_confirmed(self, result: VerifyResult, path: str, client: str,
                                  user_agent: str, policy: str, route: str,
                                  solution: str | None, action: str | None) -> Decision:
-        """The async twin of :meth:`_bypass_confirmed`."""
-        if self.mode == "shadow" or not self._remote(policy):
+        """The async twin of :meth:`_bypass_confirmed`: the gate's network calls awaited."""
+        if self.mode == "shadow" or not (self._remote(policy) or self.gate.blocks(policy)):
             return self._bypass_confirmed(result, path, client, user_agent, policy, route,
                                           solution)
         refused = await self.gate.arefuse(policy, route=route or path, client=client,

@@ -18,9 +18,11 @@ first, so a flood over the limit costs no challenge verification (nor a second v
 call), and the admission is counted in one step with a last check, so concurrent requests cannot
 slip over it together. With a second vendor the count comes before its call and counts every
 answer checked, admitted or not: each costs a remote call and a slot of a bounded pool, so one
-client's junk stops at its allowance. The second vendor's verify call is the one step with
-I/O: :meth:`OutageGate.refuse` makes it blocking (sync adapters), :meth:`OutageGate.arefuse`
-awaits it (never a blocking call on an event loop); both run the same steps around it.
+client's junk stops at its allowance. The steps with I/O are the second vendor's verify call and,
+in fleet mode, the rate limit and the used-solution record in the fleet's Redis:
+:meth:`OutageGate.refuse` makes them blocking (sync adapters), :meth:`OutageGate.arefuse` awaits
+them (the verify call on the loop, the Redis steps on a bounded pool of threads: never a blocking
+call on an event loop); both run the same steps.
 
 The gate knows the fallback's pieces (``failopen.fallback``) only by what it asks of them, and
 never raises: a piece that fails refuses the request (a bug must not open a route).
@@ -28,9 +30,11 @@ never raises: a piece that fails refuses the request (a bug must not open a rout
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from failopen.fallback.handoff import off_loop
 from failopen.fallback.second_vendor import ALTCHA
 from failopen.fallback.settings import OUTAGE_POLICIES
 from failopen.providers.verify_answers import VerifyOutcome, VerifyResult
@@ -193,20 +197,37 @@ class OutageGate:
 
     async def arefuse(self, policy: str, *, route: str, client: str, solution: str | None,
                       off_since: float, action: str | None = None) -> Refusal | None:
-        """The async twin of :meth:`refuse`: the second vendor's verify call is awaited."""
-        refused = self.before_check(policy, route=route, client=client, solution=solution)
-        if refused is not None:
-            return refused
+        """The async twin of :meth:`refuse`, which never blocks the event loop: the second
+        vendor's verify call is awaited, and the steps that go to the fleet's Redis (the rate
+        limit's test and count, the used-solution claim) run on the hand-off pool
+        (:mod:`failopen.fallback.handoff`), all of them in one job."""
+        vendor = self.vendor
+        if policy == "fallback" and vendor is not None:
+            steps = functools.partial(self._allowance, policy, route, client, solution)
+            refused = await off_loop(steps) if self.blocks(policy) else steps()
+            # Spent before the call, as in refuse().
+            return refused or _vendor_refusal(await vendor.averify(
+                solution or "", client=client, action=action), self.retry_after)
+        check = functools.partial(self.refuse, policy, route=route, client=client,
+                                  solution=solution, off_since=off_since)
+        return await off_loop(check) if self.blocks(policy) else check()
+
+    def blocks(self, policy: str) -> bool:
+        """True when a request under ``policy`` may wait on the fleet's Redis here (the rate
+        limit, or for ``fallback`` the used-solution record): an event loop must not make
+        those calls itself. (The second vendor's call is :attr:`verifies_remotely`.)"""
+        if policy == "open":
+            return getattr(self.rate, "blocking", False) is True
         if policy == "fallback":
-            vendor = self.vendor
-            if vendor is not None:
-                # Spent before the call, as in refuse().
-                return self.admit(client, route) or _vendor_refusal(await vendor.averify(
-                    solution or "", client=client, action=action), self.retry_after)
-            refused = self._check(solution or "", off_since - self.issue_skew)
-            if refused is not None:
-                return refused
-        return self.admit(client, route)
+            return getattr(self.rate, "blocking", False) is True \
+                or getattr(self.used, "blocking", False) is True
+        return False  # closed, and an unknown policy: refused before any call
+
+    def _allowance(self, policy: str, route: str, client: str,
+                   solution: str | None) -> Refusal | None:
+        """The second vendor's route: the checks before its call, and the attempt counted."""
+        return self.before_check(policy, route=route, client=client, solution=solution) \
+            or self.admit(client, route)
 
     def before_check(self, policy: str, *, route: str, client: str,
                      solution: str | None) -> Refusal | None:

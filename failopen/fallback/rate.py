@@ -65,6 +65,12 @@ class OutageRateLimit:
         where = "memory" if self.link is None else self.link.shown
         return f"OutageRateLimit({self.rate!r}, {where})"
 
+    @property
+    def blocking(self) -> bool:
+        """True when a call may wait on the fleet's Redis (up to the timeout): an event loop
+        makes it on the hand-off pool (:mod:`failopen.fallback.handoff`)."""
+        return self.link is not None
+
     def test(self, client: str, route: str) -> int | None:
         """None while ``client`` is under the limit on ``route``; else the seconds to wait
         before the next request may pass (at least 1), for ``Retry-After``. Never raises."""

@@ -50,6 +50,9 @@ class UsedSolutions(Protocol):
 class MemoryUsedSolutions:
     """Used solutions in this process: at most ``max_entries`` unexpired ones. Thread-safe."""
 
+    #: No call waits on the network: an event loop makes it itself.
+    blocking = False
+
     def __init__(self, max_entries: int = 100_000, clock: Clock = SYSTEM_CLOCK) -> None:
         if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
             raise ValueError(f"max_entries must be a whole number of at least 1, "
@@ -146,6 +149,10 @@ return 0
 class RedisUsedSolutions:
     """Used solutions in the fleet's Redis, under ``<prefix>fallback:used:<key>``; the process's
     memory when Redis does not answer within ``timeout``."""
+
+    #: A call may wait on Redis (up to the timeout): an event loop makes it on the hand-off pool
+    #: (:mod:`failopen.fallback.handoff`).
+    blocking = True
 
     def __init__(self, url: str, *, password: str | None, prefix: str, timeout: float = 0.1,
                  fallback: MemoryUsedSolutions, clock: Clock = SYSTEM_CLOCK) -> None:

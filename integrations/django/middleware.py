@@ -233,8 +233,9 @@ class FailOpenMiddleware:
                 client = _client(request, settings.config)
                 agent = request.META.get("HTTP_USER_AGENT", "")
                 route, policy, solution = _outage(request, settings, view)
-                bypass = runtime.bypass(path=path, client=client, user_agent=agent,
-                                        policy=policy, route=route, solution=solution)
+                # Awaited: the fleet's Redis, where the outage policy asks it, off the loop.
+                bypass = await runtime.abypass(path=path, client=client, user_agent=agent,
+                                               policy=policy, route=route, solution=solution)
                 if bypass is not None:
                     decision = bypass
                 else:
