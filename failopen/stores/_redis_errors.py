@@ -160,6 +160,24 @@ def _sentinel_failure(exc: BaseException, *, what: str, store: str, shown: str,
     return None
 
 
+def _refusal_within(exc: BaseException) -> BaseException:
+    """The password or permission refusal that ``exc`` wraps, else ``exc``: redis-py's cluster
+    client wraps what each node answered while it asked for the slot map in one
+    RedisClusterException, so a wrong password would read as "no node answered"."""
+    from redis import exceptions as rex
+
+    refusals = (rex.AuthenticationError, rex.AuthenticationWrongNumberOfArgsError,
+                rex.NoPermissionError)
+    seen: BaseException | None = exc
+    for _ in range(8):  # a chain is short; a cycle (a context pointing back) must not hang
+        if seen is None:
+            break
+        if isinstance(seen, refusals):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return exc
+
+
 def _cluster_failure(exc: BaseException, *, what: str, store: str, shown: str, client: Any,
                      prefix: str) -> str:
     """The words for a cluster's failures: no slot map (a failover under way, no node up), a
@@ -170,6 +188,7 @@ def _cluster_failure(exc: BaseException, *, what: str, store: str, shown: str, c
         where = parse_cluster_url(shown).where()
     except ConfigError:  # shown as scheme://***: no telling its hosts
         where = "the cluster"
+    exc = _refusal_within(exc)
     node = getattr(exc, "connection", None)
     host, port = getattr(node, "host", None), getattr(node, "port", None)
     address = (f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}") if host else where
