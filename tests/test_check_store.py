@@ -186,6 +186,19 @@ def test_redis_without_the_password_it_wants(run: Any, env: pytest.MonkeyPatch,
 
 
 @needs_redis
+def test_a_single_server_given_a_cluster_url_is_named_as_one(
+    run: Any, env: pytest.MonkeyPatch, redis_server: RedisServer,
+) -> None:
+    # It answers, but refuses CLUSTER SLOTS, as every Redis without cluster-enabled does: not
+    # "a failover under way".
+    env.setenv("FAILOPEN_STORE", f"redis+cluster://{redis_server.address}")
+    status, detail = lines(run("check").out)["store"]
+    assert status == "problem"
+    assert "not as a cluster node" in detail and "redis://" in detail, detail
+    assert "failover" not in detail
+
+
+@needs_redis
 def test_a_redis_user_without_the_prefix_is_a_problem(run: Any, env: pytest.MonkeyPatch,
                                                       redis_server: RedisServer) -> None:
     # An ACL user limited to another site's keys: it authenticates, then may not touch ours.

@@ -178,6 +178,22 @@ def _refusal_within(exc: BaseException) -> BaseException:
     return exc
 
 
+def _not_in_cluster_mode(exc: BaseException) -> bool:
+    """True when a node answered but refused CLUSTER SLOTS: redis-py then raises a
+    RedisClusterException from the ResponseError, and wraps it with those of the other nodes."""
+    from redis import exceptions as rex
+
+    seen: BaseException | None = exc
+    for _ in range(8):  # a short chain; a cycle must not hang
+        if seen is None:
+            return False
+        if isinstance(seen, rex.RedisClusterException) \
+                and type(seen.__context__) is rex.ResponseError:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _cluster_failure(exc: BaseException, *, what: str, store: str, shown: str, client: Any,
                      prefix: str) -> str:
     """The words for a cluster's failures: no slot map (a failover under way, no node up), a
@@ -201,6 +217,10 @@ def _cluster_failure(exc: BaseException, *, what: str, store: str, shown: str, c
     if isinstance(exc, rex.NoPermissionError):
         return (f"{store}: permission denied ({what}): the store URL's Redis user may not run "
                 f"{what} on the keys {prefix}* (or CLUSTER SLOTS); grant it those rights")
+    if _not_in_cluster_mode(exc):
+        return (f"{store}: {address} answers, but not as a cluster node (it refused CLUSTER "
+                "SLOTS): for a single server use a redis:// store URL, or turn the nodes' "
+                "cluster-enabled on")
     if isinstance(exc, (rex.ClusterDownError, rex.TryAgainError, rex.RedisClusterException)):
         # Slots without a primary (one died, its replica not yet promoted), or no node gave a
         # slot map: the cluster's failover takes its node timeout; the next call asks again.
