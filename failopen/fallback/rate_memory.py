@@ -87,7 +87,11 @@ class MemoryWindows:
                 ring = self._overflow
                 if ring is None:
                     return None
-            return self._wait(ring, now, edge)
+            times = ring.times
+            if len(times) < self.amount:
+                return None
+            oldest = times[ring.head]
+        return None if oldest < edge else max(1, math.ceil(oldest + self.seconds - now))
 
     def hit(self, key: Hashable) -> int | None:
         """Count one admission of ``key`` when it is under the limit (checked and counted in
@@ -99,10 +103,20 @@ class MemoryWindows:
             keys = self._keys
             ring = keys.get(key)
             if ring is not None:
-                wait = self._admit(ring, now, edge)
-                if wait is None:
+                # _admit(), inline: this is every admission but a client's first.
+                times = ring.times
+                if len(times) < self.amount:
+                    times.append(now)
                     keys.move_to_end(key)
-                return wait
+                    return None
+                head = ring.head
+                oldest = times[head]
+                if oldest >= edge:
+                    return max(1, math.ceil(oldest + self.seconds - now))
+                times[head] = now
+                ring.head = head + 1 if head + 1 < self.amount else 0
+                keys.move_to_end(key)
+                return None
             self._drop_expired(edge)
             if len(keys) < self.max_keys:
                 keys[key] = _Ring(now)
@@ -130,13 +144,6 @@ class MemoryWindows:
             ring.head = head + 1 if head + 1 < self.amount else 0
             return None
         return max(1, math.ceil(oldest + self.seconds - now))
-
-    def _wait(self, ring: _Ring, now: float, edge: float) -> int | None:
-        times = ring.times
-        if len(times) < self.amount:
-            return None
-        oldest = times[ring.head]
-        return None if oldest < edge else max(1, math.ceil(oldest + self.seconds - now))
 
     def _full_of_live_keys(self, edge: float) -> bool:
         """True when a new key would count in the overflow window: the table is full and its
