@@ -283,3 +283,44 @@ def test_a_runtime_counts_with_the_configured_cap() -> None:
         assert rate is not None and rate.memory.max_keys == 500
     finally:
         fo.stop()
+
+
+# --- what the gate asks --------------------------------------------------------------------------
+
+
+class Counted(OutageRateLimit):
+    """The real limit, noting which of its methods the gate calls."""
+
+    def __init__(self, rate: str) -> None:
+        super().__init__(rate, clock=FakeClock())
+        self.calls: list[str] = []
+
+    def test(self, client: str, route: str) -> int | None:
+        self.calls.append("test")
+        return super().test(client, route)
+
+    def hit(self, client: str, route: str) -> int | None:
+        self.calls.append("hit")
+        return super().hit(client, route)
+
+
+def test_an_open_route_asks_the_limit_once_a_request() -> None:
+    """Nothing is checked between a test and the hit on an open route: the hit alone checks and
+    counts (in a fleet, one Redis round trip instead of two)."""
+    from failopen.engine.outage import OutageGate
+
+    rate = Counted("2/minute")
+    gate = OutageGate(rate=rate)
+
+    def request() -> object:
+        return gate.refuse("open", route=ROUTE, client="203.0.113.7", solution=None,
+                           off_since=0.0)
+
+    assert [request(), request()] == [None, None]
+    refused = request()
+    assert getattr(refused, "outcome", None) == "outage_rate_limited"
+    assert getattr(refused, "retry_after", None) == 60
+    assert rate.calls == ["hit"] * 3
+    assert gate.refuse("closed", route=ROUTE, client="203.0.113.8", solution=None,
+                       off_since=0.0) is not None
+    assert rate.calls == ["hit"] * 3, "a closed route counts nothing"
