@@ -13,15 +13,14 @@ it does not have to open the route. Each route follows one of three policies
 - ``closed``: refused with 503 and ``Retry-After`` (``outage_closed``).
 
 Over the rate limit: 429 ``outage_rate_limited`` with ``Retry-After``. The limit counts the
-requests admitted without a vendor check, per client address and route: on a fallback route a cheap
-check comes first, so a flood over the limit costs no challenge verification (nor a second vendor's
-verify call); the admission is counted in one step with a last check (on an open route, the only
-one), so concurrent requests cannot slip over it together. With a second vendor the count comes
-before its call and counts every answer checked, admitted or not: each costs a remote call and a
-slot of a bounded pool, so one client's junk stops at its allowance. The second vendor's verify
-call is the one step with I/O: :meth:`OutageGate.refuse` makes it blocking (sync adapters),
-:meth:`OutageGate.arefuse` awaits it (never a blocking call on an event loop); both run the same
-steps around it.
+requests admitted without a vendor check, per client address and route: a cheap check comes
+first, so a flood over the limit costs no challenge verification (nor a second vendor's verify
+call), and the admission is counted in one step with a last check, so concurrent requests cannot
+slip over it together. With a second vendor the count comes before its call and counts every
+answer checked, admitted or not: each costs a remote call and a slot of a bounded pool, so one
+client's junk stops at its allowance. The second vendor's verify call is the one step with
+I/O: :meth:`OutageGate.refuse` makes it blocking (sync adapters), :meth:`OutageGate.arefuse`
+awaits it (never a blocking call on an event loop); both run the same steps around it.
 
 The gate knows the fallback's pieces (``failopen.fallback``) only by what it asks of them, and
 never raises: a piece that fails refuses the request (a bug must not open a route).
