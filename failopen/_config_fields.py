@@ -49,7 +49,8 @@ _DURATIONS = _FLOATS - {"poll_jitter", "min_score"}
 # Numbers whose None means "derived from the poll interval".
 _DERIVED = {"stale_after", "backoff_max", "max_stale_bypass", "probe_interval"}
 _INTS = {"status_max_bytes", "open_after", "close_after", "retry_after", "max_body_bytes",
-         "audit_max_bytes", "audit_backups", "probe_open_after", "fallback_cost"}
+         "audit_max_bytes", "audit_backups", "probe_open_after", "fallback_cost",
+         "outage_rate_max_clients"}
 _BOOLS = {"indicator_fallback", "require_verified", "override_endpoint"}
 _STR_SETS = {"bypass_on", "protected_methods", "evidence"}
 _STR_TUPLES = {"protected_paths", "protected_views"}
@@ -188,6 +189,7 @@ def check_field(name: str, value: Any) -> None:
         "outage_policy": lambda v: _choice(name, v, OUTAGE_POLICIES),
         # Below 1,000 a solve costs a bot nothing; above 10**9 a browser never finishes.
         "fallback_cost": lambda v: _whole(name, v, 1000, 10**9),
+        "outage_rate_max_clients": lambda v: _whole(name, v, 100, 10**7),  # 10**7: 3-5 GB
     }
     if name in checks:
         checks[name](value)

@@ -34,7 +34,7 @@ from failopen._internal.networks import Network
 from failopen._internal.paths import ODD_CHARACTER, spellings
 from failopen.exceptions import ConfigError
 from failopen.fallback.second_vendor import check_fallback_vendor, fallback_token_field
-from failopen.fallback.settings import check_outage
+from failopen.fallback.settings import DEFAULT_MAX_CLIENTS, check_outage
 from failopen.observe.audit_file import (
     DEFAULT_AUDIT_BACKUPS,
     DEFAULT_AUDIT_MAX_BYTES,
@@ -144,6 +144,7 @@ class Config:
     fallback_cost: int = 100_000  # ALTCHA maxnumber; the solve-time benchmark will pick it
     fallback_ttl: float = 300.0
     outage_rate: str = DEFAULT_RATE  # "none": not counted
+    outage_rate_max_clients: int = DEFAULT_MAX_CLIENTS  # in memory; past them, one shared window
     trusted_proxies: tuple[str, ...] = ()  # CIDRs, as ipaddress writes them
 
     # A second vendor as the fallback challenge (issue 29; failopen.fallback.second_vendor):

@@ -82,6 +82,7 @@ ENV_TABLE: dict[str, tuple[str, object]] = {
     "fallback_cost": ("5000", 5000),
     "fallback_ttl": ("60", 60.0),
     "outage_rate": ("5/minute", "5/minute"),
+    "outage_rate_max_clients": ("50000", 50_000),
     "trusted_proxies": ("10.0.0.0/8, 192.168.1.7", ("10.0.0.0/8", "192.168.1.7/32")),
     # Issue 29: a second vendor as the fallback challenge (read without FAILOPEN_FALLBACK_SECRET,
     # which it excludes: see env_for).

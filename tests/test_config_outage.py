@@ -42,6 +42,7 @@ def test_the_defaults_keep_todays_behaviour() -> None:
     assert not made.uses_fallback and made.fallback_secret is None
     assert made.fallback_cost == 100_000 and made.fallback_ttl == 300.0
     assert made.outage_rate == "20/minute" and not made.outage_rate_explicit
+    assert made.outage_rate_max_clients == 20_000
     assert made.trusted_proxies == () and made.trusted_networks == ()
 
 
@@ -102,6 +103,11 @@ def test_from_the_environment_and_from_django_settings() -> None:
     ({"outage_rate": "20/minute;5/second"}, "FAILOPEN_OUTAGE_RATE"),
     ({"outage_rate": "0/minute"}, "admits nobody"),
     ({"outage_rate": ""}, "FAILOPEN_OUTAGE_RATE"),
+    # A cap of a few clients makes everyone share one window: a typo, said at start-up.
+    ({"outage_rate_max_clients": 99}, "FAILOPEN_OUTAGE_RATE_MAX_CLIENTS: expected a whole number "
+                                      "from 100"),
+    ({"outage_rate_max_clients": 10**8}, "FAILOPEN_OUTAGE_RATE_MAX_CLIENTS"),
+    ({"outage_rate_max_clients": True}, "FAILOPEN_OUTAGE_RATE_MAX_CLIENTS"),
     ({"trusted_proxies": "10.0.0.0/8, proxy.internal"},
      "FAILOPEN_TRUSTED_PROXIES: 'proxy.internal' is not an address"),
     ({"trusted_proxies": "10.0.0.1/8"}, "FAILOPEN_TRUSTED_PROXIES"),

@@ -232,13 +232,14 @@ class OutageGate:
     def before_check(self, policy: str, *, route: str, client: str,
                      solution: str | None) -> Refusal | None:
         """The refusal decided before any answer is checked: closed (and unknown) policies, a
-        fallback route without an answer, and the cheap rate-limit test (a flood over the
-        limit costs no verification)."""
-        if policy == "fallback":
-            if not solution:
-                return self._required
-        elif policy != "open":
-            return self._closed  # closed, and an unknown policy: never opens a route
+        fallback route without an answer, and on a fallback route the cheap rate-limit test (a
+        flood over the limit costs no verification)."""
+        if policy != "fallback":
+            # An open route has nothing to check: admit()'s hit alone checks and counts, and the
+            # test would only repeat it (a Redis round trip in a fleet).
+            return None if policy == "open" else self._closed  # closed, unknown: never open
+        if not solution:
+            return self._required
         rate = self.rate
         if rate is not None:
             wait = rate.test(client, route)

@@ -60,7 +60,8 @@ def outage_gate(config: Config, *, clock: Clock, fleet: bool,
         else:
             rate = OutageRateLimit(config.outage_rate, redis_url=config.store if fleet
                                    else None, password=password,
-                                   prefix=config.redis_prefix, clock=clock)
+                                   prefix=config.redis_prefix, clock=clock,
+                                   max_clients=config.outage_rate_max_clients)
     challenges = used = None
     # A secret without a fallback route in the settings: Django's @protect(outage=
     # "fallback") names its route where Config cannot see it.

@@ -1,14 +1,16 @@
 """The outage rate limit: requests admitted without a vendor check, per client address and route.
 
-Counted by the ``limits`` package with its moving window (no burst of twice the rate at a window's
-edge), in the process's memory, or in the fleet's Redis so the limit holds fleet-wide. When Redis
-fails or is slow, a call counts in memory instead (bounded by the timeout; see
+A moving window (no burst of twice the rate at a window's edge), counted in the process's memory
+(:mod:`failopen.fallback.rate_memory`: bounded whatever the number of clients), or by the
+``limits`` package in the fleet's Redis so the limit holds fleet-wide. When Redis fails or is
+slow, a call counts in memory instead (bounded by the timeout; see
 :mod:`failopen.fallback._redis`): each process then admits up to the rate on its own.
 
 An IPv6 client counts by its /64: one host is given that many addresses, and counted per address
 it could send every request from a new one.
 
-``limits`` and redis-py are imported when an :class:`OutageRateLimit` is built.
+``limits`` (which reads the rate) and redis-py are imported when an :class:`OutageRateLimit` is
+built.
 """
 
 from __future__ import annotations
@@ -17,15 +19,16 @@ import functools
 import ipaddress
 import logging
 import math
+import socket
 import time
-from collections.abc import Callable
 from typing import Any
 
 from failopen._internal.forksafe import renew_after_fork
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.exceptions import ConfigError
 from failopen.fallback._redis import RedisLink
-from failopen.fallback.settings import check_outage_rate
+from failopen.fallback.rate_memory import MemoryWindows
+from failopen.fallback.settings import DEFAULT_MAX_CLIENTS, check_outage_rate
 
 __all__ = ["OutageRateLimit"]
 
@@ -33,25 +36,25 @@ logger = logging.getLogger("failopen.fallback")
 
 
 class OutageRateLimit:
-    """``rate`` (``20/minute``) per (client address, route), in memory or in Redis."""
+    """``rate`` (``20/minute``) per (client address, route), in memory or in Redis; in memory
+    at most ``max_clients`` of them apart, the rest together (:class:`MemoryWindows`)."""
 
     def __init__(self, rate: str, *, redis_url: str | None = None, password: str | None = None,
                  prefix: str = "failopen:", timeout: float = 0.1,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, max_clients: int = DEFAULT_MAX_CLIENTS) -> None:
         if check_outage_rate(rate, explicit=True) == "none":
             raise ConfigError("FAILOPEN_OUTAGE_RATE: none counts nothing; build no "
                               "OutageRateLimit for it")
         import limits
-        from limits.storage import MemoryStorage
         from limits.strategies import MovingWindowRateLimiter
 
         self.rate = rate
         self.item = limits.parse(rate)
-        self._memory = MovingWindowRateLimiter(MemoryStorage())
-        # limits' MemoryStorage keeps an RLock per key (and a timer thread): one held at fork()
-        # would hang the child's first request for that client, so a forked worker counts
-        # afresh in storage of its own.
-        self._new_memory: Callable[[], Any] = lambda: MovingWindowRateLimiter(MemoryStorage())
+        self._clock = clock
+        self.memory = MemoryWindows(self.item.amount, self.item.get_expiry(),
+                                    max_keys=max_clients, clock=clock)
+        # A lock held by another thread at fork() would hang the child's first request: a
+        # forked worker counts afresh in memory of its own.
         renew_after_fork(self, "_renew_memory")
         self.link: RedisLink | None = None
         self._shared: Any = None
@@ -75,14 +78,14 @@ class OutageRateLimit:
         """None while ``client`` is under the limit on ``route``; else the seconds to wait
         before the next request may pass (at least 1), for ``Retry-After``. Never raises."""
         try:
-            client = _bucket(client)
-            limiter = self._limiter()
-            if limiter is not self._memory:
+            if ":" in client:  # _bucket(), inline: an IPv4 address is counted as it is
+                client = _slash64(client)
+            if self.link is not None and self.link.usable():
                 try:
-                    return self._test(limiter, client, route)
-                except self._link_errors() as exc:
-                    self._failed(exc, "EVALSHA")
-            return self._test(self._memory, client, route)
+                    return self._test(self._shared, client, route)
+                except self.link.errors as exc:
+                    self.link.failed(exc, "EVALSHA")
+            return self.memory.test((client, route))
         except Exception:
             logger.exception("failopen: the outage rate limit failed (the request is counted "
                              "as under it)", extra={"event": "failopen.fallback_error"})
@@ -93,43 +96,31 @@ class OutageRateLimit:
         (concurrent requests cannot all slip under the limit between :meth:`test` and this):
         None when it fits, else the seconds to wait, as :meth:`test` gives. Never raises."""
         try:
-            client = _bucket(client)
-            limiter = self._limiter()
-            if limiter is not self._memory:
+            if ":" in client:
+                client = _slash64(client)
+            if self.link is not None and self.link.usable():
                 try:
-                    if limiter.hit(self.item, client, route):
+                    if self._shared.hit(self.item, client, route):
                         return None
-                    return self._test(limiter, client, route) or 1
-                except self._link_errors() as exc:
-                    self._failed(exc, "EVALSHA")
-            if self._memory.hit(self.item, client, route):
-                return None
-            return self._test(self._memory, client, route) or 1
+                    return self._test(self._shared, client, route) or 1
+                except self.link.errors as exc:
+                    self.link.failed(exc, "EVALSHA")
+            return self.memory.hit((client, route))
         except Exception:
             logger.exception("failopen: the outage rate limit failed (the request is not "
                              "counted)", extra={"event": "failopen.fallback_error"})
             return None
 
     def _renew_memory(self) -> None:
-        self._memory = self._new_memory()
-
-    def _limiter(self) -> Any:
-        if self.link is not None and self.link.usable():
-            return self._shared
-        return self._memory
-
-    def _link_errors(self) -> tuple[type[BaseException], ...]:
-        return self.link.errors if self.link is not None else ()
-
-    def _failed(self, exc: BaseException, what: str) -> None:
-        if self.link is not None:
-            self.link.failed(exc, what)
+        old = self.memory
+        self.memory = MemoryWindows(old.amount, old.seconds, max_keys=old.max_keys,
+                                    clock=self._clock)
 
     def _test(self, limiter: Any, client: str, route: str) -> int | None:
         if limiter.test(self.item, client, route):
             return None
         reset, _remaining = limiter.get_window_stats(self.item, client, route)
-        # limits keeps its windows on the wall clock (time.time): so does the wait.
+        # limits keeps its Redis windows on the wall clock (time.time): so does the wait.
         return max(1, math.ceil(float(reset) - time.time()))
 
     def close(self) -> None:
@@ -161,16 +152,33 @@ def _storage_on(client: Any, *, key_prefix: str) -> Any:
     return OnClient()
 
 
-@functools.lru_cache(maxsize=1024)
 def _bucket(client: str) -> str:
     """Whom ``client`` counts as: its /64 for IPv6 (an IPv4-mapped one as the IPv4 address it
     is), anything else as given."""
-    if ":" not in client:
-        return client
+    return _slash64(client) if ":" in client else client
+
+
+_MAPPED = bytes(10) + b"\xff\xff"  # ::ffff:0:0/96, IPv4 on a dual-stack socket
+
+
+@functools.lru_cache(maxsize=4096)
+def _slash64(client: str) -> str:
+    """``client``'s /64 written as ``ipaddress`` writes it (``2001:db8:1:2::/64``; the Redis keys
+    of a fleet use it), an IPv4-mapped address as the IPv4 address, anything else as given.
+
+    ``inet_pton`` in C rather than ``ipaddress``, which took 16 µs per address: a flood from
+    more /64s than the cache holds paid that twice a request."""
     try:
-        address = ipaddress.IPv6Address(client)
-    except ValueError:
-        return client
-    if address.ipv4_mapped is not None:
-        return str(address.ipv4_mapped)
-    return str(ipaddress.IPv6Network((address, 64), strict=False))
+        packed = socket.inet_pton(socket.AF_INET6, client)
+    except (OSError, ValueError):  # such as a scope (fe80::1%eth0): ipaddress reads it, slowly
+        try:
+            address = ipaddress.IPv6Address(client)
+        except ValueError:
+            return client
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    if packed[:12] == _MAPPED:
+        return socket.inet_ntop(socket.AF_INET, packed[12:])
+    # inet_ntop writes as RFC 5952 says, and so as ipaddress does (tests/fallback/test_rate.py).
+    return socket.inet_ntop(socket.AF_INET6, packed[:8] + bytes(8)) + "/64"

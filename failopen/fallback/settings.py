@@ -16,14 +16,18 @@ from failopen.exceptions import ConfigError
 from failopen.secret import Secret
 
 __all__ = [
-    "DEFAULT_OUTAGE_RATE", "INSTALL", "MIN_SECRET", "OUTAGE_POLICIES", "check_outage",
-    "check_outage_rate", "check_policy_routes", "policy_routes", "require_extra",
+    "DEFAULT_MAX_CLIENTS", "DEFAULT_OUTAGE_RATE", "INSTALL", "MIN_SECRET", "OUTAGE_POLICIES",
+    "check_outage", "check_outage_rate", "check_policy_routes", "policy_routes", "require_extra",
 ]
 
 #: What a protected route may do while enforcement is off.
 OUTAGE_POLICIES = ("open", "fallback", "closed")
 #: Requests admitted without a vendor check, per client address and route.
 DEFAULT_OUTAGE_RATE = "20/minute"
+#: Clients (address and route) one process's memory counts apart; past them new clients share
+#: one window (failopen.fallback.rate_memory). About 330 bytes each with one admission in the
+#: window, 540 with 20: 7-11 MB at most per process.
+DEFAULT_MAX_CLIENTS = 20_000
 INSTALL = 'pip install "failopen[fallback]"'
 #: Characters of FAILOPEN_FALLBACK_SECRET at least: whoever guesses it mints solutions for free.
 MIN_SECRET = 32

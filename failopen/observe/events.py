@@ -212,6 +212,11 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
         "failopen.fallback", "WARNING", "this process remembers as many unexpired used "
         "solutions as it may: new ones are refused (one line per minute)",
         "max_entries, suppressed"),
+    "failopen.outage_rate_full": (
+        "failopen.fallback", "WARNING", "the outage rate limit counts as many clients in this "
+        "process's memory as it may (FAILOPEN_OUTAGE_RATE_MAX_CLIENTS), all within their "
+        "window: new clients share one window of the rate until some leave (one line per "
+        "minute)", "max_clients, suppressed"),
     "failopen.fallback_error": (
         "failopen.fallback", "ERROR", "a bug in the outage fallback's record or rate limit "
         "(the solution is refused, or the request not counted)", "-"),

@@ -9,11 +9,12 @@
    installed, and it decides what a flag-off row measures. The flag-off decision is shown with
    the limit ``none`` and with the default ``20/minute`` side by side, each over the same client
    addresses taken in turn, enough of them that none reaches 20 calls (so every call is an
-   admitted ``bypassed_flag_off``), at three numbers of clients: ``limits`` keeps its moving
-   windows in memory and a timer thread walks every client's window every 10 ms, so the cost
-   grows with the clients seen in the last minute. The refusal over the limit (429
-   ``outage_rate_limited``) is its own row. After each row the guard's outcome counts are
-   checked: a row that measured another outcome than it names stops the run.
+   admitted ``bypassed_flag_off``), at three numbers of clients (a call's cost should not grow
+   with them). Past ``FAILOPEN_OUTAGE_RATE_MAX_CLIENTS`` (20,000 by default) live clients, new
+   ones share one window and would be refused: the 70,000-client rows pin it to 100,000, and say
+   so. The refusal over the limit (429 ``outage_rate_limited``) is its own row. After each row
+   the guard's outcome counts are checked: a row that measured another outcome than it names
+   stops the run.
 2. Status requests caused by 1,000 concurrent verifies that all fail (fake verify answering 503,
    fake status page on loopback), with threads and with asyncio tasks. The goal is one per
    ``confirm_ttl``.
@@ -41,6 +42,7 @@ CALLS = 200_000
 # given here must be counted, or Config refuses to start.
 DEFAULT_RATE = "20/minute"
 PER_CLIENT = 20  # calls DEFAULT_RATE admits per client and route in a minute
+DEFAULT_MAX_CLIENTS = 20_000  # FAILOPEN_OUTAGE_RATE_MAX_CLIENTS' default, written out as the rate
 FLAG_OFF = "bypassed_flag_off"
 RATE_LIMITED = "outage_rate_limited"
 
@@ -60,10 +62,13 @@ def _ns_per_call(fn: Callable[[], object], calls: int = CALLS) -> float:
     return statistics.median(samples)
 
 
-def _runtime(rate: str, *, flag_off: bool = True) -> FailOpen:
-    """A runtime with its outage rate limit pinned to ``rate``, the flag forced off."""
+def _runtime(rate: str, *, flag_off: bool = True, max_clients: int = DEFAULT_MAX_CLIENTS
+             ) -> FailOpen:
+    """A runtime with its outage rate limit pinned to ``rate`` (counting ``max_clients`` apart
+    in memory), the flag forced off."""
     fo = FailOpen(Config(verify_url="http://127.0.0.1:9/verify", private_key="k",
-                         protected_paths=("/login",), outage_rate=rate))
+                         protected_paths=("/login",), outage_rate=rate,
+                         outage_rate_max_clients=max_clients))
     # A limit that silently did not count (no ``limits``) would make every row a `none` row.
     if (fo.guard.gate.rate is None) != (rate == "none"):
         raise SystemExit(f"outage rate {rate!r} was not applied: {fo.guard.gate!r}")
@@ -129,10 +134,15 @@ def bench_request_path() -> list[Row]:
     for calls in (CALLS // 100, CALLS // 10, CALLS):
         count, _ = _clients(calls)
         ns: dict[str, float] = {}
+        # Enough room for every client: past the cap they would share one window (refused).
+        cap = DEFAULT_MAX_CLIENTS if count <= DEFAULT_MAX_CLIENTS else 100_000
+        pinned = "" if cap == DEFAULT_MAX_CLIENTS else \
+            f" (`FAILOPEN_OUTAGE_RATE_MAX_CLIENTS={cap}`)"
         for rate in ("none", DEFAULT_RATE):
-            fo = _runtime(rate)
+            fo = _runtime(rate, max_clients=cap)
             label = "`none`" if rate == "none" else f"`{rate}` (default), admitted"
-            name = f"`FailOpen.decide`, flag off, outage rate {label}, {count:,} clients in turn"
+            name = f"`FailOpen.decide`, flag off, outage rate {label}, {count:,} clients in " \
+                   f"turn{pinned if rate != 'none' else ''}"
             ns[rate] = _ns_per_call(_decide(fo, _clients(calls)[1]), calls)
             _expect(fo, name, {FLAG_OFF: calls * ROUNDS})
             rows.append((name, ns[rate], ns[rate] / ns["none"]))

@@ -12,7 +12,8 @@ included:
 - challenge issue (``FallbackChallenges.issue``, what ``GET <prefix>/challenge`` does);
 - solution check of a valid solution (``FallbackChallenges.check``: HMAC, one SHA-256, the salt);
 - used-solution claim, in memory and in a real ``redis-server`` on a free loopback port;
-- outage rate limit, ``test`` then ``hit`` as the gate calls them, in memory and in Redis;
+- outage rate limit, ``test`` then ``hit`` as the gate calls them on a fallback route (an open
+  route's request asks only ``hit``), in memory and in Redis;
 - the whole ``Guard.decide`` with the flag off: a ``fallback`` route with a fresh valid solution
   (rate limit, check, claim, audit), the same without the rate limit, an ``open`` route with the
   default rate limit, and an ``open`` route with no rate limit (the decision before issue 20);

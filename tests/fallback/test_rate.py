@@ -14,6 +14,7 @@ from _redis_kit import RedisServer
 from failopen.exceptions import ConfigError
 from failopen.fallback import OutageRateLimit
 from failopen.fallback._redis import RETRY_AFTER
+from failopen.fallback.rate import _bucket
 from failopen.testing import FakeClock
 
 PREFIX = "site:failopen:"
@@ -84,6 +85,20 @@ def test_odd_clients_never_raise() -> None:
         limit.hit(client, "/signup")
     assert limit.test(None, "/signup") is None  # type: ignore[arg-type]
     limit.hit(None, "/signup")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("client", "counted_as"), [
+    ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"), ("2001:DB8:1:2::9", "2001:db8:1:2::/64"),
+    ("2001:0db8:0000:0000:0001::", "2001:db8::/64"), ("0:0:0:1::5", "0:0:0:1::/64"),
+    ("0:1:0:0:1::", "0:1::/64"), ("1::", "1::/64"), ("::1", "::/64"), ("::1.2.3.4", "::/64"),
+    ("::ffff:203.0.113.5", "203.0.113.5"), ("::ffff:cb00:7105", "203.0.113.5"),
+    ("64:ff9b::203.0.113.5", "64:ff9b::/64"), ("fe80::1%eth0", "fe80::/64"),
+    ("203.0.113.5", "203.0.113.5"), ("1::2::3", "1::2::3"), ("[::1]", "[::1]"), ("", ""),
+])
+def test_each_client_counts_as_its_address_or_its_64(client: str, counted_as: str) -> None:
+    """The bucket is written as ``ipaddress`` writes a network: a fleet's Redis keys hold it,
+    so processes of two versions count one /64 under one key."""
+    assert _bucket(client) == counted_as
 
 
 # --- Redis: the fleet ----------------------------------------------------------------------------
