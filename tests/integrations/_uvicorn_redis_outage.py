@@ -33,13 +33,20 @@ _gate.rate.close()  # type: ignore[union-attr]
 _rate = OutageRateLimit(app.config.outage_rate, redis_url=app.config.store, password=None,
                         prefix=app.config.redis_prefix,
                         timeout=float(os.environ["REDIS_OUTAGE_TIMEOUT"]))
-_test = _rate.test
+_test, _hit = _rate.test, _rate.hit
 
 
-def _spied(client: str, route: str) -> int | None:
+# Whichever call asks first: an open route only hits (the check is in the count).
+def _spied_test(client: str, route: str) -> int | None:
     asked.set()
     return _test(client, route)
 
 
-_rate.test = _spied  # type: ignore[method-assign]
+def _spied_hit(client: str, route: str) -> int | None:
+    asked.set()
+    return _hit(client, route)
+
+
+_rate.test = _spied_test  # type: ignore[method-assign]
+_rate.hit = _spied_hit  # type: ignore[method-assign]
 _gate.rate = _rate

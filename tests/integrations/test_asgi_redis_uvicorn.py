@@ -70,12 +70,16 @@ def test_a_frozen_redis_holds_the_log_in_not_the_worker(
     try:
         login.start()
         # Served by the same worker while the log-in waits on Redis (the loop is free).
-        while not httpx.get(worker + "/health", timeout=TIMEOUT * 2).json()["asked"]:
-            pass
+        asked = False
+        for _ in range(2000):  # bounded: a log-in that never asks must fail, not hang
+            asked = httpx.get(worker + "/health", timeout=TIMEOUT * 2).json()["asked"]
+            if asked:
+                break
         still_waiting = login.is_alive()
     finally:
         process.send_signal(signal.SIGCONT)
     login.join(TIMEOUT * 2)
+    assert asked, "the log-in never asked the outage rate limit"
     assert still_waiting, "/health was answered only once the log-in was done with Redis"
     assert [a.status_code for a in answers] == [200]
     # Counted in Redis, not in the worker's memory after a timeout.
