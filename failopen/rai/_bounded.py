@@ -6,10 +6,16 @@ gigabyte and ended the process with a MemoryError. So the body is read raw and d
 zlib told how much output it may produce: the memory an answer takes is at most the bound plus
 one mebibyte, whatever its compression ratio. ``Accept-Encoding`` names only what is decoded
 here (gzip, deflate), so a server never has a reason to send another coding.
+
+The answers an auth flow reads (the token endpoint's, a 401's) are bounded in time too, as a page
+is: each byte within the read timeout is no bound, since a server that drips them keeps the
+command waiting for as long as it likes. They end once the request's read timeout has passed.
 """
 
 from __future__ import annotations
 
+import math
+import time
 import zlib
 from collections.abc import Mapping
 
@@ -121,9 +127,11 @@ def read_bounded(response: httpx.Response, what: str, limit: int) -> bytes:
     reader = BodyReader(response.headers, what, limit)
     if response.is_stream_consumed:  # built in memory (a transport that is no network)
         return reader.whole(response.content)
+    seconds, deadline = _deadline(response)
     try:
         for chunk in response.iter_raw():
             reader.feed(chunk)
+            _in_time(response, what, seconds, deadline)
     except BaseException:
         response.close()
         raise
@@ -135,13 +143,33 @@ async def aread_bounded(response: httpx.Response, what: str, limit: int) -> byte
     reader = BodyReader(response.headers, what, limit)
     if response.is_stream_consumed:
         return reader.whole(response.content)
+    seconds, deadline = _deadline(response)
     try:
         async for chunk in response.aiter_raw():
             reader.feed(chunk)
+            _in_time(response, what, seconds, deadline)
     except BaseException:
         await response.aclose()
         raise
     return _keep(response, reader.body())
+
+
+def _deadline(response: httpx.Response) -> tuple[float, float]:
+    """The read timeout of ``response``'s request, and when reading its body must be over (no
+    end without one)."""
+    try:
+        seconds = response.request.extensions["timeout"]["read"]
+    except (RuntimeError, KeyError, TypeError):  # RuntimeError: a response with no request
+        seconds = None
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+        return math.inf, math.inf
+    return seconds, time.monotonic() + seconds
+
+
+def _in_time(response: httpx.Response, what: str, seconds: float, deadline: float) -> None:
+    if deadline != math.inf and time.monotonic() > deadline:
+        raise httpx.ReadTimeout(f"{what}: the answer still arriving after {seconds:g}s",
+                                request=response.request)
 
 
 def _keep(response: httpx.Response, body: bytes) -> bytes:
