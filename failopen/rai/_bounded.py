@@ -54,12 +54,16 @@ class BodyReader:
             raise self._too_large(f"it announces {int(declared):,} bytes")
         coding = headers.get("content-encoding", "identity").strip().lower()
         self._decoder: zlib._Decompress | None
+        #: deflate's bytes until its first two (the zlib header) are read: None once they are.
+        self._head: bytes | None = None
         if coding in ("", "identity"):
             self._decoder = None
         elif coding in ("gzip", "x-gzip"):
             self._decoder = zlib.decompressobj(zlib.MAX_WBITS | 16)
         elif coding == "deflate":
-            self._decoder = zlib.decompressobj()  # zlib-wrapped, as RFC 9110 says deflate is
+            # zlib-wrapped, as RFC 9110 says deflate is; raw when that header is wrong, as some
+            # servers send it (httpx reads both, and so did failopen rai before this reader).
+            self._decoder, self._head = zlib.decompressobj(), b""
         else:
             raise InvalidResponse(
                 f"{what}: the answer is encoded as {coding[:40]!r}, which was not asked for "
@@ -79,18 +83,32 @@ class BodyReader:
         if self._decoder is None:
             self._add(raw)
             return
-        data = raw
         try:
-            while data:
-                # At most one byte past what may still come (more means too large), in steps
-                # of a mebibyte: zlib's output buffer is never larger than that.
-                room = min(self._limit - self._decoded + 1, _MiB)
-                out = self._decoder.decompress(data, room)
-                self._add(out)
-                data = self._decoder.unconsumed_tail
+            try:
+                self._decode(self._decoder, raw)
+            except zlib.error:
+                if self._head is None:
+                    raise
+                # Not the zlib header (it is read from the first two bytes): raw deflate, read
+                # again from its first byte. Nothing was decoded yet.
+                data, self._head = self._head + raw, None
+                self._decoder = zlib.decompressobj(-zlib.MAX_WBITS)
+                self._decode(self._decoder, data)
         except zlib.error as exc:
             raise InvalidResponse(f"{self._what}: the compressed answer is corrupt ({exc})",
                                   code="invalid_encoding") from None
+        if self._head is not None:
+            self._head += raw
+            if len(self._head) >= 2:  # the header passed: deflate as RFC 9110 says it is
+                self._head = None
+
+    def _decode(self, decoder: zlib._Decompress, data: bytes) -> None:
+        while data:
+            # At most one byte past what may still come (more means too large), in steps of a
+            # mebibyte: zlib's output buffer is never larger than that.
+            room = min(self._limit - self._decoded + 1, _MiB)
+            self._add(decoder.decompress(data, room))
+            data = decoder.unconsumed_tail
 
     def _add(self, data: bytes) -> None:
         if not data:

@@ -236,3 +236,27 @@ def test_an_async_token_answer_that_drips_past_the_timeout_is_cut_off(
     with pytest.raises(RaiTransportError, match="still arriving after 2.5s"):
         asyncio.run(run())
     assert drip.sent <= 4, "read on past the timeout"
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 100_000])
+def test_a_raw_deflate_answer_decodes_as_httpx_decoded_it(chunk: int) -> None:
+    # Found in review: servers that send "deflate" without the zlib wrapper (raw, as some always
+    # have) were decoded by httpx, which tries raw after the wrapper fails; the bounded reader
+    # called them corrupt, so failopen rai stopped working against them.
+    body = b'{"sessions": []}' * 500
+    squeezer = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    raw = squeezer.compress(body) + squeezer.flush()
+    assert httpx.Response(200, headers={"content-encoding": "deflate"}, content=raw).read() \
+        == body
+    reader = BodyReader(httpx.Headers({"content-encoding": "deflate"}), "GET /x", len(body))
+    for i in range(0, len(raw), chunk):
+        reader.feed(raw[i:i + chunk])
+    assert reader.body() == body
+
+
+def test_a_raw_deflate_bomb_is_bounded_too() -> None:
+    squeezer = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    raw = b"".join(squeezer.compress(bytes(_MiB)) for _ in range(4)) + squeezer.flush()
+    reader = BodyReader(httpx.Headers({"content-encoding": "deflate"}), "GET /x", _MiB)
+    with pytest.raises(InvalidResponse, match="once decoded"):
+        reader.feed(raw)
