@@ -17,6 +17,7 @@ from typing import Any, overload
 
 from failopen._internal.defaults import DefaultText
 from failopen._internal.durations import parse_duration
+from failopen._internal.methods import method_problem
 from failopen.exceptions import ConfigError
 from failopen.fallback.settings import DEFAULT_OUTAGE_RATE, OUTAGE_POLICIES
 from failopen.providers.urls import check_url
@@ -90,9 +91,7 @@ def field_values(
     if problems:
         known = "" if all("did you mean" in p for p in problems) else (
             f"; known: {', '.join(sorted(n.upper() for n in names))}")
-        raise ConfigError(
-            f"unknown failopen setting(s): {'; '.join(sorted(problems))}{known}"
-        )
+        raise ConfigError(f"unknown failopen setting(s): {'; '.join(sorted(problems))}{known}")
     unknown_kw = sorted(k for k in overrides if k not in names)
     if unknown_kw:
         raise ConfigError(f"unknown Config field(s): {', '.join(unknown_kw)}")
@@ -180,7 +179,7 @@ def check_field(name: str, value: Any) -> None:
         "token_field": lambda v: _nonempty(name, v),
         "token_header": lambda v: _nonempty(name, v),
         "bypass_on": lambda v: _nonempty_set(name, v),
-        "protected_methods": lambda v: _nonempty_set(name, v),
+        "protected_methods": lambda v: _nonempty_set(name, v, method_problem(v)),
         "audit_max_bytes": lambda v: _whole(name, v, 4096, 1 << 40),
         "audit_backups": lambda v: _whole(name, v, 1, 1000),
         "evidence": lambda v: _evidence(name, v),
@@ -230,10 +229,9 @@ def _metrics(name: str, value: Any) -> None:
     from failopen.observe.metrics import available
 
     if value == "on" and not available():
-        raise ConfigError(
-            f"{env_name(name)}: 'on' needs prometheus_client: pip install \"failopen[prometheus]\" "
-            "(or set it to auto: metrics whenever prometheus_client is installed)"
-        )
+        raise ConfigError(f"{env_name(name)}: 'on' needs prometheus_client: pip install "
+                          "\"failopen[prometheus]\" (or set it to auto: metrics whenever "
+                          "prometheus_client is installed)")
 
 
 def _nonempty(name: str, value: Any) -> None:
@@ -241,9 +239,11 @@ def _nonempty(name: str, value: Any) -> None:
         raise ConfigError(f"{env_name(name)}: must not be empty")
 
 
-def _nonempty_set(name: str, value: Any) -> None:
+def _nonempty_set(name: str, value: Any, problem: str | None = None) -> None:
     if not isinstance(value, frozenset) or not value or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{env_name(name)}: expected a non-empty set of names, got {value!r}")
+    if problem is not None:
+        raise ConfigError(f"{env_name(name)}: {problem}")
 
 
 # Outage evidence (issue 13): the status page, and the verify probe beside it when opted in;

@@ -438,3 +438,25 @@ def test_a_settings_mapping_takes_durations_too() -> None:
     config = Config.from_mapping({"POLL_INTERVAL": "10s", "STATUS_TIMEOUT": "2s"}, environ={})
     assert (config.poll_interval, config.status_timeout) == (10.0, 2.0)
     assert Config.from_mapping({"POLL_INTERVAL": 7}, environ={}).poll_interval == 7
+
+
+@pytest.mark.parametrize("methods", ["POST PUT", "POST;PUT", "POST\tPUT"])
+def test_protected_methods_that_no_request_can_carry_fail_at_start_up(methods: str) -> None:
+    # Found in review: "POST PUT" (spaces, not commas) was kept as one method named "POST PUT",
+    # which no request carries: POST and PUT went unprotected, without a word at start-up.
+    with pytest.raises(ConfigError, match="FAILOPEN_PROTECTED_METHODS.*comma"):
+        Config.from_env({"FAILOPEN_PROTECTED_METHODS": methods})
+    with pytest.raises(ConfigError, match="FAILOPEN_PROTECTED_METHODS"):
+        Config.from_mapping({"PROTECTED_METHODS": methods})
+
+
+@pytest.mark.parametrize("methods", [[" PUT"], ["POST", ""], ["P UT"], ["POST\n"]])
+def test_protected_methods_given_in_code_are_http_methods(methods: list[str]) -> None:
+    # In code nothing strips them: " PUT" protected nothing (a request says "PUT").
+    with pytest.raises(ConfigError, match="FAILOPEN_PROTECTED_METHODS"):
+        Config(protected_methods=methods)
+
+
+def test_every_method_a_server_may_pass_is_accepted() -> None:
+    config = Config(protected_methods=["post", "PROPFIND", "M-SEARCH", "PURGE"])
+    assert config.protected_methods == frozenset({"POST", "PROPFIND", "M-SEARCH", "PURGE"})

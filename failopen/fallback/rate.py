@@ -16,6 +16,7 @@ built.
 from __future__ import annotations
 
 import functools
+import hashlib
 import ipaddress
 import logging
 import math
@@ -78,8 +79,8 @@ class OutageRateLimit:
         """None while ``client`` is under the limit on ``route``; else the seconds to wait
         before the next request may pass (at least 1), for ``Retry-After``. Never raises."""
         try:
-            if ":" in client:  # _bucket(), inline: an IPv4 address is counted as it is
-                client = _slash64(client)
+            if ":" in client or len(client) > _LONGEST:  # _bucket(): IPv4 is counted as it is
+                client = _bucket(client)
             if self.link is not None and self.link.usable():
                 try:
                     return self._test(self._shared, client, route)
@@ -96,8 +97,8 @@ class OutageRateLimit:
         (concurrent requests cannot all slip under the limit between :meth:`test` and this):
         None when it fits, else the seconds to wait, as :meth:`test` gives. Never raises."""
         try:
-            if ":" in client:
-                client = _slash64(client)
+            if ":" in client or len(client) > _LONGEST:
+                client = _bucket(client)
             if self.link is not None and self.link.usable():
                 try:
                     if self._shared.hit(self.item, client, route):
@@ -152,9 +153,21 @@ def _storage_on(client: Any, *, key_prefix: str) -> Any:
     return OnClient()
 
 
+#: The longest client counted as written: an address is shorter, an IPv6 one with its zone too.
+_LONGEST = 64
+
+
 def _bucket(client: str) -> str:
     """Whom ``client`` counts as: its /64 for IPv6 (an IPv4-mapped one as the IPv4 address it
-    is), anything else as given."""
+    is), anything else as given, unless longer than :data:`_LONGEST`: then by its digest.
+
+    The client is what the server reports, and a server that reads ``X-Forwarded-For`` too
+    trustingly (uvicorn's ``--forwarded-allow-ips='*'``) reports whatever the client wrote there,
+    12 KB of it: kept whole as a key, each would cost its length, not the few hundred bytes
+    the cap of clients is worked out from (and, with a ':', a place in the /64 cache)."""
+    if len(client) > _LONGEST:
+        return "#" + hashlib.blake2b(client.encode("utf-8", "surrogatepass"),
+                                     digest_size=16).hexdigest()
     return _slash64(client) if ":" in client else client
 
 

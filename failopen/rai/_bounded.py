@@ -6,10 +6,16 @@ gigabyte and ended the process with a MemoryError. So the body is read raw and d
 zlib told how much output it may produce: the memory an answer takes is at most the bound plus
 one mebibyte, whatever its compression ratio. ``Accept-Encoding`` names only what is decoded
 here (gzip, deflate), so a server never has a reason to send another coding.
+
+The answers an auth flow reads (the token endpoint's, a 401's) are bounded in time too, as a page
+is: each byte within the read timeout is no bound, since a server that drips them keeps the
+command waiting for as long as it likes. They end once the request's read timeout has passed.
 """
 
 from __future__ import annotations
 
+import math
+import time
 import zlib
 from collections.abc import Mapping
 
@@ -48,12 +54,16 @@ class BodyReader:
             raise self._too_large(f"it announces {int(declared):,} bytes")
         coding = headers.get("content-encoding", "identity").strip().lower()
         self._decoder: zlib._Decompress | None
+        #: deflate's bytes until its first two (the zlib header) are read: None once they are.
+        self._head: bytes | None = None
         if coding in ("", "identity"):
             self._decoder = None
         elif coding in ("gzip", "x-gzip"):
             self._decoder = zlib.decompressobj(zlib.MAX_WBITS | 16)
         elif coding == "deflate":
-            self._decoder = zlib.decompressobj()  # zlib-wrapped, as RFC 9110 says deflate is
+            # zlib-wrapped, as RFC 9110 says deflate is; raw when that header is wrong, as some
+            # servers send it (httpx reads both, and so did failopen rai before this reader).
+            self._decoder, self._head = zlib.decompressobj(), b""
         else:
             raise InvalidResponse(
                 f"{what}: the answer is encoded as {coding[:40]!r}, which was not asked for "
@@ -73,18 +83,32 @@ class BodyReader:
         if self._decoder is None:
             self._add(raw)
             return
-        data = raw
         try:
-            while data:
-                # At most one byte past what may still come (more means too large), in steps
-                # of a mebibyte: zlib's output buffer is never larger than that.
-                room = min(self._limit - self._decoded + 1, _MiB)
-                out = self._decoder.decompress(data, room)
-                self._add(out)
-                data = self._decoder.unconsumed_tail
+            try:
+                self._decode(self._decoder, raw)
+            except zlib.error:
+                if self._head is None:
+                    raise
+                # Not the zlib header (it is read from the first two bytes): raw deflate, read
+                # again from its first byte. Nothing was decoded yet.
+                data, self._head = self._head + raw, None
+                self._decoder = zlib.decompressobj(-zlib.MAX_WBITS)
+                self._decode(self._decoder, data)
         except zlib.error as exc:
             raise InvalidResponse(f"{self._what}: the compressed answer is corrupt ({exc})",
                                   code="invalid_encoding") from None
+        if self._head is not None:
+            self._head += raw
+            if len(self._head) >= 2:  # the header passed: deflate as RFC 9110 says it is
+                self._head = None
+
+    def _decode(self, decoder: zlib._Decompress, data: bytes) -> None:
+        while data:
+            # At most one byte past what may still come (more means too large), in steps of a
+            # mebibyte: zlib's output buffer is never larger than that.
+            room = min(self._limit - self._decoded + 1, _MiB)
+            self._add(decoder.decompress(data, room))
+            data = decoder.unconsumed_tail
 
     def _add(self, data: bytes) -> None:
         if not data:
@@ -121,9 +145,11 @@ def read_bounded(response: httpx.Response, what: str, limit: int) -> bytes:
     reader = BodyReader(response.headers, what, limit)
     if response.is_stream_consumed:  # built in memory (a transport that is no network)
         return reader.whole(response.content)
+    seconds, deadline = _deadline(response)
     try:
         for chunk in response.iter_raw():
             reader.feed(chunk)
+            _in_time(response, what, seconds, deadline)
     except BaseException:
         response.close()
         raise
@@ -135,13 +161,33 @@ async def aread_bounded(response: httpx.Response, what: str, limit: int) -> byte
     reader = BodyReader(response.headers, what, limit)
     if response.is_stream_consumed:
         return reader.whole(response.content)
+    seconds, deadline = _deadline(response)
     try:
         async for chunk in response.aiter_raw():
             reader.feed(chunk)
+            _in_time(response, what, seconds, deadline)
     except BaseException:
         await response.aclose()
         raise
     return _keep(response, reader.body())
+
+
+def _deadline(response: httpx.Response) -> tuple[float, float]:
+    """The read timeout of ``response``'s request, and when reading its body must be over (no
+    end without one)."""
+    try:
+        seconds = response.request.extensions["timeout"]["read"]
+    except (RuntimeError, KeyError, TypeError):  # RuntimeError: a response with no request
+        seconds = None
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+        return math.inf, math.inf
+    return seconds, time.monotonic() + seconds
+
+
+def _in_time(response: httpx.Response, what: str, seconds: float, deadline: float) -> None:
+    if deadline != math.inf and time.monotonic() > deadline:
+        raise httpx.ReadTimeout(f"{what}: the answer still arriving after {seconds:g}s",
+                                request=response.request)
 
 
 def _keep(response: httpx.Response, body: bytes) -> bytes:

@@ -324,3 +324,28 @@ def test_an_open_route_asks_the_limit_once_a_request() -> None:
     assert gate.refuse("closed", route=ROUTE, client="203.0.113.8", solution=None,
                        off_since=0.0) is not None
     assert rate.calls == ["hit"] * 3, "a closed route counts nothing"
+
+
+def test_a_client_address_of_any_length_costs_a_bounded_key() -> None:
+    """Found in review: the client is whatever the server reports, and uvicorn with
+    ``--forwarded-allow-ips='*'`` (or a ProxyFix that trusts too much) reports the
+    ``X-Forwarded-For`` entry as the client wrote it: 12 KB came through uvicorn unchanged. Each
+    was kept whole, as the table's key and, with a ':' in it, in the /64 cache too: 4,000 such
+    clients of 16 KB held 64 MB against the cap's promise of a few hundred bytes each."""
+    clock = FakeClock()
+    limit = OutageRateLimit("20/minute", clock=clock, max_clients=4_000)
+    tracemalloc.start()
+    try:
+        for n in range(2_000):
+            limit.hit(f"{n}:" + "z" * 16_000, ROUTE)  # a ':' takes the IPv6 reading first
+            limit.hit(f"{n}-" + "y" * 16_000, ROUTE)
+        held, _peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(limit.memory) == 4_000
+    assert held < 4_000 * 600, f"{held:,} bytes held"
+    # Still one window per client, whatever its length.
+    clock.advance(61)  # the table's clients gone: these two count apart
+    long_one, other = "q" * 20_000, "q" * 19_999 + "r"
+    assert [admit(limit, long_one) for _ in range(21)][-1] is not None
+    assert admit(limit, other) is None
