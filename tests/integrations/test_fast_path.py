@@ -157,6 +157,17 @@ def test_a_route_under_a_prefix_outside_ascii_is_still_answered() -> None:
         runtime.stop()
 
 
+def test_an_environ_without_method_or_path_takes_the_full_check() -> None:
+    """A missing REQUEST_METHOD is read as GET by the full check: guarded where GET is."""
+    _, wsgi, _ = _stack(("GET",))
+    env = environ("/login", method="GET")
+    del env["REQUEST_METHOD"]
+    assert call(wsgi, env)[0].startswith("403")
+    env = environ("/", method="GET")
+    del env["PATH_INFO"]
+    assert call(wsgi, env)[2] == b"APP"
+
+
 def teardown_module() -> None:
     for runtime, _, _ in _STACKS.values():
         runtime.stop()
