@@ -18,8 +18,8 @@ from failopen.runtime import FailOpen
 
 from ._announce import announce, protection_text
 
-__all__ = ["INNER_APPS", "adapter_runtime", "adapter_snippet", "check_prefix", "check_reject",
-           "django_handler_in", "fleet_page", "is_async_callable", "referenced",
+__all__ = ["INNER_APPS", "METHODS", "adapter_runtime", "adapter_snippet", "check_prefix",
+           "check_reject", "django_handler_in", "fleet_page", "is_async_callable", "referenced",
            "report_misconfiguration", "unguarded_methods"]
 
 # The methods as servers pass them (upper case): the spellings a fast path may know. Any other
