@@ -18,9 +18,30 @@ from failopen.runtime import FailOpen
 
 from ._announce import announce, protection_text
 
-__all__ = ["INNER_APPS", "adapter_runtime", "adapter_snippet", "check_prefix", "check_reject",
-           "django_handler_in", "fleet_page", "is_async_callable", "referenced",
-           "report_misconfiguration"]
+__all__ = ["INNER_APPS", "METHODS", "adapter_runtime", "adapter_snippet", "check_prefix",
+           "check_reject", "django_handler_in", "fleet_page", "is_async_callable", "referenced",
+           "report_misconfiguration", "unguarded_methods"]
+
+# The methods as servers pass them (upper case): the spellings a fast path may know. Any other
+# spelling ("post", "PROPFIND") takes the full check.
+METHODS = ("GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE", "TRACE", "CONNECT")
+
+
+def unguarded_methods(config: Config, prefix: str) -> frozenset[str]:
+    """The methods no path is protected for, spelled exactly as a server passes them: a request
+    with one of these is failopen's own route or the app's, whatever its path.
+
+    Asked of ``Config.is_protected`` itself, at each listed path: a listed path is protected by
+    its own prefix, so a method refused there has failed the method test, which comes before
+    any path is looked at. Empty (no fast path) when nothing is listed, and when the prefix is not
+    ASCII: the fast path compares the server's raw path with the routes' text, which only ASCII
+    keeps alike.
+    """
+    paths = config.protected_paths
+    if not paths or not prefix.isascii():
+        return frozenset()
+    return frozenset(method for method in METHODS
+                     if not any(config.is_protected(method, path) for path in paths))
 
 
 def fleet_page(runtime: FailOpen) -> str | None:

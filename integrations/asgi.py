@@ -58,6 +58,7 @@ from ._shared import (
     check_prefix,
     fleet_page,
     report_misconfiguration,
+    unguarded_methods,
 )
 
 SOLUTION_HEADER = web.SOLUTION_HEADER.lower().encode("ascii")
@@ -132,6 +133,8 @@ class FailOpenMiddleware:
         self._plain = self._policies.all_open and runtime.guard.gate.rate is None
         if config.admin_token:  # otherwise the route does not exist: the app answers
             self._routes[prefix + "/override"] = self._override
+        # A method no path is protected for (GET, when only POST is): no path to look at.
+        self._unguarded = unguarded_methods(config, prefix)
         # A flood of wrong admin tokens is one log line per interval, not one per request.
         self._refusals = web.RefusalLog(logger, clock=runtime.clock)
         self._store_shared = web.store_is_shared(runtime.store)
@@ -147,6 +150,12 @@ class FailOpenMiddleware:
 
     async def __call__(self, scope: raw.Scope, receive: raw.Receive, send: raw.Send) -> None:
         """Handle one ASGI connection."""
+        # The fast path: an HTTP request with a method guarded nowhere, mounted at the root and
+        # not one of our routes. Anything else (lifespan too): the full check below.
+        if (scope["type"] == "http" and scope["method"] in self._unguarded
+                and not scope.get("root_path") and scope["path"] not in self._routes):
+            await self.app(scope, receive, send)
+            return
         kind = scope["type"]
         if kind != "http":
             if kind == "lifespan":

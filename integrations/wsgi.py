@@ -50,6 +50,7 @@ from ._shared import (
     check_prefix,
     fleet_page,
     report_misconfiguration,
+    unguarded_methods,
 )
 from ._wsgi_reject import Reject, site_page
 
@@ -115,6 +116,8 @@ class FailOpenMiddleware:
         self._plain = self._policies.all_open and runtime.guard.gate.rate is None
         if config.admin_token:  # otherwise the route does not exist: the app answers
             self._routes[prefix + "/override"] = self._override
+        # A method no path is protected for (GET, when only POST is): no path to read or decode.
+        self._unguarded = unguarded_methods(config, prefix)
         self._refusals = web.RefusalLog(logger, clock=runtime.clock)
         self._store_shared = web.store_is_shared(runtime.store)
         self._store_not_shared = raw.json_response(409, web.STORE_NOT_SHARED)
@@ -129,6 +132,18 @@ class FailOpenMiddleware:
 
     def __call__(self, environ: raw.Environ, start_response: raw.StartResponse) -> Iterable[bytes]:
         """Handle one WSGI request."""
+        try:
+            # The fast path: a method guarded nowhere, mounted at the root (no SCRIPT_NAME) and
+            # not one of our routes. A raw PATH_INFO that is not ASCII decodes to text that is
+            # not either, so it cannot be an (ASCII) route's. Anything else: the full check.
+            # (Subscripts: cheaper than .get; a missing key takes the full check.)
+            unguarded = (environ["REQUEST_METHOD"] in self._unguarded
+                         and not environ.get("SCRIPT_NAME")
+                         and environ["PATH_INFO"] not in self._routes)
+        except Exception:  # an odd environ (no PATH_INFO, an unhashable value): the full check
+            unguarded = False
+        if unguarded:
+            return self.app(environ, start_response)
         try:
             other = raw.request_path(environ, "PATH_INFO")  # what the app routes on
             # Mounted at the root (no SCRIPT_NAME) both spellings are one: looked up once.

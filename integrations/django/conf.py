@@ -31,6 +31,7 @@ from failopen.fallback.settings import policy_routes
 from failopen.runtime import FailOpen
 from failopen.web import RoutePolicies
 
+from .._shared import METHODS
 from .protection import ProtectedViews, marked_view_names
 from .startup_line import announce_runtime
 
@@ -72,6 +73,18 @@ class Loaded:
     error: str | None = None
     #: What each protected path or view does while enforcement is off.
     policies: RoutePolicies = field(default_factory=lambda: RoutePolicies(()))
+    #: The methods, as Django spells them, that neither a path nor a view is protected for
+    #: (GET, when only POST is): a request with one skips every check. Worked out from the two
+    #: tests above, never given.
+    unguarded_methods: frozenset[str] = field(init=False, default=frozenset())
+
+    def __post_init__(self) -> None:
+        # ``is_protected`` at a listed path (protected by its own prefix) says whether the
+        # method is; at "/" it answers the fallback that guards every method but the safe ones.
+        paths = (*(self.config.protected_paths if self.config is not None else ()), "/")
+        object.__setattr__(self, "unguarded_methods", frozenset(
+            method for method in METHODS if not self.protects_method(method)
+            and not any(self.is_protected(method, path) for path in paths)))
 
 
 def method_test(methods: frozenset[str]) -> Callable[[str], bool]:

@@ -137,7 +137,8 @@ class FailOpenMiddleware:
         request.failopen = None
         if not settings.views.reported:
             settings.views.report_unmatched()  # once: checks never run under gunicorn/uvicorn
-        if _is_protected(settings, request) or _big_form_to_protected_view(settings, request):
+        if request.method not in settings.unguarded_methods and (
+                _is_protected(settings, request) or _big_form_to_protected_view(settings, request)):
             refused = self._judge(request, settings, None)
             if refused is not None:
                 return refused
@@ -153,7 +154,8 @@ class FailOpenMiddleware:
         request.failopen = None
         if not settings.views.reported:
             settings.views.report_unmatched()
-        if _is_protected(settings, request) or _big_form_to_protected_view(settings, request):
+        if request.method not in settings.unguarded_methods and (
+                _is_protected(settings, request) or _big_form_to_protected_view(settings, request)):
             refused = await self._ajudge(request, settings, None)
             if refused is not None:
                 return refused
@@ -315,7 +317,8 @@ def _solution_from_body(request: HttpRequest, config: Config) -> str | None:
 
 def _protects_view(settings: conf.Loaded, request: HttpRequest, view: Any) -> bool:
     """True when ``view`` is protected (``protect`` or PROTECTED_VIEWS) for this method."""
-    if not settings.protects_method(request.method or ""):
+    method = request.method or ""
+    if method in settings.unguarded_methods or not settings.protects_method(method):
         return False
     return is_marked(view) or settings.views.covers(view, getattr(request, "urlconf", None))
 

@@ -2,6 +2,7 @@
 
     python tests/benchmarks/bench_asgi.py            # prints Markdown tables
     python tests/benchmarks/bench_asgi.py --quick    # fewer rounds, shorter load runs
+    python tests/benchmarks/bench_asgi.py --instructions  # + callgrind's instruction ratios
 
 1. Microseconds per request, driven straight into the ASGI callable (no sockets), interleaved
    round by round so every variant sees the same machine: a bare Starlette app; the app behind
@@ -16,6 +17,9 @@
    request is shown too: it is what a middleware adds to. ``wrk`` when it is installed
    (``apt-get install wrk``), else a bounded Python load loop. With two or more cores the servers
    and the load generator are pinned to different cores.
+3. With ``--instructions`` (needs ``valgrind``): instructions per in-process request counted by
+   callgrind, bare and behind FailOpenMiddleware, on both routes (see ``_callgrind.py``): the
+   same ratio as 1., unmoved by the load of a shared machine. Goal on ``GET /health``: ≤ 1.02.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _callgrind
 from _servers import cpu_seconds, free_port, pin
 from failopen.integrations.asgi import FailOpenMiddleware
 from starlette.applications import Starlette
@@ -315,7 +320,48 @@ def bench_uvicorn(runs: int, seconds: float) -> tuple[str, dict[str, list[tuple[
     return tool, results
 
 
+ONE_ROUTES = {"health": ("GET", "/health", b""), "login": ("POST", "/login", FORM)}
+
+
+def one(variant: str, key: str, count: int) -> None:
+    """``--one``: warm up, then ``count`` in-process requests of one variant on one route (for
+    callgrind): ``bare`` Starlette or ``failopen`` (the flag forced off, as in 1.)."""
+    logging.getLogger("failopen").setLevel(logging.CRITICAL)
+    runtime = FailOpen(bench_config())
+    runtime.flag.force_off("benchmark")
+    app = make_bare() if variant == "bare" else FailOpenMiddleware(make_bare(), runtime=runtime)
+    method, path, body = ONE_ROUTES[key]
+
+    async def run() -> None:
+        await _requests(app, method, path, body, 200)
+        if count:
+            await _requests(app, method, path, body, count)
+
+    asyncio.run(run())
+    runtime.stop()
+
+
+def instructions() -> None:
+    """Per route, callgrind's instructions per in-process request, bare and failopen."""
+    if not _callgrind.available():
+        print("\n(--instructions: valgrind is not installed; apt-get install valgrind)")
+        return
+    count = 5000
+    print(f"\ncallgrind, in-process, instructions per request ({count:,} requests minus none):\n")
+    print("| route | bare Starlette | FailOpenMiddleware | × bare |")
+    print("|---|---:|---:|---:|")
+    for key, label in (("health", "`GET /health` (not protected)"),
+                       ("login", "`POST /login`, form, no token, flag off")):
+        bare, ours = (_callgrind.per_request(Path(__file__), variant, key, count)
+                      for variant in ("bare", "failopen"))
+        print(f"| {label} | {bare:,.0f} | {ours:,.0f} | {ours / bare:.3f} |")
+
+
 def main() -> int:
+    if "--one" in sys.argv:
+        at = sys.argv.index("--one")
+        one(sys.argv[at + 1], sys.argv[at + 2], int(sys.argv[sys.argv.index("--count") + 1]))
+        return 0
     quick = "--quick" in sys.argv[1:]
     rounds, count = (3, 2000) if quick else (7, 5000)
     runs, seconds = (4, 2.0) if quick else (12, 3.0)
@@ -350,6 +396,8 @@ def main() -> int:
     print("\nrequests/s per run: " + "; ".join(
         f"{factory}: {', '.join(f'{r:,.0f}' for r, _ in runs_)}"
         for factory, runs_ in results.items()))
+    if "--instructions" in sys.argv[1:]:
+        instructions()
     return 0
 
 

@@ -4,6 +4,7 @@
     python tests/benchmarks/bench_django.py --quick      # fewer rounds, shorter load runs
     python tests/benchmarks/bench_django.py --servers    # only the real-server table
     python tests/benchmarks/bench_django.py --in-process # only the in-process table
+    python tests/benchmarks/bench_django.py --in-process --instructions  # + callgrind's ratios
 
 The example site (``examples/django_site``) is served in-process by Django's own WSGIHandler and
 ASGIHandler, bare (FailOpenMiddleware removed from MIDDLEWARE) and with the middleware, on two
@@ -32,6 +33,11 @@ socket-error counts are 0, else it stops with wrk's output), and before and afte
 server must answer both routes with 200 and, with the middleware, a ``bypassed_flag_off``
 decision. The server's CPU time per request (its worker's /proc stat, all threads) is shown too:
 it is steadier than requests/s on a shared machine. Every server is stopped on the way out.
+
+``--instructions`` (needs ``valgrind``) adds instructions per in-process ``GET /`` counted by
+callgrind, bare and with the middleware, through WSGIHandler and ASGIHandler (see
+``_callgrind.py``): the unprotected route's ratio, unmoved by the load of a shared machine
+(goal: ≤ 1.02).
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _callgrind
 from _servers import cpu_seconds, free_port, pin
 
 HERE = Path(__file__).resolve().parent
@@ -487,9 +494,51 @@ def _count_lines(path: Path) -> int:
         return sum(1 for _ in file)
 
 
+def one(variant: str, kind: str, count: int) -> None:
+    """``--one``: warm up, then ``count`` in-process ``GET /`` of one variant through one
+    handler (``wsgi`` or ``asgi``), for callgrind."""
+    servers, conf = setup()
+    handler = handlers(kind)[variant]
+    loop = asyncio.new_event_loop()
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            status = (wsgi_request(handler, "GET", "/") if kind == "wsgi"
+                      else loop.run_until_complete(asgi_request(handler, "GET", "/")))
+            assert status == 200, status
+
+    try:
+        run(50)
+        run(count)
+    finally:
+        loop.close()
+        for server in servers:
+            server.stop()
+
+
+def instructions() -> None:
+    """Callgrind's instructions per in-process ``GET /``, bare and with the middleware."""
+    if not _callgrind.available():
+        print("\n(--instructions: valgrind is not installed; apt-get install valgrind)")
+        return
+    counts = {"wsgi": 500, "asgi": 200}
+    print("\ncallgrind, in-process `GET /` (not protected), instructions per request "
+          f"(WSGI {counts['wsgi']}, ASGI {counts['asgi']} requests minus none):\n")
+    print("| handler | bare app | with FailOpenMiddleware | × bare |")
+    print("|---|---:|---:|---:|")
+    for kind, count in counts.items():
+        bare, ours = (_callgrind.per_request(Path(__file__), variant, kind, count)
+                      for variant in ("bare", "failopen"))
+        print(f"| {kind.upper()} | {bare:,.0f} | {ours:,.0f} | {ours / bare:.3f} |")
+
+
 def main() -> int:
+    if "--one" in sys.argv:
+        at = sys.argv.index("--one")
+        one(sys.argv[at + 1], sys.argv[at + 2], int(sys.argv[sys.argv.index("--count") + 1]))
+        return 0
     args = set(sys.argv[1:])
-    unknown = args - {"--quick", "--servers", "--in-process"}
+    unknown = args - {"--quick", "--servers", "--in-process", "--instructions"}
     if unknown:
         print(f"unknown arguments: {' '.join(sorted(unknown))}", file=sys.stderr)
         return 2
@@ -500,6 +549,8 @@ def main() -> int:
     if "--in-process" not in args:
         runs, seconds = (4, 2.0) if quick else (10, 3.0)
         bench_servers(runs, seconds)
+    if "--instructions" in args:
+        instructions()
     print(f"\nTotal: {time.monotonic() - started:.0f} s")
     return 0
 
