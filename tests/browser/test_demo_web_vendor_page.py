@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +47,39 @@ def demo(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, str]]:
     lines = [proc.stdout.readline() for _ in range(2)]
     assert lines[0].startswith(f"failopen demo --web: open http://127.0.0.1:{port}/"), (
         "".join(lines) + (proc.stderr.read() if proc.stderr and proc.poll() is not None else ""))
+    # Read what the demo writes from now on: a pipe nobody reads fills (64 KiB) and then
+    # blocks the demo's next log line, freezing its server mid-test.
+    drains = [threading.Thread(target=_drain, args=(stream, DEMO_LOG), daemon=True)
+              for stream in (proc.stdout, proc.stderr)]
+    for drain in drains:
+        drain.start()
     try:
         yield vendor, f"http://127.0.0.1:{port}", "".join(lines)
     finally:
         proc.kill()
-        proc.communicate(timeout=10)
+        proc.wait(timeout=10)
+        for drain in drains:
+            drain.join(timeout=10)  # the pipes end with the process
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+#: The demo's last lines, shown when a wait times out.
+DEMO_LOG: deque[str] = deque(maxlen=40)
+
+
+def _drain(stream: Any, into: deque[str]) -> None:
+    for line in stream:
+        into.append(line)
+
+
+def until(condition: Callable[[], bool], what: str) -> None:
+    """wait_until, with the demo's last log lines in the message when it times out."""
+    try:
+        wait_until(condition, WAIT, what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the demo's last lines:\n{''.join(DEMO_LOG)}") from None
 
 
 def flag(base: str) -> dict[str, Any]:
@@ -115,14 +145,14 @@ def test_a_vendor_s_widget_logs_in_and_the_global_outage_lets_it_through(
         # The vendor's global outage: its status page says so; the log-in (outage policy open)
         # goes through without the vendor, whose script the form no longer loads.
         page.click("button[data-scene=global]")
-        wait_until(lambda: flag(base)["enforce"] is False, WAIT, "enforcement off")
+        until(lambda: flag(base)["enforce"] is False, "enforcement off")
         login.until_state("bypassed")
         assert login.submit(tick=False) == ("bypassed", "bypassed_flag_off")
         page.screenshot(path=str(SHOTS / f"vendor-{vendor}-2-outage.png"), full_page=True)
 
         # Recovery: the vendor's challenge again.
         page.click("button[data-scene=recovery]")
-        wait_until(lambda: flag(base)["enforce"] is True, WAIT, "enforcement back")
+        until(lambda: flag(base)["enforce"] is True, "enforcement back")
         login.until_state("ready", "completed")
     finally:
         context.close()
