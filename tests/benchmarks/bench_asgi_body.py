@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
+from _loop_watch import LoopWatch
 from failopen.integrations.asgi import FailOpenMiddleware
 
 from failopen import Config, FailOpen
@@ -109,7 +110,6 @@ async def _loop_held(app: Any, content_type: str, body: bytes) -> float:
              "headers": [(b"content-type", content_type.encode()),
                          (b"content-length", str(len(body)).encode())]}
     messages = [{"type": "http.request", "body": body, "more_body": False}]
-    done, worst = False, 0.0
 
     async def receive() -> Any:
         return messages.pop() if messages else {"type": "http.disconnect"}
@@ -117,20 +117,9 @@ async def _loop_held(app: Any, content_type: str, body: bytes) -> float:
     async def send(message: Any) -> None:
         pass
 
-    async def heartbeat() -> None:
-        nonlocal worst
-        last = time.perf_counter()
-        while not done:
-            await asyncio.sleep(0)
-            now = time.perf_counter()
-            worst, last = max(worst, now - last), now
-
-    beat = asyncio.ensure_future(heartbeat())
-    await asyncio.sleep(0)
-    await app(scope, receive, send)
-    done = True
-    await beat
-    return worst * 1e3
+    async with LoopWatch() as watch:
+        await app(scope, receive, send)
+    return watch.worst * 1e3
 
 
 def _ms(fn: Callable[[], object]) -> float:

@@ -46,6 +46,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from _loop_watch import LoopWatch
 from _servers import free_port
 from bench_fallback import redis_server
 from failopen.integrations.asgi import FailOpenMiddleware
@@ -145,7 +146,7 @@ async def _app(scope: Any, receive: Any, send: Any) -> None:
 
 async def burst(app: Any, scopes: list[dict[str, Any]]) -> tuple[float, float, list[int]]:
     """The longest the loop was held (ms), requests per second, and every answer's status."""
-    done, worst, statuses = False, 0.0, []
+    statuses: list[int] = []
 
     async def receive() -> Any:
         return {"type": "http.request", "body": b"", "more_body": False}
@@ -154,22 +155,11 @@ async def burst(app: Any, scopes: list[dict[str, Any]]) -> tuple[float, float, l
         if message["type"] == "http.response.start":
             statuses.append(message["status"])
 
-    async def heartbeat() -> None:
-        nonlocal worst
-        last = time.perf_counter()
-        while not done:
-            await asyncio.sleep(0)
-            now = time.perf_counter()
-            worst, last = max(worst, now - last), now
-
-    beat = asyncio.ensure_future(heartbeat())
-    await asyncio.sleep(0)
-    started = time.perf_counter()
-    await asyncio.gather(*(app(scope, receive, send) for scope in scopes))
-    took = time.perf_counter() - started
-    done = True
-    await beat
-    return worst * 1e3, len(scopes) / took, statuses
+    async with LoopWatch() as watch:
+        started = time.perf_counter()
+        await asyncio.gather(*(app(scope, receive, send) for scope in scopes))
+        took = time.perf_counter() - started
+    return watch.worst * 1e3, len(scopes) / took, statuses
 
 
 def scope(path: str, client: str, solution: str | None) -> dict[str, Any]:
