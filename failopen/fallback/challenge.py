@@ -95,7 +95,11 @@ class FallbackChallenges:
         made = self._create(self._options(
             algorithm=_ALGORITHM, max_number=self.cost,
             hmac_key=self._secret.reveal().encode("utf-8", "surrogatepass"), expires=expires,
-            params={"issued": str(math.floor(now))}))
+            # ``issued`` in whole seconds (as challenges issued before have it) and to the
+            # millisecond: the fleet's record of used solutions begins at a millisecond (Redis's
+            # ``fallback:since``), and a challenge issued just after it, in its second, must not
+            # read as issued before it.
+            params={"issued": str(math.floor(now)), "issued_ms": str(math.floor(now * 1000))}))
         return {"algorithm": made.algorithm, "challenge": made.challenge,
                 "maxnumber": made.max_number, "salt": made.salt, "signature": made.signature}
 
@@ -130,10 +134,10 @@ class FallbackChallenges:
             return _MALFORMED  # signed by this secret, but not by issue(): another tool's
         if self._clock.time() > expires:
             return _EXPIRED
-        if not issued >= _whole_seconds(issued_after):
+        if not _issued_at_or_after(issued, issued_after):
             return _TOO_EARLY  # also a NaN issued_after: refuse rather than guess
         return SolutionCheck(True, "ok", hashlib.sha256(challenge.encode()).hexdigest(),
-                             float(expires), float(issued))
+                             float(expires), issued.seconds)
 
 
 def _decode(payload: Any) -> dict[str, Any] | None:
@@ -155,6 +159,25 @@ def _decode(payload: Any) -> dict[str, Any] | None:
     return data
 
 
+@dataclass(frozen=True)
+class _Issued:
+    """When a challenge was issued: whole seconds, and milliseconds where the salt has them."""
+
+    whole: int
+    ms: int | None
+
+    @property
+    def seconds(self) -> float:
+        return self.ms / 1000 if self.ms is not None else float(self.whole)
+
+
+def _issued_at_or_after(issued: _Issued, moment: float) -> bool:
+    """At the precision the challenge carries: to the millisecond, else the second."""
+    if issued.ms is not None and math.isfinite(moment):
+        return issued.ms >= math.floor(moment * 1000)
+    return issued.whole >= _whole_seconds(moment)
+
+
 def _whole_seconds(moment: float) -> float:
     """``moment`` rounded down to the second, as ``issued`` is written (infinities and NaN as
     they are: -inf admits every challenge, NaN none)."""
@@ -165,9 +188,10 @@ def _hex64(value: Any) -> bool:
     return isinstance(value, str) and len(value) == 64 and _HEX64.issuperset(value)
 
 
-def _salt_times(salt: str) -> tuple[int | None, int | None]:
+def _salt_times(salt: str) -> tuple[int | None, _Issued | None]:
     """``expires`` and ``issued`` from the salt's parameters (None: absent, given twice, or not
-    whole seconds). Read as written, without percent-decoding: ours are plain digits."""
+    whole seconds; ``issued_ms`` only where it agrees with ``issued``). Read as written, without
+    percent-decoding: ours are plain digits."""
     _nonce, question, query = salt.partition("?")
     if not question:
         return None, None
@@ -180,4 +204,9 @@ def _salt_times(salt: str) -> tuple[int | None, int | None]:
         given = values.get(name, [])
         return int(given[0]) if len(given) == 1 and given[0].isdigit() else None
 
-    return one("expires"), one("issued")
+    whole, ms = one("issued"), one("issued_ms")
+    if whole is None:
+        return one("expires"), None
+    # A challenge issued before issue 31 has no milliseconds; one whose two disagree is not
+    # one issue() made: the coarser reading, on the safe side.
+    return one("expires"), _Issued(whole, ms if ms is not None and ms // 1000 == whole else None)

@@ -4,6 +4,7 @@ solution is refused, with the reason the logs will show."""
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import hmac
 import json
@@ -164,10 +165,28 @@ def test_a_challenge_issued_before_the_outage_began_is_refused(
     issued_at = clock.time()
     clock.advance(30)
     assert challenges.check(payload, issued_after=issued_at).ok
-    assert challenges.check(payload, issued_after=issued_at + 0.5).ok, "issued is whole seconds"
-    refused = challenges.check(payload, issued_after=issued_at + 1)
+    # To the millisecond (issue 31, item 9): not the whole second it was issued in.
+    refused = challenges.check(payload, issued_after=issued_at + 0.001)
     assert refused == SolutionCheck(False, "issued while enforcing")
     assert challenges.check(payload, issued_after=float("nan")).reason == "issued while enforcing"
+
+
+def test_a_challenge_issued_before_milliseconds_is_read_to_the_second(
+    clock: FakeClock,
+) -> None:
+    """Issued by an earlier failopen (``issued`` only): still admitted, compared by the second,
+    as then; an ``issued_ms`` that disagrees with ``issued`` is not ours and counts for nothing."""
+    challenges = FallbackChallenges(Secret(SECRET), cost=COST, ttl=TTL, clock=clock)
+    expires = datetime.datetime.fromtimestamp(int(clock.time()) + TTL, tz=datetime.timezone.utc)
+    for params in ({"issued": str(int(clock.time()))},
+                   {"issued": str(int(clock.time())), "issued_ms": "5"}):
+        made = v1.create_challenge(v1.ChallengeOptions(
+            hmac_key=SECRET, max_number=COST, expires=expires, params=params))
+        payload = encode(solve({"algorithm": made.algorithm, "challenge": made.challenge,
+                                "maxnumber": COST, "salt": made.salt,
+                                "signature": made.signature}))
+        check = challenges.check(payload, issued_after=clock.time() + 0.5)
+        assert check.ok and check.issued_at == int(clock.time()), params
 
 
 def test_a_challenge_signed_with_our_secret_but_not_issued_by_us_is_malformed(

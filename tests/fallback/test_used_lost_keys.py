@@ -125,6 +125,38 @@ def test_a_store_without_the_record_marker_but_with_its_keys_keeps_working(
     assert signup(workers(), solved) == "fallback_invalid"
 
 
+def test_a_challenge_issued_in_the_markers_own_second_but_after_it_is_admitted(
+    redis_server: RedisServer,
+) -> None:
+    """Issue 31, item 9: the record starts at ``fallback:since`` (milliseconds); a challenge
+    issued 0.1 s after it, in the same second, once read as issued before it (``issued`` was
+    whole seconds) and was refused for everyone who fetched one in that second."""
+    from failopen.fallback.used import MemoryUsedSolutions, RedisUsedSolutions
+    from failopen.testing.clock import FakeClock
+
+    used = RedisUsedSolutions(redis_server.url, password=None, prefix=PREFIX, timeout=2.0,
+                              fallback=MemoryUsedSolutions())
+    try:
+        assert used.claim("starts-the-record", time.time() + 60) is True
+        since_ms = int(redis_server.client().get(PREFIX + "fallback:since") or 0)
+        # 100 ms after the marker, in its own second unless the marker is in its last 100 ms.
+        moment = since_ms / 1000 + 0.1
+        if int(moment) != since_ms // 1000:
+            moment = since_ms / 1000 + 0.01
+        clock = FakeClock(start=moment)
+        issuer = FallbackChallenges(Secret(SECRET), cost=1000, ttl=300, clock=clock)
+        check = issuer.check(solve_challenge(issuer.issue()), issued_after=0)
+        assert check.ok
+        assert used.claim(check.key, check.expires_at, issued_at=check.issued_at) is True
+        # Issued before the marker (a replay across lost keys, maybe): still refused.
+        earlier = FallbackChallenges(Secret(SECRET), cost=1000, ttl=300,
+                                     clock=FakeClock(start=since_ms / 1000 - 0.05))
+        before = earlier.check(solve_challenge(earlier.issue()), issued_after=0)
+        assert used.claim(before.key, before.expires_at, issued_at=before.issued_at) is False
+    finally:
+        used.close()
+
+
 @pytest.mark.parametrize("change", ["placed", "lifted"])
 def test_an_override_written_first_after_lost_keys_still_starts_the_record_anew(
     redis_server: RedisServer, change: str
