@@ -58,6 +58,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """
     ours = [item for item in items if HERE in item.path.parents]
     items[:] = [item for item in items if HERE not in item.path.parents] + ours
+    # One worker runs them all (pytest -n 2 --dist loadgroup): two Chromiums at once on two
+    # cores made their timing-sensitive pages (a stalled main thread, a state seen mid-check)
+    # fail under the load of the suite beside them.
+    for item in ours:
+        item.add_marker(pytest.mark.xdist_group("browser"))
     if CHROMIUM.exists():
         return
     skip = pytest.mark.skip(reason=f"no Chromium at {CHROMIUM}: apt-get install chromium "
