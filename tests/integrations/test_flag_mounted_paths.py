@@ -10,8 +10,13 @@ snippet read "open", and every fallback sign-up there was refused with ``fallbac
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, unquote_to_bytes, urlencode
 
@@ -27,7 +32,7 @@ from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from failopen.testing import solve_challenge
+from failopen.testing import FakeStatusPage, FakeVerifyAPI, free_port, solve_challenge
 
 Make = Callable[..., Stack]
 MakeWsgi = Callable[..., WsgiStack]
@@ -149,6 +154,76 @@ async def test_asgi_names_the_policy_of_a_percent_encoded_path(make_asgi: Make) 
         for asked in (MOUNT + quote("/inscrição/"), MOUNT + quote("/inscrição/") + "%FF"):
             answer = await client.get(f"{MOUNT}/failopen/flag", params={"path": asked})
             assert answer.json()["outage_policy"] == "fallback", asked
+
+
+# --- uvicorn --root-path, behind a proxy that strips the mount -------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+@pytest.mark.slow
+def test_uvicorn_root_path_a_fallback_sign_up_goes_through(tmp_path: Path) -> None:
+    page, verify = FakeStatusPage(), FakeVerifyAPI()
+    log = tmp_path / "server.log"
+    with page.serve(), verify.serve(), log.open("wb") as out:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FAILOPEN_")}
+        env.update({
+            "FAILOPEN_STATUS_URL": page.url, "FAILOPEN_VERIFY_URL": verify.verify_url,
+            "FAILOPEN_PRIVATE_KEY": verify.private_key, "FAILOPEN_PUBLIC_KEY": "test-public-key",
+            "FAILOPEN_POLL_INTERVAL": "0.1", "FAILOPEN_POLL_JITTER": "0",
+            "FAILOPEN_OUTAGE_POLICY_ROUTES": "/signup=fallback", "FAILOPEN_FALLBACK_COST": "2000",
+            "FAILOPEN_FALLBACK_SECRET": "s" * 40,
+        })
+        port = free_port()
+        # uvicorn puts --root-path in front of the path it was sent (the proxy took it off).
+        process = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "examples.asgi_app:app", "--host", "127.0.0.1",
+             "--port", str(port), "--root-path", MOUNT, "--lifespan", "on",
+             "--log-level", "warning"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            url = f"http://127.0.0.1:{port}"
+
+            def flag(**query: str) -> Any:
+                return httpx.get(url + "/failopen/flag", params=query, timeout=5).json()
+
+            def ready() -> bool:
+                assert process.poll() is None, log.read_text()
+                try:
+                    return httpx.get(url + "/health", timeout=1).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            _wait_until(ready, 30, "uvicorn to answer")
+            page.set_global("major_outage")
+            _wait_until(lambda: not flag()["enforce"], 10, "the watcher to see the outage")
+            # The snippet asks with the form's action as the browser reads it: /app/signup.
+            asked = flag(path=f"{MOUNT}/signup")
+            assert (asked["outage_policy"], asked["fallback"]) == ("fallback", {"vendor": "altcha"})
+            assert flag(path=f"{MOUNT}/login")["outage_policy"] == "open"
+            assert flag(path=f"{MOUNT}/health")["outage_policy"] is None
+            challenge = httpx.get(url + "/failopen/challenge", timeout=5).json()
+            admitted = httpx.post(url + "/signup", data={"altcha": solve_challenge(challenge)},
+                                  timeout=5)
+            assert admitted.status_code == 200, admitted.text
+            assert admitted.json()["decision"]["outcome"] == "bypassed_fallback"
+            refused = httpx.post(url + "/signup", headers={"Accept": "application/json"},
+                                 timeout=5)
+            assert (refused.status_code, refused.json()["error"]["code"]) == (
+                403, "fallback_required")
+        finally:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
 
 
 # --- the flag names what the guard does, for any path under the mount ------------------------
