@@ -306,7 +306,8 @@ class FailOpenMiddleware:
         # aconfirm never turns enforcement off by itself: only a confirmed outage does.
         state = await self.runtime.aconfirm() if web.wants_confirm(confirm) else self.runtime.state
         asked = next((value for name, value in query if name == "path"), None)
-        found = self._policies.for_path(asked) if asked else None
+        # Asked with the form's action as the browser reads it: root_path in front.
+        found = self._policies.for_asked(asked, scope.get("root_path") or "")
         payload = web.flag_payload(state, mode=self.config.mode, probe=self.runtime.probe,
                                    outage_policy=found[1] if found is not None else None,
                                    poll=self.runtime.watcher,

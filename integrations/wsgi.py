@@ -249,7 +249,8 @@ class FailOpenMiddleware:
         # confirm never turns enforcement off by itself: only a confirmed outage does.
         state = self.runtime.confirm() if web.wants_confirm(confirm) else self.runtime.state
         asked = next((value for name, value in query if name == "path"), None)
-        found = self._policies.for_path(asked) if asked else None
+        # Asked with the form's action as the browser reads it: the mount prefix in front.
+        found = self._policies.for_asked(asked, raw.request_path(environ, "SCRIPT_NAME"))
         payload = web.flag_payload(state, mode=self.config.mode, probe=self.runtime.probe,
                                    outage_policy=found[1] if found is not None else None,
                                    poll=self.runtime.watcher,

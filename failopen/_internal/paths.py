@@ -11,7 +11,7 @@ import posixpath
 import re
 from urllib.parse import unquote
 
-__all__ = ["ODD_CHARACTER", "spellings"]
+__all__ = ["ODD_CHARACTER", "request_paths", "spellings"]
 
 _SLASHES = re.compile("/{2,}")
 # A character a router may drop or stop at: controls, any whitespace, invisible format
@@ -40,3 +40,21 @@ def spellings(path: str) -> set[str]:
             if "//" in candidate or "/." in candidate:
                 spellings.add(posixpath.normpath(_SLASHES.sub("/", candidate)))
     return spellings
+
+
+def request_paths(url_path: str, mount: str = "") -> tuple[str, str]:
+    """``(path, routed)``: the request a URL's path (percent-encoded, as a browser's
+    ``URL.pathname`` has it) arrives as. ``path`` is decoded once, as servers decode it (UTF-8,
+    invalid bytes replaced: uvicorn's reading, and gunicorn's read back as werkzeug does);
+    ``routed`` is ``path`` without ``mount`` (``SCRIPT_NAME``, ``root_path``, Django's script
+    prefix) in front, what the app routes on; ``path`` itself when it is not under ``mount``.
+
+    Only the server's part: the spellings a router may resolve either to are
+    :func:`spellings`', built where the guard looks a path up. Linear in the path's length.
+    """
+    path = unquote(url_path) if "%" in url_path else url_path
+    mount = mount.rstrip("/")
+    # Only a whole segment: "/app" is not the mount of "/apple".
+    if mount and path.startswith(mount) and path[len(mount):len(mount) + 1] in ("", "/"):
+        return path, path[len(mount):]
+    return path, path

@@ -39,7 +39,12 @@ from failopen.web.rejections import (
     rejection_payload,
     sealed_page_headers,
 )
-from failopen.web.route_policies import SOLUTION_FIELD, SOLUTION_HEADER, RoutePolicies
+from failopen.web.route_policies import (
+    SOLUTION_FIELD,
+    SOLUTION_HEADER,
+    RoutePolicies,
+    asked_paths,
+)
 from failopen.web.snippet import (
     COMPANION_FILES,
     SNIPPET_OPTIONS,
@@ -57,6 +62,7 @@ __all__ = [
     "RoutePolicies",
     "COMPANION_FILES",
     "adapter_file",
+    "asked_paths",
     "challenge_answer",
     "client_address",
     "FLAG_HEADERS",

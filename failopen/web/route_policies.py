@@ -14,15 +14,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from failopen._internal.paths import ODD_CHARACTER, spellings
+from failopen._internal.paths import ODD_CHARACTER, request_paths, spellings
 from failopen.engine.outage import strictest
 
-__all__ = ["SOLUTION_FIELD", "SOLUTION_HEADER", "RoutePolicies"]
+__all__ = ["SOLUTION_FIELD", "SOLUTION_HEADER", "RoutePolicies", "asked_paths"]
 
 #: Where a fallback route's solution travels: the form (or JSON) field the ALTCHA widget and
 #: failopen's snippet send, or this header (for clients that post JSON of their own).
 SOLUTION_FIELD = "altcha"
 SOLUTION_HEADER = "X-Altcha"
+
+
+def asked_paths(asked: str | None, mount: str = "") -> tuple[str, str] | None:
+    """``(path, routed)`` of the request a form posting to ``asked`` makes: the flag endpoint's
+    ``?path=``, a form's action as the browser reads it (percent-encoded, the mount prefix in
+    front). ``path`` is decoded as the server decodes it; ``routed`` is ``path`` without
+    ``mount`` (the flag request's own ``SCRIPT_NAME``, ``root_path`` or Django's script prefix),
+    the path the app routes on. None when ``asked`` is no path (absent, or not from ``/``).
+    """
+    if not asked or not asked.startswith("/"):
+        return None
+    return request_paths(asked, mount)
 
 
 class RoutePolicies:
@@ -71,6 +83,16 @@ class RoutePolicies:
         # The most specific of the routes that carry that policy names the rate limit's key.
         route = max((r for r in matched if self.policy_of(r) == policy), key=lambda r: (len(r), r))
         return route, policy
+
+    def for_asked(self, asked: str | None, mount: str = "") -> tuple[str, str] | None:
+        """``(route, policy)`` for the path the flag endpoint's ``?path=`` asks about (a form's
+        action as the browser reads it: percent-encoded, the mount prefix in front), looked up
+        as the guard judges a request there: decoded as the server decodes it, with and without
+        ``mount`` (the flag request's own ``SCRIPT_NAME`` or ``root_path``). None when no
+        protected path matches it, or the value is no path at all.
+        """
+        paths = asked_paths(asked, mount)
+        return self.for_path(*paths) if paths is not None else None
 
     def for_views(self, names: Iterable[str], *, marked: str | None = None) -> str:
         """A Django view's policy: the strictest of its names' (``PROTECTED_VIEWS``) and of

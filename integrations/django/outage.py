@@ -61,8 +61,8 @@ def policy_of_path(path: str | None) -> str | None:
 
 def route_of_path(path: str | None) -> tuple[str, str, str | None] | None:
     """``(route, policy, action)`` of the protected route ``path`` resolves to (the flag
-    endpoint's ``?path=``; ``action`` is ``@protect(action=...)``'s, else None); None when
-    nothing protects it."""
+    endpoint's ``?path=`` as the request's ``path_info``: decoded, the script prefix off;
+    ``action`` is ``@protect(action=...)``'s, else None); None when nothing protects it."""
     if not path or not path.startswith("/"):
         return None
     settings = conf.loaded()

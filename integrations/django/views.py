@@ -10,6 +10,7 @@ import json
 import logging
 from typing import Any
 
+from django.core.handlers.wsgi import get_script_name
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
@@ -21,6 +22,7 @@ from failopen.web import (
     SOLVER_PATH,
     RefusalLog,
     admin_token_matches,
+    asked_paths,
     bearer_token,
     challenge_answer,
     fallback_challenge,
@@ -68,7 +70,7 @@ def flag(request: HttpRequest) -> HttpResponse:
         else:
             runtime.ensure_started()
             state = runtime.state
-        found = route_of_path(request.GET.get("path"))
+        found = route_of_path(_path_info_of(request))
         return _json(200, flag_payload(state, mode=runtime.config.mode, probe=runtime.probe,
                                        outage_policy=found[1] if found else None,
                                        poll=runtime.watcher,
@@ -79,6 +81,20 @@ def flag(request: HttpRequest) -> HttpResponse:
         logger.exception("failopen flag endpoint failed")
         # The snippet reads any error as "enforce": the safe side.
         return _json(503, _UNAVAILABLE)
+
+
+def _path_info_of(request: HttpRequest) -> str | None:
+    """The ``path_info`` a form posting to the flag's ``?path=`` arrives with. That is the
+    form's action as the browser reads it (the script prefix in front, non-ASCII
+    percent-encoded); the middleware judges a request's ``path_info`` (decoded, no prefix)."""
+    try:
+        # Django's own reading, under WSGI and ASGI alike: FORCE_SCRIPT_NAME, else SCRIPT_NAME
+        # (or root_path): what reverse() and {% url %} put in front of every form's action.
+        prefix = get_script_name(request.META)
+    except UnicodeError:  # a server's SCRIPT_NAME that is not UTF-8: as the server gave it
+        prefix = str(request.META.get("SCRIPT_NAME") or "")
+    paths = asked_paths(request.GET.get("path"), prefix.rstrip("/"))
+    return paths[1] if paths is not None else None
 
 
 def challenge(request: HttpRequest) -> HttpResponse:
