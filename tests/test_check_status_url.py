@@ -9,6 +9,7 @@ the TLS library's raw words alone. Real servers on loopback, the command in-proc
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import ssl
@@ -94,10 +95,9 @@ def untrusted_https(tmp_path: Path) -> Iterator[str]:
                 continue
             with conn:
                 conn.settimeout(5)
-                try:  # the client gives up in the handshake: nothing more to serve
+                # The client gives up in the handshake: nothing more to serve.
+                with contextlib.suppress(OSError):
                     context.wrap_socket(conn, server_side=True).close()
-                except (OSError, ssl.SSLError):
-                    pass
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()

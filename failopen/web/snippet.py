@@ -9,8 +9,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from html import escape
 from functools import lru_cache
+from html import escape
 from pathlib import Path
 
 from failopen.config import Config
