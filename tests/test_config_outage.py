@@ -165,6 +165,23 @@ def test_without_the_extra_a_fallback_policy_names_it(without: Any) -> None:
     assert config(outage_policy="closed").outage_policy == "closed", "closed needs nothing"
 
 
+def test_without_the_extra_and_the_secret_start_up_names_both(without: Any) -> None:
+    # A site following a page that forgot both learns both from one start-up, not one per try.
+    without("altcha", "limits")
+    for changes in ({"outage_policy": "fallback"}, {"outage_policy_routes": "/signup/=fallback"}):
+        with pytest.raises(ConfigError) as raised:
+            config(**changes)
+        said = str(raised.value)
+        assert said.startswith("the fallback outage policy (FAILOPEN_OUTAGE_POLICY, "
+                               "FAILOPEN_OUTAGE_POLICY_ROUTES) needs altcha and limits, which are "
+                               'not installed: pip install "failopen[fallback]"; and '
+                               "FAILOPEN_FALLBACK_SECRET: required when"), said
+    without("altcha")
+    with pytest.raises(ConfigError, match=r"needs altcha, which is not installed: .*; and "
+                                          "FAILOPEN_FALLBACK_SECRET: required"):
+        config(outage_policy="fallback")
+
+
 def test_without_limits_only_an_explicit_rate_stops_start_up(without: Any) -> None:
     without("limits")
     assert Config().outage_rate == "20/minute", "the default: the runtime warns instead"

@@ -316,6 +316,28 @@ def test_the_override_buttons_place_and_lift_an_expiring_override(demo: str) -> 
     assert lifted["source"] != "override" and lifted["expires_at"] is None
 
 
+def test_the_reset_button_starts_the_demo_over(demo: str) -> None:
+    # The scene lives in the server (a reloaded page keeps it): reset puts the vendor right,
+    # lifts the override and empties the timelines.
+    act(demo, "scene", {"scene": "global"})
+    act(demo, "override", {"verb": "off"})
+    log_in(demo)
+    assert state(demo)["decisions"]
+    answer = act(demo, "reset", {"reset": "all"})
+    assert answer.status_code == 200
+    after = answer.json()
+    assert after["flag"]["source"] != "override" and after["decisions"] == []
+    assert after["fakes"]["status"]["global"] == "operational"
+    assert after["fakes"]["verify"]["fault"] is None and after["fakes"]["vendor"]["down"] is False
+    # The timeline starts at the reset (the watcher may have flipped the flag once since).
+    assert 1 <= len(after["transitions"]) <= 2 and after["transitions"][-1]["changed"]
+    wait_for(lambda: flag(demo)["enforce"] is True, "enforcement after the reset")
+    # A cross-site simple POST cannot reset it (no CORS preflight for text/plain).
+    refused = httpx.post(demo + "/demo/reset", content=b'{"reset": "all"}',
+                         headers={"Content-Type": "text/plain"}, timeout=5)
+    assert refused.status_code == 415
+
+
 def test_failopens_own_override_endpoint_stays_off(demo: str) -> None:
     answer = httpx.post(demo + "/failopen/override", json={"enforce": False}, timeout=5)
     assert answer.status_code == 404
@@ -328,6 +350,8 @@ def test_failopens_own_override_endpoint_stays_off(demo: str) -> None:
      "loopback Host"),
     ("scene", {"scene": "meteor"}, {}, 400, "regional, global, status_errors"),
     ("override", {"verb": "forever"}, {}, 400, "off, on, auto"),
+    ("reset", {"reset": "all"}, {"headers": {"Host": "evil.example"}}, 403, "loopback Host"),
+    ("reset", {"reset": "everything"}, {}, 400, '{"reset": one of all}'),
 ])
 def test_demo_routes_refuse_what_is_not_the_page(
     demo: str, route: str, body: Any, kwargs: Any, status: int, message: str

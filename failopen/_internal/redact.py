@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-__all__ = ["MAX_ERROR", "MAX_LOGGED_ERROR", "host_port", "public_error"]
+__all__ = ["MAX_ERROR", "MAX_LOGGED_ERROR", "host_port", "public_error", "redact_url"]
 
 #: Longest poll error shown on the flag endpoint and by ``failopen watch``.
 MAX_ERROR = 300
@@ -35,6 +35,11 @@ def public_error(exc: BaseException, *, limit: int = MAX_ERROR) -> str:
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return text
+
+
+def redact_url(url: str) -> str:
+    """A URL as a message may show it: no userinfo, no query or fragment, one line."""
+    return "".join(_redact_url(word) for word in _SPACE.split(_CONTROL.sub(" ", url)))
 
 
 def _redact_url(word: str) -> str:

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import httpx
 
+from failopen._internal.redact import host_port, redact_url
 from failopen.config import Config
 from failopen.exceptions import (
     ConfigError,
@@ -36,6 +37,7 @@ from failopen.exceptions import (
     StatusUnavailable,
 )
 from failopen.providers.status import StatusClient, StatusReport
+from failopen.providers.status_url import COMPONENTS_PATH
 from failopen.providers.verify import HttpVerifier, VerifyOutcome, VerifyResult
 
 __all__ = ["CHECK_TOKEN_PREFIX", "Check", "Status", "Wiring", "check_status_page",
@@ -105,7 +107,8 @@ def check_status_page(config: Config, wiring: Wiring) -> Check:
             report = client.fetch()
         except StatusError as exc:
             kind = _status_failure(exc, config)
-            return Check("status_page", "problem", f"{url}: {kind}{_status_words(exc)}",
+            words = _status_words(exc, redact_url(client.components_url))
+            return Check("status_page", "problem", f"{redact_url(url)}: {kind}{words}",
                          {"url": url, "error": kind})
     return _status_read(config, url, report)
 
@@ -127,15 +130,53 @@ def _status_failure(exc: StatusError, config: Config) -> str:
         return f"too large (FAILOPEN_STATUS_MAX_BYTES={config.status_max_bytes})"
     if isinstance(cause, RedirectRefused):
         return "redirected elsewhere (refused)"
+    if _tls_failure(cause) is not None:
+        return "TLS failed"
     return "unreachable"
 
 
-def _status_words(exc: StatusError) -> str:
-    """What the failure says beyond its kind (the URL is said already)."""
+def _status_words(exc: StatusError, fetched: str) -> str:
+    """What the failure says beyond its kind (the base address is said already); ``fetched`` is
+    the document's URL, redacted."""
     if isinstance(exc, StatusUnavailable) and exc.status_code is not None:
-        return "" if exc.retry_after is None else f" (Retry-After {exc.retry_after:g}s)"
+        after = "" if exc.retry_after is None else f" (Retry-After {exc.retry_after:g}s)"
+        if 400 <= exc.status_code < 500 and exc.status_code != 429:
+            # A refusal of the document itself: most often a base address on the wrong server
+            # (the vendor's home page, an API host), not a page that is down.
+            return (f"{after} from {fetched}: is FAILOPEN_STATUS_URL the vendor's Statuspage "
+                    f"base address? failopen adds {COMPONENTS_PATH} to it and expects the "
+                    "page's components (one global, one per region), like "
+                    "https://status.example.com")
+        return after
     cause = exc.__cause__
+    tls = _tls_failure(cause, host_port(fetched))
+    if tls is not None:
+        return f": {tls}"
     return f": {cause if isinstance(cause, FetchError) else exc}"
+
+
+# What the TLS library says (OpenSSL, any version) -> what it means, in the operator's terms.
+# Matched on the error's text: the exchange keeps only that (its cause is not chained).
+_PLAIN_HTTP = ("WRONG_VERSION_NUMBER", "wrong version number", "record layer failure",
+               "PACKET_LENGTH_TOO_LONG", "packet length too long")
+_UNTRUSTED = ("CERTIFICATE_VERIFY_FAILED", "certificate verify failed")
+
+
+def _tls_failure(cause: BaseException | None, where: str = "") -> str | None:
+    """What a failed TLS handshake with ``where`` (host:port) means; None for no TLS failure."""
+    if not isinstance(cause, FetchError):
+        return None
+    text = str(cause)
+    if "[SSL" not in text:  # how Python's ssl module words every error it raises
+        return None
+    reason = text[text.index("[SSL"):].split(" (_ssl.c")[0]
+    if any(mark in text for mark in _PLAIN_HTTP):
+        return f"the server at {where} answered plain HTTP to https: use http:// or check the port"
+    if any(mark in text for mark in _UNTRUSTED):
+        why = reason.rpartition("certificate verify failed: ")[2]
+        return (f"the server at {where} showed a certificate this host does not trust ({why}): "
+                "is the address the vendor's status page, under the name on its certificate?")
+    return f"the TLS handshake with {where} failed ({reason})"
 
 
 def _status_read(config: Config, url: str, report: StatusReport) -> Check:

@@ -38,10 +38,18 @@ _EXTRA = ("altcha", "limits")
 def require_extra(feature: str) -> None:
     """ConfigError naming the extra when ``altcha`` or ``limits`` is missing (nothing imported:
     ``find_spec`` only looks)."""
-    missing = [name for name in _EXTRA if importlib.util.find_spec(name) is None]
+    missing = _missing_extra(feature)
     if missing:
-        raise ConfigError(f"{feature} needs {' and '.join(missing)}, which "
-                          f"{'is' if len(missing) == 1 else 'are'} not installed: {INSTALL}")
+        raise ConfigError(missing)
+
+
+def _missing_extra(feature: str) -> str | None:
+    """What :func:`require_extra` would say, or None when the extra is installed."""
+    missing = [name for name in _EXTRA if importlib.util.find_spec(name) is None]
+    if not missing:
+        return None
+    return (f"{feature} needs {' and '.join(missing)}, which "
+            f"{'is' if len(missing) == 1 else 'are'} not installed: {INSTALL}")
 
 
 def _policy(route: str, policy: Any) -> str:
@@ -129,14 +137,19 @@ def check_outage(*, policy: str, routes: Any, paths: tuple[str, ...], views: tup
             f"needs limits for the outage rate limit, which is not installed: {INSTALL} (or set "
             "FAILOPEN_OUTAGE_RATE to none to run the route uncounted)")
     if not second_vendor and fallback:
-        require_extra("the fallback outage policy (FAILOPEN_OUTAGE_POLICY, "
-                      "FAILOPEN_OUTAGE_POLICY_ROUTES)")
-        if secret is None:
-            raise ConfigError(
-                "FAILOPEN_FALLBACK_SECRET: required when a route's outage policy is fallback "
-                "(it signs the challenges; give every process of the fleet the same one), "
-                "unless FAILOPEN_FALLBACK_VENDOR names a second vendor as the challenge. "
-                "Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'")
+        # Both said at once: a site that lacks the extra usually lacks the secret too, and one
+        # start-up per missing piece is a slow way to learn the list.
+        wanting = [m for m in (
+            _missing_extra("the fallback outage policy (FAILOPEN_OUTAGE_POLICY, "
+                           "FAILOPEN_OUTAGE_POLICY_ROUTES)"),
+            None if secret is not None else
+            "FAILOPEN_FALLBACK_SECRET: required when a route's outage policy is fallback "
+            "(it signs the challenges; give every process of the fleet the same one), "
+            "unless FAILOPEN_FALLBACK_VENDOR names a second vendor as the challenge. "
+            "Generate one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'",
+        ) if m is not None]
+        if wanting:
+            raise ConfigError("; and ".join(wanting))
     if secret is not None and len(secret.reveal().strip()) < MIN_SECRET:
         # Never echo the value: it is a credential.
         raise ConfigError(

@@ -54,6 +54,7 @@ from failopen.web.snippet import (
     adapter_file,
     load_snippet,
     snippet_attributes,
+    snippet_tag,
 )
 
 __all__ = [
@@ -89,6 +90,7 @@ __all__ = [
     "rejection_payload",
     "sealed_page_headers",
     "snippet_attributes",
+    "snippet_tag",
     "store_is_shared",
     "token_from_body",
     "wants_confirm",

@@ -7,8 +7,10 @@ attributes of its script tag built from the configuration."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from html import escape
 from pathlib import Path
 
 from failopen.config import Config
@@ -16,7 +18,7 @@ from failopen.providers.registry import PROVIDERS, provider_named
 from failopen.providers.settings import check_action
 
 __all__ = ["COMPANION_FILES", "SNIPPET_OPTIONS", "SNIPPET_PATH", "SOLVER_PATH", "Snippet",
-           "adapter_file", "load_snippet", "snippet_attributes"]
+           "adapter_file", "load_snippet", "snippet_attributes", "snippet_tag"]
 
 #: Where the browser snippet ships inside the package.
 SNIPPET_PATH = Path(__file__).parent.parent / "static" / "failopen" / "failopen.js"
@@ -114,3 +116,13 @@ def snippet_attributes(
             raise ValueError(f"{name}: expected a whole number of at least {least}, got {value!r}")
         attributes[SNIPPET_OPTIONS[name]] = str(value)
     return attributes
+
+
+def snippet_tag(src: str, attributes: Mapping[str, str]) -> str:
+    """The snippet's script tag, ``<script src="..." defer data-failopen-...></script>``: every
+    value HTML-escaped (safe to put in a page as it is), ``src`` and ``defer`` first, as people
+    write them. The template helpers (Django's ``{% failopen_script %}``, Jinja's
+    ``failopen_script()``) render it; ``attributes`` from :func:`snippet_attributes`, plus a CSP
+    ``nonce`` when the page has one."""
+    rest = "".join(f' {escape(name)}="{escape(value)}"' for name, value in attributes.items())
+    return f'<script src="{escape(src)}" defer{rest}></script>'

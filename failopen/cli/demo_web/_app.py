@@ -11,6 +11,7 @@
     GET  /demo/state       the fakes, the timelines (loopback only)
     POST /demo/scene       {"scene": "global"}: drive the fakes (loopback only, JSON only)
     POST /demo/override    {"verb": "off"|"on"|"auto"}: the operator's override (likewise)
+    POST /demo/reset       {}: the vendor healthy, no override, empty timelines (likewise)
 
 The demo routes answer only a loopback client naming a loopback ``Host``, and their POSTs only
 ``application/json``: another site open in the same browser cannot drive them. failopen's own
@@ -132,7 +133,8 @@ def _form_sections(site: DemoSite) -> str:
                  if policy == "fallback" else "")
         parts.append(
             f'<section data-form="{name}" data-policy="{escape(policy)}" '
-            f'data-action="{escape(form.path)}" data-title="{escape(form.title)}">'
+            f'data-action="{escape(form.path)}" data-title="{escape(form.title)}" '
+            f'data-button="{escape(form.button)}">'
             f'<h2>{escape(form.title)} <small>POST {escape(form.path)} · outage policy '
             f'<b class="policy" data-policy="{escape(policy)}">{escape(policy)}</b></small></h2>'
             f'<p class="during">During an outage: {escape(_DURING_OUTAGE.get(policy, policy))}.</p>'
@@ -272,11 +274,19 @@ def build_app(site: DemoSite) -> Any:
         site.override(choice)
         return JSONResponse({"verb": choice, **site.snapshot()}, headers=no_store)
 
+    async def reset(request: Request) -> Response:
+        choice = await read_choice(request, "reset", {"all": None})
+        if isinstance(choice, Response):
+            return choice
+        site.reset()
+        return JSONResponse({"reset": choice, **site.snapshot()}, headers=no_store)
+
     app = Starlette(routes=[
         Route("/", index), Route("/form/{name}", form),
         *(Route(form.path, submitted, methods=["POST"]) for form in site.forms),
         Route("/demo/state", state), Route("/demo/scene", scene, methods=["POST"]),
         Route("/demo/override", override, methods=["POST"]),
+        Route("/demo/reset", reset, methods=["POST"]),
     ])
 
     async def refusal(scope: Scope, decision: Decision) -> Response:

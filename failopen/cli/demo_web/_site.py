@@ -200,6 +200,17 @@ class DemoSite:
         """Apply one scene to the fakes; KeyError for an unknown one."""
         self.scenes[scene][1](self)
 
+    def reset(self) -> None:
+        """The page's "Reset the demo": the vendor healthy again, no override, the timelines
+        empty. The scene lives in this process, so a reloaded page shows it as it was left."""
+        runtime = self._runtime()
+        self.play("recovery")
+        runtime.flag.automatic("demo page: reset")
+        with self._lock:
+            self.transitions.clear()
+            self.decisions.clear()
+        self._record_transition(None, runtime.flag.state)
+
     def override(self, verb: str) -> FlagState:
         """``off`` (five minutes), ``on`` or ``auto``, as an operator would; KeyError if unknown."""
         runtime = self._runtime()
