@@ -23,6 +23,7 @@ from failopen.fallback.rate import OutageRateLimit
 from failopen.fallback.used import MemoryUsedSolutions, RedisUsedSolutions
 from failopen.stores import open_store
 from failopen.stores.redis import RedisStore
+from failopen.testing import FakeClock
 
 pytestmark = [needs_cluster, pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -133,6 +134,27 @@ def test_the_fallback_shares_the_slot(redis_cluster: RedisCluster) -> None:
         used.close()
         other.close()
         rate.close()
+
+
+def test_a_claim_near_expiry_holds_while_redis_clock_is_ahead(
+    redis_cluster: RedisCluster,
+) -> None:
+    """Issue 31, item 4, on a cluster: the servers' clock 10 minutes behind Redis's, a solution
+    with 5 s left is claimed once (SET NX PXAT stored it already expired)."""
+    primary, _ = redis_cluster.holders("{c5}:x")
+    redis_cluster.node(primary).set("{c5}:fallback:since", "0")  # a record complete from start
+    clock = FakeClock(start=time.time() - 600)
+    made = [RedisUsedSolutions(redis_cluster.url, password=None, prefix="c5:", timeout=0.5,
+                               fallback=MemoryUsedSolutions(clock=clock), clock=clock)
+            for _ in range(2)]
+    try:
+        expires = clock.time() + 5
+        assert made[0].claim("s5", expires, issued_at=expires - 300) is True
+        assert made[1].claim("s5", expires, issued_at=expires - 300) is False
+        assert redis_cluster.node(primary).pttl("{c5}:fallback:used:s5") > 5_000
+    finally:
+        for used in made:
+            used.close()
 
 
 def test_a_cluster_nobody_answers_is_a_store_error_that_says_so() -> None:

@@ -20,9 +20,10 @@ from _sentinel_kit import SENTINEL_PASSWORD, SERVICE, SentinelSet, wait_failover
 
 from failopen.engine.flag import EnforcementFlag
 from failopen.exceptions import StoreError
+from failopen.fallback.used import MemoryUsedSolutions, RedisUsedSolutions
 from failopen.stores import open_store
 from failopen.stores.redis import RedisStore
-from failopen.testing import FakeStatusPage
+from failopen.testing import FakeClock, FakeStatusPage
 
 pytestmark = [needs_redis, pytest.mark.timeout(90)]
 
@@ -93,6 +94,26 @@ def _answers(store: RedisStore) -> bool:
         time.sleep(0.1)
         return False
     return True
+
+
+def test_a_claim_near_expiry_holds_while_redis_clock_is_ahead(
+    sentinel_set: SentinelSet,
+) -> None:
+    """Issue 31, item 4, through a sentinel: the servers' clock 10 minutes behind Redis's, a
+    solution with 5 s left is claimed once (SET NX PXAT stored it already expired)."""
+    sentinel_set.client("primary").set("failopen:fallback:since", "0")
+    clock = FakeClock(start=time.time() - 600)
+    made = [RedisUsedSolutions(sentinel_set.url, password=None, prefix="failopen:", timeout=0.5,
+                               fallback=MemoryUsedSolutions(clock=clock), clock=clock)
+            for _ in range(2)]
+    try:
+        expires = clock.time() + 5
+        assert made[0].claim("s5", expires, issued_at=expires - 300) is True
+        assert made[1].claim("s5", expires, issued_at=expires - 300) is False
+        assert sentinel_set.client("primary").pttl("failopen:fallback:used:s5") > 5_000
+    finally:
+        for used in made:
+            used.close()
 
 
 def test_a_wrong_password_is_named_without_it(sentinel_set_with_password: SentinelSet) -> None:

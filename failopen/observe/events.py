@@ -210,7 +210,8 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
         "store, purpose, suppressed"),
     "failopen.fallback_memory_full": (
         "failopen.fallback", "WARNING", "this process remembers as many unexpired used "
-        "solutions as it may: new ones are refused (one line per minute)",
+        "solutions as it may: it forgets the earliest issued, and refuses every solution issued "
+        "at or before the last one forgotten (one line per minute)",
         "max_entries, suppressed"),
     "failopen.outage_rate_full": (
         "failopen.fallback", "WARNING", "the outage rate limit counts as many clients in this "

@@ -11,7 +11,8 @@ included:
 
 - challenge issue (``FallbackChallenges.issue``, what ``GET <prefix>/challenge`` does);
 - solution check of a valid solution (``FallbackChallenges.check``: HMAC, one SHA-256, the salt);
-- used-solution claim, in memory and in a real ``redis-server`` on a free loopback port;
+- used-solution claim, in memory and in a real ``redis-server`` on a free loopback port; and in
+  a memory record that is full, where each claim forgets one solution (issue 31, item 5);
 - outage rate limit, ``test`` then ``hit`` as the gate calls them on a fallback route (an open
   route's request asks only ``hit``), in memory and in Redis;
 - the whole ``Guard.decide`` with the flag off: a ``fallback`` route with a fresh valid solution
@@ -63,6 +64,11 @@ SECRET = "bench-secret-of-at-least-thirty-two-characters"
 SOLVE_COST = 1_000  # the check is one hash whatever the cost: cheap to prepare, same to check
 GOAL_US = 100.0
 HITS = 4  # requests per client address in a round
+#: The full used-solution record's size in its row (the default is 100,000: a heap's depth more
+#: or less, the same work a claim).
+FULL_ENTRIES = 1_000
+#: Issue times of the full record's solutions: an hour ahead, so all are unexpired.
+BASE = time.time() + 3600 - 300
 
 
 def _solve(challenge: dict[str, Any]) -> str:
@@ -190,6 +196,23 @@ def bench(calls: int, rounds: int,
         redis_claim_us = _us_per_call(redis_claim, redis_calls, rounds).wall
     rows.append(("used-solution claim (`claim`)", _us_per_call(memory_claim, calls, rounds),
                  redis_claim_us))
+
+    def memory_claim_full(_round: int) -> Callable[[], object]:
+        """Memory full (issue 31, item 5): each claim forgets the solution issued earliest.
+        Issue times rise by a microsecond a claim, as a flood's do; every claim is admitted."""
+        used = MemoryUsedSolutions(max_entries=FULL_ENTRIES)
+        issued = iter(range(calls + FULL_ENTRIES)).__next__
+        for held in keys(FULL_ENTRIES):
+            used.claim(held, expires, issued_at=BASE + issued() / 1e6)
+        key = _cycle(keys(calls))
+
+        def claim() -> None:
+            if not used.claim(key(), expires, issued_at=BASE + issued() / 1e6):
+                raise AssertionError("refused: the benchmark measures admissions")
+        return claim
+
+    rows.append((f"used-solution claim, memory full ({FULL_ENTRIES:,} held: forgets one a claim)",
+                 _us_per_call(memory_claim_full, calls, rounds), None))
 
     def rate_call(limit: OutageRateLimit, number: int, count: int) -> Callable[[], object]:
         client = _cycle(_clients(number, count))
