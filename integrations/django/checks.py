@@ -50,7 +50,7 @@ from failopen.web.snippet import adapter_file
 
 from . import conf, routes
 from .protection import ProtectedViews, is_marked, outage_of, unmatched_message, walk
-from .startup import exposed_store_passwords
+from .startup import exposed_store_passwords, misplaced_settings
 
 __all__ = ["check_settings", "register"]
 
@@ -73,16 +73,19 @@ def register() -> None:
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Every failopen check; each message names the setting to change."""
-    errors: list[checks.CheckMessage] = []
+    errors: list[checks.CheckMessage] = [
+        checks.Error(line, id="failopen.E001", hint="failopen reads the FAILOPEN dict only.")
+        for line in misplaced_settings()]
     try:
         raw = conf.raw_settings()
         config = conf.config_factory()
     except ConfigError as exc:
-        message = str(exc)
-        check_id = next((i for start, i in _SPECIFIC if message.startswith(start)),
-                        "failopen.E001")
-        errors.append(checks.Error(f"failopen settings are invalid: {message}", id=check_id,
-                                   hint="Fix the setting named above."))
+        # Every problem, one message each: an unknown key hides none of the bad values.
+        for message in conf.problems() or [str(exc)]:
+            check_id = next((i for start, i in _SPECIFIC if message.startswith(start)),
+                            "failopen.E001")
+            errors.append(checks.Error(f"failopen settings are invalid: {message}",
+                                       id=check_id, hint="Fix the setting named above."))
         return errors
     try:
         conf.reject_view_from(raw)

@@ -18,6 +18,7 @@ import dataclasses
 import difflib
 import logging
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,7 +33,7 @@ from failopen.stores import split_password
 
 from . import conf
 
-__all__ = ["exposed_store_passwords", "report"]
+__all__ = ["exposed_store_passwords", "misplaced_settings", "report"]
 
 logger = logging.getLogger("failopen.django")
 
@@ -41,12 +42,21 @@ _PREFIX = "FAILOPEN_"
 
 
 def report() -> None:
-    """Raise ImproperlyConfigured for settings failopen cannot use; log what weakens it."""
-    errors = _top_level_settings()
+    """Raise ImproperlyConfigured for settings failopen cannot use, naming every problem; log
+    what weakens it.
+
+    Not under Django's management utility (manage.py, django-admin, ``python -m django``): a
+    traceback there would hide the one list of everything wrong that its commands give, the
+    system checks (failopen.E001, before runserver, migrate or check do anything) and
+    ``manage.py failopen check``. A command that skips the checks serves no request; with
+    ``runserver --skip-checks``, protected requests are refused (503) and the error is logged.
+    """
+    errors = misplaced_settings()
     try:
         config = conf.config_factory()
     except ConfigError as exc:
-        errors.insert(0, str(exc))  # names the key or variable; never a secret's value
+        # Names each key or variable as written; never a secret's value.
+        errors[:0] = conf.problems() or [str(exc)]
     else:
         if (config.protected_paths or config.protected_views) and config.verify_url is None:
             # Logged, not raised: secrets are often absent where commands run at build time
@@ -61,6 +71,8 @@ def report() -> None:
                 "failopen has no status URL: it cannot see an outage, so it never fails open; "
                 "set FAILOPEN['STATUS_URL'] or FAILOPEN_STATUS_URL")
     if errors:
+        if _run_by_management_utility():
+            return
         raise ImproperlyConfigured("failopen cannot start: " + "; ".join(errors))
     if _MIDDLEWARE not in getattr(settings, "MIDDLEWARE", ()):
         logger.warning("failopen: %s is not in MIDDLEWARE; no request is checked", _MIDDLEWARE)
@@ -69,6 +81,20 @@ def report() -> None:
     raw = conf.raw_settings()
     for line in [*_shadowed_variables(raw), *exposed_store_passwords(raw)]:
         logger.warning("failopen: %s", line)
+
+
+def _run_by_management_utility() -> bool:
+    """True when Django's management utility is setting Django up (its commands report what
+    is wrong with the settings themselves); False for a server, a test runner, a script."""
+    from django.core.management import ManagementUtility
+
+    code = ManagementUtility.execute.__code__
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 def _shadowed_variables(raw: Mapping[str, Any]) -> list[str]:
@@ -118,7 +144,7 @@ def _carries_password(url: str) -> bool:
         return True
 
 
-def _top_level_settings() -> list[str]:
+def misplaced_settings() -> list[str]:
     """``settings.FAILOPEN_STATUS_URL`` and kin: failopen reads none of them; say where to go."""
     found: list[str] = []
     names = [n for n in dir(settings) if n.isupper()]
