@@ -59,7 +59,8 @@ def test_json_has_the_django_line(fo_settings: dict[str, Any]) -> None:
     assert views["facts"]["unmatched"] == [{"name": "logn", "did_you_mean": "login"}]
     assert views["detail"] == (
         "@protect marks 2 views: change-email (default policy), reset (closed); "
-        "PROTECTED_VIEWS finds 1 of 2; PROTECTED_VIEWS entry 'logn' names no view in the "
+        "PROTECTED_VIEWS: 1 routed, 1 naming no view; PROTECTED_VIEWS entry 'logn' names no "
+        "view in the "
         "URLconf (did you mean 'login'?)")
 
 
