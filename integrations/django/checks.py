@@ -54,7 +54,7 @@ from failopen.web.snippet import adapter_file
 
 from . import conf, routes
 from .protection import ProtectedViews, is_marked, outage_of, unmatched_message, walk
-from .startup import exposed_store_passwords, misplaced_settings
+from .startup import exposed_store_passwords
 
 __all__ = ["check_settings", "register"]
 
@@ -77,20 +77,13 @@ def register() -> None:
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Every failopen check; each message names the setting to change."""
-    errors: list[checks.CheckMessage] = [
-        checks.Error(line, id="failopen.E001", hint="failopen reads the FAILOPEN dict only.")
-        for line in misplaced_settings()]
     try:
         raw = conf.raw_settings()
         config = conf.config_factory()
     except ConfigError as exc:
         # Every problem, one message each: an unknown key hides none of the bad values.
-        for message in conf.problems() or [str(exc)]:
-            check_id = next((i for start, i in _SPECIFIC if message.startswith(start)),
-                            "failopen.E001")
-            errors.append(checks.Error(f"failopen settings are invalid: {message}",
-                                       id=check_id, hint="Fix the setting named above."))
-        return errors
+        return [_invalid(message) for message in conf.problems() or [str(exc)]]
+    errors = [_invalid(message) for message in conf.misplaced_settings()]
     try:
         conf.reject_view_from(raw)
     except ConfigError as exc:
@@ -101,6 +94,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                                    "FAILOPEN['STORE_PASSWORD'] = os.environ['REDIS_PASSWORD']")
                for line in exposed_store_passwords(raw)]
     return errors + _check_config(config)
+
+
+def _invalid(message: str) -> checks.CheckMessage:
+    check_id = next((i for start, i in _SPECIFIC if message.startswith(start)), "failopen.E001")
+    return checks.Error(f"failopen settings are invalid: {message}", id=check_id,
+                        hint="Fix the setting named above.")
 
 
 def _check_config(config: Config) -> list[checks.CheckMessage]:

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
-from failopen.config import Config, setting_names
+from failopen.config import Config, closest_setting, setting_names
 from failopen.engine.guard import Decision, fail_closed
 from failopen.exceptions import ConfigError
 from failopen.fallback.settings import policy_routes
@@ -44,6 +44,7 @@ __all__ = [
     "known_keys_factory",
     "connect_signals",
     "loaded",
+    "misplaced_settings",
     "problems",
     "reset",
     "runtime",
@@ -57,6 +58,7 @@ logger = logging.getLogger("failopen.django")
 #: Keys of ``settings.FAILOPEN`` that only the Django adapter reads (not Config fields).
 DJANGO_KEYS = frozenset({"REJECT_VIEW"})
 
+_VARIABLE_PREFIX = "FAILOPEN_"
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _PROTECTION_KEYS = ("PROTECTED_PATHS", "PROTECTED_VIEWS", "PROTECTED_METHODS")
 # A runtime that failed to build is retried at most this often, not on every request.
@@ -146,6 +148,27 @@ def config_factory(**overrides: Any) -> Config:
     return _built(raw, overrides)
 
 
+def misplaced_settings() -> list[str]:
+    """``settings.FAILOPEN_STATUS_URL`` and kin: failopen reads none of them; say where to go."""
+    found: list[str] = []
+    names = [n for n in dir(settings) if n.isupper()]
+    known = setting_names()
+    for name in names:
+        if not name.startswith(_VARIABLE_PREFIX):
+            continue
+        key = name.removeprefix(_VARIABLE_PREFIX)
+        meant = key if key in known else closest_setting(key)
+        if meant is not None:  # anything else may be the site's own setting
+            found.append(
+                f"settings.{name} is not read by failopen; move it into the FAILOPEN dict as "
+                f"FAILOPEN[{meant!r}] (or set the {_VARIABLE_PREFIX}{meant} environment variable)")
+    if "FAILOPEN" not in names:
+        close = difflib.get_close_matches("FAILOPEN", names, n=1, cutoff=0.8)
+        if close and not close[0].startswith(_VARIABLE_PREFIX):
+            found.append(f"settings.{close[0]} is not read by failopen; did you mean FAILOPEN?")
+    return found
+
+
 def known_keys_factory(**overrides: Any) -> Config:
     """:func:`config_factory` with the unknown keys set aside, so that ``failopen check`` can
     check every other setting too; :func:`set_aside` says what was."""
@@ -153,12 +176,13 @@ def known_keys_factory(**overrides: Any) -> Config:
 
 
 def set_aside() -> list[str]:
-    """What :func:`known_keys_factory` leaves out: the unknown keys of ``settings.FAILOPEN``."""
+    """What :func:`known_keys_factory` leaves out: the unknown keys of ``settings.FAILOPEN``,
+    and settings written beside it (``settings.FAILOPEN_STATUS_URL``) that it never reads."""
     try:
         problem = unknown_keys(raw_settings())
     except ConfigError:  # not a dict: the factory says so
-        return []
-    return [] if problem is None else [problem]
+        problem = None
+    return [*([] if problem is None else [problem]), *misplaced_settings()]
 
 
 # ``failopen check`` asks a factory what it set aside (failopen.cli.preflight_settings).
@@ -185,14 +209,19 @@ def _built(raw: Mapping[str, Any], overrides: dict[str, Any]) -> Config:
         raise ConfigError(message) from None
 
 
-_VARIABLE = re.compile(r"\bFAILOPEN_([A-Z][A-Z0-9_]*)\b")
+# A variable's name, unless the text means the variable itself ("the environment variable
+# FAILOPEN_X", "the FAILOPEN_X environment variable", "did you mean FAILOPEN_X" after one) or a
+# top-level Django setting ("settings.FAILOPEN_X").
+_VARIABLE = re.compile(r"(?<!settings\.)(?<!variable )(?<!did you mean )"
+                       r"\bFAILOPEN_([A-Z][A-Z0-9_]*)\b(?! environment variable)")
 
 
 def as_written(message: str, given: Mapping[str, Any] | None = None) -> str:
     """``message`` naming each setting as the user wrote it: ``FAILOPEN['POLL_INTERVAL']`` for
     a key of ``settings.FAILOPEN`` (``given``; None: the current settings), the variable's name
     for one read from the environment or left unset. The core names settings as variables; a
-    Django site reads them here."""
+    Django site reads them here. A name the text means as a variable (an ignored variable, a
+    top-level setting to move) stays as it is."""
     if given is None:
         try:
             given = raw_settings()

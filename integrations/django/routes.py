@@ -10,6 +10,7 @@ matches no URL) and more for W008 (a protected view routed where no protected pa
 
 from __future__ import annotations
 
+import itertools
 import re
 import secrets
 from collections.abc import Callable, Iterator
@@ -138,11 +139,12 @@ def _view_at(resolver: URLResolver, path: str, code: str | None) -> Any:
 
 def _catch_all(resolver: URLResolver, view: Any, path: str, code: str | None) -> bool:
     """True when ``view`` also answers a made-up path at the root or beside ``path``
-    (``/failopen-probe-<random>/x/``, ``/cms/failopen-probe-<random>/x/``): no site routes that
-    on purpose, so the view takes paths it has never been told about."""
-    probe = f"failopen-probe-{secrets.token_hex(4)}/x/"
+    (``/failopen-probe-<random>/``, ``/cms/failopen-probe-<random>/x/``): no site routes that
+    on purpose, so the view takes paths it has never been told about (one segment, as
+    ``<slug:slug>/`` does, or several, as ``<path:...>`` and Wagtail's pattern do)."""
+    name = f"failopen-probe-{secrets.token_hex(4)}"
     parts = [part for part in path.split("/") if part]
-    for depth in range(len(parts)):
+    for depth, probe in itertools.product(range(len(parts)), (f"{name}/", f"{name}/x/", name)):
         made_up = "/" + "".join(f"{part}/" for part in parts[:depth]) + probe
         for spelling in (made_up, f"/{code}{made_up}") if code else (made_up,):
             try:

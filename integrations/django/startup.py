@@ -15,7 +15,6 @@ thread, makes a request or imports the URLconf.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import logging
 import os
 import sys
@@ -27,18 +26,17 @@ from django.core.exceptions import ImproperlyConfigured
 
 from failopen._config_fields import coerce
 from failopen._variables import warn_unknown_variables
-from failopen.config import Config, closest_setting, env_name, setting_names
+from failopen.config import Config, env_name
 from failopen.exceptions import ConfigError
 from failopen.stores import split_password
 
 from . import conf
 
-__all__ = ["exposed_store_passwords", "misplaced_settings", "report"]
+__all__ = ["exposed_store_passwords", "report"]
 
 logger = logging.getLogger("failopen.django")
 
 _MIDDLEWARE = "failopen.integrations.django.middleware.FailOpenMiddleware"
-_PREFIX = "FAILOPEN_"
 
 
 def report() -> None:
@@ -51,13 +49,13 @@ def report() -> None:
     ``manage.py failopen check``. A command that skips the checks serves no request; with
     ``runserver --skip-checks``, protected requests are refused (503) and the error is logged.
     """
-    errors = misplaced_settings()
     try:
         config = conf.config_factory()
     except ConfigError as exc:
         # Names each key or variable as written; never a secret's value.
-        errors[:0] = conf.problems() or [str(exc)]
+        errors = conf.problems() or [str(exc), *conf.misplaced_settings()]
     else:
+        errors = conf.misplaced_settings()
         if (config.protected_paths or config.protected_views) and config.verify_url is None:
             # Logged, not raised: secrets are often absent where commands run at build time
             # (collectstatic in an image build), and without them failopen fails closed.
@@ -142,24 +140,3 @@ def _carries_password(url: str) -> bool:
         return split_password(url)[1] is not None
     except ConfigError:  # two passwords: the settings check says so
         return True
-
-
-def misplaced_settings() -> list[str]:
-    """``settings.FAILOPEN_STATUS_URL`` and kin: failopen reads none of them; say where to go."""
-    found: list[str] = []
-    names = [n for n in dir(settings) if n.isupper()]
-    known = setting_names()
-    for name in names:
-        if not name.startswith(_PREFIX):
-            continue
-        key = name.removeprefix(_PREFIX)
-        meant = key if key in known else closest_setting(key)
-        if meant is not None:  # anything else may be the site's own setting
-            found.append(
-                f"settings.{name} is not read by failopen; move it into the FAILOPEN dict as "
-                f"FAILOPEN[{meant!r}] (or set the {_PREFIX}{meant} environment variable)")
-    if "FAILOPEN" not in names:
-        close = difflib.get_close_matches("FAILOPEN", names, n=1, cutoff=0.8)
-        if close and not close[0].startswith(_PREFIX):
-            found.append(f"settings.{close[0]} is not read by failopen; did you mean FAILOPEN?")
-    return found

@@ -29,6 +29,7 @@ urlpatterns = [
     path("login/", django_test_urls.login),
     path("signin/", django_test_urls.login),  # an alias nobody listed: W008 still says so
     path("docs/<path:path>", document),
+    path("blog/<slug:path>/", document),  # one segment: a catch-all of its own kind
     path("failopen/", include("failopen.integrations.django.urls")),
     re_path(r"", include(cms_urls)),  # last, as Wagtail's manual puts it
 ]

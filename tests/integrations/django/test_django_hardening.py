@@ -402,7 +402,8 @@ def test_a_catch_all_view_is_not_an_alias_to_protect(fo_settings: dict[str, Any]
     # what it is, and that the path stays protected. A real alias beside it still warns.
     from failopen.integrations.django.checks import check_settings
 
-    settings = {**fo_settings, "PROTECTED_PATHS": ["/login/", "/join/", "/docs/signup/"]}
+    settings = {**fo_settings, "PROTECTED_PATHS": ["/login/", "/join/", "/docs/signup/",
+                                                   "/blog/signup/"]}
     with override_settings(ROOT_URLCONF="django_test_urls_cms", FAILOPEN=settings):
         found = check_settings()
     w008 = [m.msg for m in found if m.id == "failopen.W008"]
@@ -412,7 +413,8 @@ def test_a_catch_all_view_is_not_an_alias_to_protect(fo_settings: dict[str, Any]
     assert w012 == [
         f"protected path {path!r} is served by a catch-all view (django_test_urls_cms.{view}), "
         "which answers every path under it: the URLconf cannot show whether another URL "
-        "reaches the same page." for path, view in (("/docs/signup/", "document"),
+        "reaches the same page." for path, view in (("/blog/signup/", "document"),
+                                                    ("/docs/signup/", "document"),
                                                     ("/join/", "serve"))]
     hint = next(m.hint for m in found if m.id == "failopen.W012")
     assert "Keep the path in FAILOPEN['PROTECTED_PATHS']" in hint
@@ -428,3 +430,14 @@ def test_a_view_listed_by_name_is_no_catch_all_worry(fo_settings: dict[str, Any]
     with override_settings(ROOT_URLCONF="django_test_urls_cms", FAILOPEN=settings):
         ids = {m.id for m in check_settings()}
     assert not ids & {"failopen.W008", "failopen.W012"}
+
+
+def test_a_catch_all_under_language_prefixes_is_one_too(fo_settings: dict[str, Any]) -> None:
+    from failopen.integrations.django.checks import check_settings
+
+    settings = {**fo_settings, "PROTECTED_PATHS": ["/join/"]}
+    with override_settings(**{**I18N, "ROOT_URLCONF": "django_test_urls_cms_i18n",
+                              "FAILOPEN": settings}):
+        found = {m.id: m.msg for m in check_settings()}
+    assert "failopen.W008" not in found
+    assert "(django_test_urls_cms.serve)" in found["failopen.W012"]

@@ -107,6 +107,30 @@ def test_a_variable_keeps_its_name_beside_a_key(fo_settings: dict[str, Any],
             "FAILOPEN['POLL_INTERVAL'] and FAILOPEN_RETRY_AFTER; FAILOPEN_POLL_INTERVALL")
 
 
+def test_a_name_meant_as_a_variable_stays_one(fo_settings: dict[str, Any]) -> None:
+    # STATUS_URL is a key of the dict; these texts are about the variable or the top-level
+    # setting of that name, which the dict's key must not rename.
+    from failopen.integrations.django.conf import as_written
+
+    texts = ["settings.FAILOPEN_STATUS_URL is not read by failopen; move it into the FAILOPEN "
+             "dict as FAILOPEN['STATUS_URL'] (or set the FAILOPEN_STATUS_URL environment "
+             "variable)",
+             "the environment variable FAILOPEN_STATUS_URLL is ignored; did you mean "
+             "FAILOPEN_STATUS_URL?"]
+    with override_settings(FAILOPEN=fo_settings):
+        assert [as_written(text) for text in texts] == texts
+
+
+def test_failopen_check_names_a_top_level_setting(fo_settings: dict[str, Any]) -> None:
+    # ready() raises this for a server; under manage.py it is the check's to say.
+    with override_settings(FAILOPEN=fo_settings, FAILOPEN_STATUS_URL="https://x.example"):
+        code, out, err = run_check()
+    assert code == 1, out + err
+    assert ("problem  configuration: settings.FAILOPEN_STATUS_URL is not read by failopen; move "
+            "it into the FAILOPEN dict as FAILOPEN['STATUS_URL'] (or set the "
+            "FAILOPEN_STATUS_URL environment variable)") in out
+
+
 # --- manage.py in a process of its own -------------------------------------------------------
 
 
