@@ -218,6 +218,9 @@ def _quiet(verbose: bool) -> Iterator[None]:
 def _cmd_check(args: argparse.Namespace) -> int:
     with _quiet(args.verbose):
         checks = run_checks(args.config_factory, extra=getattr(args, "extra_checks", ()))
+    as_written = getattr(args, "as_written", None)
+    if as_written is not None:  # settings named as the adapter's users write them (Django)
+        checks = [replace(check, detail=as_written(check.detail)) for check in checks]
     shown = summary(checks, strict=args.strict)
     if args.json:
         print(json.dumps(shown, sort_keys=True), flush=True)

@@ -345,12 +345,15 @@ def _register_optional(verbs: Any, emulators: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None, *, config_factory: ConfigFactory | None = None,
-         extra_checks: Sequence[ExtraCheck] = ()) -> int:
+         extra_checks: Sequence[ExtraCheck] = (),
+         as_written: Callable[[str], str] | None = None) -> int:
     """Entry point of the ``failopen`` command.
 
     ``config_factory(**overrides)`` replaces ``Config.from_env`` (the Django command passes one
     that reads ``settings.FAILOPEN``); ``extra_checks`` are an adapter's own lines for
-    ``failopen check`` (Django: its view of the protected views).
+    ``failopen check`` (Django: its view of the protected views); ``as_written(text)`` names
+    the settings in a configuration error or a check's line as the adapter's users write them
+    (Django: ``FAILOPEN['STATUS_URL']`` for a key of its dict; the core writes variables).
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -360,6 +363,7 @@ def main(argv: Sequence[str] | None = None, *, config_factory: ConfigFactory | N
         return EXIT_OK
     args.config_factory = config_factory if config_factory is not None else Config.from_env
     args.extra_checks = tuple(extra_checks)
+    args.as_written = as_written
     log_to_terminal(verbose=args.verbose)
     # Django's command: its AppConfig.ready said it already; check says it in its own line.
     if config_factory is None and args.command != "check":
@@ -368,7 +372,8 @@ def main(argv: Sequence[str] | None = None, *, config_factory: ConfigFactory | N
     try:
         code: int = args.func(args)
     except ConfigError as exc:
-        print(printable(f"failopen: configuration error: {exc}"), file=sys.stderr)
+        message = str(exc) if as_written is None else as_written(str(exc))
+        print(printable(f"failopen: configuration error: {message}"), file=sys.stderr)
         return EXIT_UNKNOWN
     except FailopenError as exc:  # its text may quote a status page or a store: as text
         print(printable(f"failopen: {type(exc).__name__}: {exc}"), file=sys.stderr)

@@ -36,12 +36,16 @@ def check_configuration(factory: Callable[..., Config], environ: Mapping[str, st
     cannot be built) and every error found.
 
     Config stops at its first error; each error's setting is put back to its default and the
-    Config built again, so one run names every bad setting it can (up to ten).
+    Config built again, so one run names every bad setting it can (up to ten). A factory with
+    a ``set_aside()`` (the problems it left out to build the rest) has those named first.
     """
     # A misspelt variable (PROTECTED_PATHS without its S) protects nothing: worth saying,
     # and beside an error too (the misspelt variable may be the missing setting).
     unknown = unknown_variables(environ)
-    errors: list[str] = []
+    # An adapter's factory may set aside what Config cannot take (Django: the unknown keys of
+    # settings.FAILOPEN) so that every other setting is checked too; those problems come first.
+    set_aside = getattr(factory, "set_aside", None)
+    errors: list[str] = list(set_aside()) if set_aside is not None else []
     defaults: dict[str, Any] = {}
     config: Config | None = None
     while len(errors) < _MAX_ERRORS:

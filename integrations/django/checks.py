@@ -29,6 +29,10 @@
                    Django's debug page and error e-mails show: use STORE_PASSWORD
 ``failopen.W011``  the static files finders cannot find the snippet (failopen/failopen.js) or
                    its solver: ``{% failopen_script %}`` would link a 404
+``failopen.W012``  a protected path is served by a catch-all view (a CMS's page view, such as
+                   Wagtail's ``serve``; a ``<path:...>`` route): protecting the view would
+                   protect every page, so keep the path; the hint says when silencing is safe
+                   (W008 stays quiet about such a view: every page would be its "alias")
 =================  ===============================================================================
 """
 
@@ -73,17 +77,13 @@ def register() -> None:
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Every failopen check; each message names the setting to change."""
-    errors: list[checks.CheckMessage] = []
     try:
         raw = conf.raw_settings()
         config = conf.config_factory()
     except ConfigError as exc:
-        message = str(exc)
-        check_id = next((i for start, i in _SPECIFIC if message.startswith(start)),
-                        "failopen.E001")
-        errors.append(checks.Error(f"failopen settings are invalid: {message}", id=check_id,
-                                   hint="Fix the setting named above."))
-        return errors
+        # Every problem, one message each: an unknown key hides none of the bad values.
+        return [_invalid(message) for message in conf.problems() or [str(exc)]]
+    errors = [_invalid(message) for message in conf.misplaced_settings()]
     try:
         conf.reject_view_from(raw)
     except ConfigError as exc:
@@ -94,6 +94,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                                    "FAILOPEN['STORE_PASSWORD'] = os.environ['REDIS_PASSWORD']")
                for line in exposed_store_passwords(raw)]
     return errors + _check_config(config)
+
+
+def _invalid(message: str) -> checks.CheckMessage:
+    check_id = next((i for start, i in _SPECIFIC if message.startswith(start)), "failopen.E001")
+    return checks.Error(f"failopen settings are invalid: {message}", id=check_id,
+                        hint="Fix the setting named above.")
 
 
 def _check_config(config: Config) -> list[checks.CheckMessage]:
@@ -134,7 +140,7 @@ def _check_config(config: Config) -> list[checks.CheckMessage]:
     if config.override_endpoint:
         found += _check_override(config)
     found += _check_own_urls(config)
-    found += _check_aliases(config)
+    found += _check_aliases(config) + _check_catch_alls(config)
     # A second vendor (FALLBACK_VENDOR) answers fallback routes without the secret.
     if config.fallback_secret is None and config.fallback_vendor is None \
             and _marked_fallback_views():
@@ -239,6 +245,23 @@ def _check_aliases(config: Config) -> list[checks.CheckMessage]:
              "(every route to it is then guarded); or add that route's prefix to "
              "PROTECTED_PATHS.",
         id="failopen.W008") for path, route in aliases]
+
+
+def _check_catch_alls(config: Config) -> list[checks.CheckMessage]:
+    named = ProtectedViews(config.protected_views)
+    try:
+        found = routes.catch_all_paths(config, guarded=named.guards)
+    except Exception:  # a broken URLconf has checks of its own
+        return []
+    return [checks.Warning(
+        f"protected path {path!r} is served by a catch-all view ({view}), which answers every "
+        "path under it: the URLconf cannot show whether another URL reaches the same page.",
+        hint="Keep the path in FAILOPEN['PROTECTED_PATHS']; protecting the view instead would "
+             "protect every page it serves. Silence this warning (SILENCED_SYSTEM_CHECKS = "
+             "['failopen.W012']) once you know the page has no other URL: no alias of the page, "
+             "no other site or locale serving it, no other case of its slug where the database "
+             "compares without case (MySQL); else list those URLs in PROTECTED_PATHS too.",
+        id="failopen.W012") for path, view in found]
 
 
 def _marked_views() -> bool:

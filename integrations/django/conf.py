@@ -24,7 +24,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
-from failopen.config import Config
+from failopen.config import Config, closest_setting, setting_names
 from failopen.engine.guard import Decision, fail_closed
 from failopen.exceptions import ConfigError
 from failopen.fallback.settings import policy_routes
@@ -38,13 +38,19 @@ from .startup_line import announce_runtime
 __all__ = [
     "DJANGO_KEYS",
     "Loaded",
+    "as_written",
     "config",
     "config_factory",
+    "known_keys_factory",
     "connect_signals",
     "loaded",
+    "misplaced_settings",
+    "problems",
     "reset",
     "runtime",
+    "set_aside",
     "unavailable",
+    "unknown_keys",
 ]
 
 logger = logging.getLogger("failopen.django")
@@ -52,6 +58,7 @@ logger = logging.getLogger("failopen.django")
 #: Keys of ``settings.FAILOPEN`` that only the Django adapter reads (not Config fields).
 DJANGO_KEYS = frozenset({"REJECT_VIEW"})
 
+_VARIABLE_PREFIX = "FAILOPEN_"
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _PROTECTION_KEYS = ("PROTECTED_PATHS", "PROTECTED_VIEWS", "PROTECTED_METHODS")
 # A runtime that failed to build is retried at most this often, not on every request.
@@ -108,34 +115,122 @@ def raw_settings() -> dict[str, Any]:
     return dict(value)
 
 
-def config_factory(**overrides: Any) -> Config:
-    """A Config from ``settings.FAILOPEN`` (then ``FAILOPEN_*`` variables); keywords win."""
-    raw = raw_settings()
+def unknown_keys(raw: Mapping[str, Any]) -> str | None:
+    """What is wrong with the keys of ``settings.FAILOPEN`` that failopen does not read, each
+    with the key it probably meant (``'STATUS_ULR' (did you mean 'STATUS_URL'?)``); None when
+    every key is one it reads."""
+    known = {*setting_names(), *DJANGO_KEYS}
+    found = []
     for key in raw:
-        meant = difflib.get_close_matches(str(key).upper(), DJANGO_KEYS, n=1, cutoff=0.75)
-        if meant and key not in DJANGO_KEYS:  # Config.from_mapping knows only its own keys
-            raise ConfigError(f"settings.FAILOPEN: unknown failopen setting(s): {key!r} "
-                              f"(did you mean {meant[0]!r}?)")
-    core = {k: v for k, v in raw.items() if k not in DJANGO_KEYS}
+        if isinstance(key, str) and key in known:
+            continue
+        if not isinstance(key, str):
+            found.append(f"{key!r} (keys are strings)")
+            continue
+        wanted = key.upper().removeprefix("FAILOPEN_")
+        close = difflib.get_close_matches(wanted, sorted(known), n=1, cutoff=0.75)
+        meant = wanted if wanted in known else close[0] if close else None
+        found.append(f"{key!r} (did you mean {meant!r}?)" if meant else repr(key))
+    if not found:
+        return None
+    known_list = "" if all("did you mean" in f for f in found) else (
+        f"; known: {', '.join(sorted(known))}")
+    return f"settings.FAILOPEN: unknown failopen setting(s): {'; '.join(found)}{known_list}"
+
+
+def config_factory(**overrides: Any) -> Config:
+    """A Config from ``settings.FAILOPEN`` (then ``FAILOPEN_*`` variables); keywords win. An
+    unknown key is an error (a typo must not silently drop a setting)."""
+    raw = raw_settings()
+    problem = unknown_keys(raw)
+    if problem is not None:
+        raise ConfigError(problem)
+    return _built(raw, overrides)
+
+
+def misplaced_settings() -> list[str]:
+    """``settings.FAILOPEN_STATUS_URL`` and kin: failopen reads none of them; say where to go."""
+    found: list[str] = []
+    names = [n for n in dir(settings) if n.isupper()]
+    known = setting_names()
+    for name in names:
+        if not name.startswith(_VARIABLE_PREFIX):
+            continue
+        key = name.removeprefix(_VARIABLE_PREFIX)
+        meant = key if key in known else closest_setting(key)
+        if meant is not None:  # anything else may be the site's own setting
+            found.append(
+                f"settings.{name} is not read by failopen; move it into the FAILOPEN dict as "
+                f"FAILOPEN[{meant!r}] (or set the {_VARIABLE_PREFIX}{meant} environment variable)")
+    if "FAILOPEN" not in names:
+        close = difflib.get_close_matches("FAILOPEN", names, n=1, cutoff=0.8)
+        if close and not close[0].startswith(_VARIABLE_PREFIX):
+            found.append(f"settings.{close[0]} is not read by failopen; did you mean FAILOPEN?")
+    return found
+
+
+def known_keys_factory(**overrides: Any) -> Config:
+    """:func:`config_factory` with the unknown keys set aside, so that ``failopen check`` can
+    check every other setting too; :func:`set_aside` says what was."""
+    return _built(raw_settings(), overrides)
+
+
+def set_aside() -> list[str]:
+    """What :func:`known_keys_factory` leaves out: the unknown keys of ``settings.FAILOPEN``,
+    and settings written beside it (``settings.FAILOPEN_STATUS_URL``) that it never reads."""
+    try:
+        problem = unknown_keys(raw_settings())
+    except ConfigError:  # not a dict: the factory says so
+        problem = None
+    return [*([] if problem is None else [problem]), *misplaced_settings()]
+
+
+# ``failopen check`` asks a factory what it set aside (failopen.cli.preflight_settings).
+known_keys_factory.set_aside = set_aside  # type: ignore[attr-defined]
+
+
+def problems() -> list[str]:
+    """Everything wrong with the settings, each saying what to change (up to ten bad values,
+    as ``failopen check`` finds them, after the unknown keys); empty when they are usable."""
+    from failopen.cli.preflight_settings import check_configuration  # start-up only
+
+    return check_configuration(known_keys_factory, os.environ)[2]
+
+
+def _built(raw: Mapping[str, Any], overrides: dict[str, Any]) -> Config:
+    known = set(setting_names())
+    core = {k: v for k, v in raw.items() if isinstance(k, str) and k in known}
     try:
         return Config.from_mapping(core, **_with_marked_views(core, overrides))
     except ConfigError as exc:
-        if str(exc).startswith("unknown failopen setting"):  # say which mapping holds them
-            raise ConfigError(f"settings.FAILOPEN: {exc}") from None
-        message = _as_written(str(exc), core)
+        message = as_written(str(exc), core)
         if "is not a protected route" in message:
             message += "; in Django, also the URL name of a view marked @protect"
         raise ConfigError(message) from None
 
 
-_VARIABLE = re.compile(r"\bFAILOPEN_([A-Z][A-Z0-9_]*)")
+# A variable's name, unless the text means the variable itself ("the environment variable
+# FAILOPEN_X", "the FAILOPEN_X environment variable", "did you mean FAILOPEN_X" after one) or a
+# top-level Django setting ("settings.FAILOPEN_X").
+_VARIABLE = re.compile(r"(?<!settings\.)(?<!variable )(?<!did you mean )"
+                       r"\bFAILOPEN_([A-Z][A-Z0-9_]*)\b(?! environment variable)")
 
 
-def _as_written(message: str, given: Mapping[str, Any]) -> str:
+def as_written(message: str, given: Mapping[str, Any] | None = None) -> str:
     """``message`` naming each setting as the user wrote it: ``FAILOPEN['POLL_INTERVAL']`` for
-    a key of ``settings.FAILOPEN``, the variable's name for one read from the environment."""
-    message = _VARIABLE.sub(lambda m: f"FAILOPEN['{m.group(1)}']" if m.group(1) in given
-                            else m.group(0), message)
+    a key of ``settings.FAILOPEN`` (``given``; None: the current settings), the variable's name
+    for one read from the environment or left unset. The core names settings as variables; a
+    Django site reads them here. A name the text means as a variable (an ignored variable, a
+    top-level setting to move) stays as it is."""
+    if given is None:
+        try:
+            given = raw_settings()
+        except ConfigError:
+            given = {}
+    fields = set(setting_names())
+    message = _VARIABLE.sub(lambda m: f"FAILOPEN['{m.group(1)}']"
+                            if m.group(1) in given and m.group(1) in fields else m.group(0),
+                            message)
     head, colon, rest = message.partition(": ")
     if colon and head in given:  # a value's type error names the key bare: "POLL_INTERVAL: ..."
         message = f"FAILOPEN['{head}']: {rest}"
@@ -257,7 +352,7 @@ def runtime() -> FailOpen:
         try:
             _runtime = FailOpen(config())
         except Exception as exc:
-            _runtime_error = (time.monotonic(), f"failopen cannot start: {exc}")
+            _runtime_error = (time.monotonic(), f"failopen cannot start: {as_written(str(exc))}")
             logger.error("%s", _runtime_error[1])
             raise ConfigError(_runtime_error[1]) from None
         _runtime_error = None

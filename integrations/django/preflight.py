@@ -2,7 +2,9 @@
 middleware will find them in the URLconf, which the settings alone cannot say.
 
 * views marked ``@protect`` (with their ``outage=`` policy), found by walking the URLconf;
-* ``PROTECTED_VIEWS`` names that no route carries (a typo protects nothing; failopen.W009);
+* ``PROTECTED_VIEWS``: how many names some route carries, how many are entry points this install
+  does not route (allauth's, of features it leaves off), and the names that no route carries
+  (a typo protects nothing; failopen.W009);
 * ``PROTECTED_PATHS`` that no URL pattern matches (failopen.W001);
 * ``FailOpenMiddleware`` missing from ``MIDDLEWARE`` (failopen.W003): nothing is checked;
 * a view marked ``@protect(outage="fallback")`` without ``FALLBACK_SECRET`` (failopen.E006): it
@@ -68,6 +70,9 @@ class DjangoViews:
                        for v, n in marked.items())
         named = ProtectedViews(config.protected_views if config is not None else ())
         unmatched = named.unmatched() if named else []
+        routed = named.routed() if named else frozenset()
+        # Neither routed nor a typo: allauth entry points of features this install leaves off.
+        absent = sorted(named.names - routed - {name for name, _ in unmatched})
         paths = config.protected_paths if config is not None else ()
         unrouted = [p for p in paths if not routes.prefix_is_routed(p)]
         middleware = _MIDDLEWARE in getattr(settings, "MIDDLEWARE", ())
@@ -75,14 +80,16 @@ class DjangoViews:
                  "marked": [{"view": _name(frozenset(n)), "outage": outage_of(v)}
                             for v, n in sorted(marked.items(), key=lambda i: _name(
                                 frozenset(i[1])))],
-                 "named": sorted(named.names),
+                 "named": sorted(named.names), "routed": sorted(routed),
+                 "not_on_this_install": absent,
                  "unmatched": [{"name": n, "did_you_mean": m} for n, m in unmatched],
                  "unrouted_paths": unrouted}
         parts = [f"@protect marks {len(marked)} view{'' if len(marked) == 1 else 's'}"
                  + (f": {_listed(shown)}" if shown else "")]
         if named:
-            parts.append(f"PROTECTED_VIEWS finds {len(named.names) - len(unmatched)} of "
-                         f"{len(named.names)}")
+            counts = [f"{len(routed)} routed", f"{len(absent)} not on this install" if absent
+                      else "", f"{len(unmatched)} naming no view" if unmatched else ""]
+            parts.append("PROTECTED_VIEWS: " + ", ".join(c for c in counts if c))
         problems, warnings = [], []
         if config is not None and config.fallback_secret is None and any(
                 outage_of(v) == "fallback" for v in marked):

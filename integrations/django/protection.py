@@ -260,6 +260,13 @@ class ProtectedViews:
         """True when the view with this :func:`view_key` is marked or named."""
         return is_marked(key) or (bool(self.names) and _identity(key) in self.keys(urlconf))
 
+    def routed(self, urlconf: Any = None) -> frozenset[str]:
+        """The listed names that some route of the URLconf carries."""
+        seen: set[str] = set()
+        for _key, names in walk(get_resolver(urlconf)):
+            seen |= names & self.names
+        return frozenset(seen)
+
     def unmatched(self, urlconf: Any = None) -> list[tuple[str, str | None]]:
         """The listed names that no route of the URLconf carries (a typo protects nothing),
         each with the name it probably meant (or None).

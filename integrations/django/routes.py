@@ -10,7 +10,9 @@ matches no URL) and more for W008 (a protected view routed where no protected pa
 
 from __future__ import annotations
 
+import itertools
 import re
+import secrets
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,7 +24,7 @@ from failopen.config import Config
 
 from .protection import view_key
 
-__all__ = ["prefix_is_routed", "unguarded_aliases"]
+__all__ = ["catch_all_paths", "prefix_is_routed", "unguarded_aliases"]
 
 # Where a route stops being literal text: a converter, or regex syntax.
 _SYNTAX = re.compile(r"[<(\[\\.*+?{|$]")
@@ -85,7 +87,8 @@ def unguarded_aliases(
 ) -> list[tuple[str, str]]:
     """``(protected path, route)`` for each other route to a protected path's view that the
     middleware does not guard: an alias, a translated URL, a case-insensitive regex. Views
-    that ``guarded`` says are protected as views (every route to them is) are left out."""
+    that ``guarded`` says are protected as views (every route to them is) are left out, and so
+    are catch-all views (:func:`catch_all_paths`: every page would be an "alias")."""
     found: dict[str, tuple[str, str]] = {}
     try:
         resolver = get_resolver()
@@ -93,13 +96,69 @@ def unguarded_aliases(
             with translation.override(code):  # translated routes and language prefixes
                 views = {view: path for view, path
                          in _protected_views(resolver, config, code).items()
-                         if not guarded(view)}
+                         if not guarded(view) and not _catch_all(resolver, view, path, code)}
                 for route, view in _routes_of(resolver, views.keys(), ""):
                     if route not in found and not _covered(config, route):
                         found[route] = (views[view], route)
     except Exception:  # a broken URLconf has checks of its own
         return []
     return list(found.values())
+
+
+def catch_all_paths(
+    config: Config, guarded: Callable[[Any], bool] = lambda view: False
+) -> list[tuple[str, str]]:
+    """``(protected path, view's dotted path)`` for each protected path whose view also serves
+    a made-up path beside it: a catch-all, such as a CMS's page view (Wagtail's
+    ``re_path(r"", include(wagtail_urls))``) or a ``<path:...>`` route. Protecting that view
+    would protect every page it serves; which other URLs reach the same page is the CMS's
+    business, which the URLconf cannot show."""
+    found: dict[str, str] = {}
+    try:
+        resolver = get_resolver()
+        for code in [translation.get_language(), *_languages()]:
+            with translation.override(code):
+                for path in config.protected_paths:
+                    view = _view_at(resolver, path, code)
+                    if path not in found and view is not None and not guarded(view) \
+                            and _catch_all(resolver, view, path, code):
+                        found[path] = _dotted(view)
+    except Exception:  # a broken URLconf has checks of its own
+        return []
+    return list(found.items())
+
+
+def _view_at(resolver: URLResolver, path: str, code: str | None) -> Any:
+    for spelling in (path, f"/{code}{path}") if code else (path,):
+        try:
+            return view_key(resolver.resolve(spelling).func)
+        except Resolver404:
+            continue
+    return None
+
+
+def _catch_all(resolver: URLResolver, view: Any, path: str, code: str | None) -> bool:
+    """True when ``view`` also answers a made-up path at the root or beside ``path``
+    (``/failopen-probe-<random>/``, ``/cms/failopen-probe-<random>/x/``): no site routes that
+    on purpose, so the view takes paths it has never been told about (one segment, as
+    ``<slug:slug>/`` does, or several, as ``<path:...>`` and Wagtail's pattern do)."""
+    name = f"failopen-probe-{secrets.token_hex(4)}"
+    parts = [part for part in path.split("/") if part]
+    for depth, probe in itertools.product(range(len(parts)), (f"{name}/", f"{name}/x/", name)):
+        made_up = "/" + "".join(f"{part}/" for part in parts[:depth]) + probe
+        for spelling in (made_up, f"/{code}{made_up}") if code else (made_up,):
+            try:
+                if view_key(resolver.resolve(spelling).func) is view:
+                    return True
+            except Resolver404:
+                continue
+    return False
+
+
+def _dotted(view: Any) -> str:
+    module = getattr(view, "__module__", None)
+    name = getattr(view, "__qualname__", None) or type(view).__qualname__
+    return f"{module}.{name}" if module else name
 
 
 def _protected_views(resolver: URLResolver, config: Config, code: str | None) -> dict[Any, str]:

@@ -15,9 +15,9 @@ thread, makes a request or imports the URLconf.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import logging
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,7 +26,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from failopen._config_fields import coerce
 from failopen._variables import warn_unknown_variables
-from failopen.config import Config, closest_setting, env_name, setting_names
+from failopen.config import Config, env_name
 from failopen.exceptions import ConfigError
 from failopen.stores import split_password
 
@@ -37,17 +37,25 @@ __all__ = ["exposed_store_passwords", "report"]
 logger = logging.getLogger("failopen.django")
 
 _MIDDLEWARE = "failopen.integrations.django.middleware.FailOpenMiddleware"
-_PREFIX = "FAILOPEN_"
 
 
 def report() -> None:
-    """Raise ImproperlyConfigured for settings failopen cannot use; log what weakens it."""
-    errors = _top_level_settings()
+    """Raise ImproperlyConfigured for settings failopen cannot use, naming every problem; log
+    what weakens it.
+
+    Not under Django's management utility (manage.py, django-admin, ``python -m django``): a
+    traceback there would hide the one list of everything wrong that its commands give, the
+    system checks (failopen.E001, before runserver, migrate or check do anything) and
+    ``manage.py failopen check``. A command that skips the checks serves no request; with
+    ``runserver --skip-checks``, protected requests are refused (503) and the error is logged.
+    """
     try:
         config = conf.config_factory()
     except ConfigError as exc:
-        errors.insert(0, str(exc))  # names the key or variable; never a secret's value
+        # Names each key or variable as written; never a secret's value.
+        errors = conf.problems() or [str(exc), *conf.misplaced_settings()]
     else:
+        errors = conf.misplaced_settings()
         if (config.protected_paths or config.protected_views) and config.verify_url is None:
             # Logged, not raised: secrets are often absent where commands run at build time
             # (collectstatic in an image build), and without them failopen fails closed.
@@ -61,6 +69,8 @@ def report() -> None:
                 "failopen has no status URL: it cannot see an outage, so it never fails open; "
                 "set FAILOPEN['STATUS_URL'] or FAILOPEN_STATUS_URL")
     if errors:
+        if _run_by_management_utility():
+            return
         raise ImproperlyConfigured("failopen cannot start: " + "; ".join(errors))
     if _MIDDLEWARE not in getattr(settings, "MIDDLEWARE", ()):
         logger.warning("failopen: %s is not in MIDDLEWARE; no request is checked", _MIDDLEWARE)
@@ -69,6 +79,20 @@ def report() -> None:
     raw = conf.raw_settings()
     for line in [*_shadowed_variables(raw), *exposed_store_passwords(raw)]:
         logger.warning("failopen: %s", line)
+
+
+def _run_by_management_utility() -> bool:
+    """True when Django's management utility is setting Django up (its commands report what
+    is wrong with the settings themselves); False for a server, a test runner, a script."""
+    from django.core.management import ManagementUtility
+
+    code = ManagementUtility.execute.__code__
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 def _shadowed_variables(raw: Mapping[str, Any]) -> list[str]:
@@ -116,24 +140,3 @@ def _carries_password(url: str) -> bool:
         return split_password(url)[1] is not None
     except ConfigError:  # two passwords: the settings check says so
         return True
-
-
-def _top_level_settings() -> list[str]:
-    """``settings.FAILOPEN_STATUS_URL`` and kin: failopen reads none of them; say where to go."""
-    found: list[str] = []
-    names = [n for n in dir(settings) if n.isupper()]
-    known = setting_names()
-    for name in names:
-        if not name.startswith(_PREFIX):
-            continue
-        key = name.removeprefix(_PREFIX)
-        meant = key if key in known else closest_setting(key)
-        if meant is not None:  # anything else may be the site's own setting
-            found.append(
-                f"settings.{name} is not read by failopen; move it into the FAILOPEN dict as "
-                f"FAILOPEN[{meant!r}] (or set the {_PREFIX}{meant} environment variable)")
-    if "FAILOPEN" not in names:
-        close = difflib.get_close_matches("FAILOPEN", names, n=1, cutoff=0.8)
-        if close and not close[0].startswith(_PREFIX):
-            found.append(f"settings.{close[0]} is not read by failopen; did you mean FAILOPEN?")
-    return found

@@ -315,3 +315,23 @@ def test_a_token_logs_in_once(protected: None, make_client: Callable[..., Any],
                          {"username": person.username, "password": PASSWORD},
                          content_type=JSON, headers={"X-Enforcement-Token": FakeVerifyAPI.BAD})
     assert (forged.status_code, refusal(forged)) == (403, "invalid_token")
+
+
+def test_failopen_check_counts_the_names_this_install_routes(
+        listed: Callable[..., Any]) -> None:
+    # allauth's pages routed, its headless API not: the check said "finds 27 of 28" (every
+    # name but the typo) although 9 route here. Now it says which are routed, which are not.
+    import io
+
+    from django.core.management import call_command
+
+    listed("django_test_urls_allauth_pages", "account_logn")
+    out = io.StringIO()
+    call_command("failopen", "check", "--json", stdout=out, stderr=io.StringIO())  # warnings
+    views = {c["name"]: c for c in json.loads(out.getvalue())["checks"]}["django_views"]
+    pages = [n for n in ALLAUTH_VIEWS if not n.startswith("headless:")]
+    headless = [n for n in ALLAUTH_VIEWS if n.startswith("headless:")]
+    assert views["facts"]["routed"] == sorted(pages)
+    assert views["facts"]["not_on_this_install"] == sorted(headless)
+    assert (f"PROTECTED_VIEWS: {len(pages)} routed, {len(headless)} not on this install, "
+            "1 naming no view;") in views["detail"]

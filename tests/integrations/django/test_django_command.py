@@ -49,7 +49,7 @@ def test_status_without_a_status_url_is_exit_2(fo_settings: dict[str, Any]) -> N
     with override_settings(FAILOPEN={**fo_settings, "STATUS_URL": None}):
         code, _, err = run("status")
     assert code == 2
-    assert "FAILOPEN_STATUS_URL" in err
+    assert "set FAILOPEN['STATUS_URL']" in err  # the key the settings hold (as None)
 
 
 def test_watch_polls_with_the_settings(

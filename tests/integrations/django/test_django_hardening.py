@@ -394,3 +394,50 @@ def test_language_prefixed_routes_of_the_protected_view_do_not_warn(
     for urlconf in (__name__, "django_test_urls_i18n"):
         with override_settings(**{**I18N, "ROOT_URLCONF": urlconf, "FAILOPEN": fo_settings}):
             assert "failopen.W008" not in {m.id for m in check_settings()}, urlconf
+
+
+def test_a_catch_all_view_is_not_an_alias_to_protect(fo_settings: dict[str, Any]) -> None:
+    # Wagtail serves /join/ (a form page) through serve, which serves every page: W008 called
+    # "/" an alias and said to protect the view, which would protect the whole site. W012 says
+    # what it is, and that the path stays protected. A real alias beside it still warns.
+    from failopen.integrations.django.checks import check_settings
+
+    settings = {**fo_settings, "PROTECTED_PATHS": ["/login/", "/join/", "/docs/signup/",
+                                                   "/blog/signup/"]}
+    with override_settings(ROOT_URLCONF="django_test_urls_cms", FAILOPEN=settings):
+        found = check_settings()
+    w008 = [m.msg for m in found if m.id == "failopen.W008"]
+    assert w008 == ["the view of protected path '/login/' is also routed at '/signin/', which no "
+                    "protected path covers: requests there reach it unchecked."]
+    w012 = sorted(m.msg for m in found if m.id == "failopen.W012")
+    assert w012 == [
+        f"protected path {path!r} is served by a catch-all view (django_test_urls_cms.{view}), "
+        "which answers every path under it: the URLconf cannot show whether another URL "
+        "reaches the same page." for path, view in (("/blog/signup/", "document"),
+                                                    ("/docs/signup/", "document"),
+                                                    ("/join/", "serve"))]
+    hint = next(m.hint for m in found if m.id == "failopen.W012")
+    assert "Keep the path in FAILOPEN['PROTECTED_PATHS']" in hint
+    assert "SILENCED_SYSTEM_CHECKS = ['failopen.W012']" in hint
+
+
+def test_a_view_listed_by_name_is_no_catch_all_worry(fo_settings: dict[str, Any]) -> None:
+    # A site that did protect the CMS's view (every page POST needs a token) hears nothing.
+    from failopen.integrations.django.checks import check_settings
+
+    settings = {**fo_settings, "PROTECTED_PATHS": ["/join/"],
+                "PROTECTED_VIEWS": ["django_test_urls_cms.serve"]}
+    with override_settings(ROOT_URLCONF="django_test_urls_cms", FAILOPEN=settings):
+        ids = {m.id for m in check_settings()}
+    assert not ids & {"failopen.W008", "failopen.W012"}
+
+
+def test_a_catch_all_under_language_prefixes_is_one_too(fo_settings: dict[str, Any]) -> None:
+    from failopen.integrations.django.checks import check_settings
+
+    settings = {**fo_settings, "PROTECTED_PATHS": ["/join/"]}
+    with override_settings(**{**I18N, "ROOT_URLCONF": "django_test_urls_cms_i18n",
+                              "FAILOPEN": settings}):
+        found = {m.id: m.msg for m in check_settings()}
+    assert "failopen.W008" not in found
+    assert "(django_test_urls_cms.serve)" in found["failopen.W012"]

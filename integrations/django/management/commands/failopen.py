@@ -3,6 +3,10 @@ command, configured from ``settings.FAILOPEN`` (then the ``FAILOPEN_*`` variable
 the environment alone. ``check`` adds a line of Django's own: the protected views the URLconf
 holds (:mod:`failopen.integrations.django.preflight`).
 
+Settings are named as the site writes them: ``FAILOPEN['PRIVATE_KEY']`` for a key of the dict,
+the variable's name for one from the environment. ``check`` lists every problem of the settings
+at once, an unknown key of the dict among them (exit 1), never a traceback.
+
 Options after the verb go to ``failopen``'s own parser, so the verbs, options, output and exit
 codes are the same as the ``failopen`` command's. Django's options (``--settings``) go before it.
 """
@@ -52,8 +56,10 @@ class Command(BaseCommand):
         err = getattr(self.stderr, "_out", sys.stderr)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                code = cli.main(argv, config_factory=conf.config_factory,
-                                extra_checks=(DJANGO_VIEWS,))
+                # check names every problem, an unknown key among them, in one list.
+                factory = conf.known_keys_factory if argv[0] == "check" else conf.config_factory
+                code = cli.main(argv, config_factory=factory, extra_checks=(DJANGO_VIEWS,),
+                                as_written=conf.as_written)
             except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
                 code = exc.code if isinstance(exc.code, int) else 2
         if code:
