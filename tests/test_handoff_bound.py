@@ -56,7 +56,7 @@ class SlowRedis:
 @pytest.fixture
 def guard(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     flag = EnforcementFlag()
-    made = Guard(flag, Unavailable(), None)  # type: ignore[arg-type]
+    made = Guard(flag, Unavailable(), None)
     rate = OutageRateLimit("100/minute", redis_url=redis_server.url, prefix=PREFIX)
     made.gate = OutageGate(rate=rate)
     made.slow = SlowRedis(rate, monkeypatch)  # type: ignore[attr-defined]

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from failopen.engine.decision import Decision, Outcome, refusal
-from failopen.fallback.handoff import HandoffFull
 from failopen.engine.flag import EnforcementFlag
 from failopen.engine.flag_state import FlagState
 from failopen.engine.outage import OutageGate, Refusal
+from failopen.fallback.handoff import HandoffFull
 from failopen.observe.audit import BypassAudit
 from failopen.providers.verify_answers import VerifyResult
 
