@@ -6,8 +6,9 @@ first use (``ensure_started``), which keeps management commands, import-time cod
 masters free of background threads. With a ``redis://`` store the process is a fleet member
 (:mod:`failopen.engine.fleet`) once its watcher runs; ``stop`` leaves the fleet (releasing the
 lease). Until the watcher's first turn has ended, a request that would be refused waits for it,
-bounded by the status timeout (:mod:`failopen.engine.first_reading`): a worker started during an
-outage admits its first requests as the running ones do.
+bounded by the status timeout, one request thread per process at a time
+(:mod:`failopen.engine.first_reading`): a worker started during an outage admits its first
+requests as the running ones do.
 """
 
 from __future__ import annotations

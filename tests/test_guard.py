@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from _redis_kit import wait_for
 
 from failopen.engine.flag import EnforcementFlag
 from failopen.engine.guard import Decision, Guard, OutageConfirmer
@@ -178,19 +180,29 @@ def test_confirmation_is_cached_for_the_ttl() -> None:
 
 
 def test_confirmation_is_single_flight_under_a_flood() -> None:
+    """A flood of failing verifies makes one status request. While it is under way, one more
+    caller waits for it and every other is refused at once (503, never admitted without the
+    page's answer), so a slow page holds two threads, not all of them (issue 31, item 8);
+    once it has confirmed the outage, all are admitted."""
     guard, source, _ = build(VerifyOutcome.UNAVAILABLE, report("major_outage"))
+    confirmer = guard.confirmer
+    assert confirmer is not None
     source.gate = threading.Event()
-    results: list[bool] = []
-    threads = [
-        threading.Thread(target=lambda: results.append(guard.decide("t").allow)) for _ in range(50)
-    ]
-    for thread in threads:
-        thread.start()
-    source.gate.set()
-    for thread in threads:
-        thread.join(10)
+    with ThreadPoolExecutor(8) as pool:
+        try:
+            checking = pool.submit(guard.decide, "t")
+            assert source.fetching.wait(10)
+            waiting = pool.submit(guard.decide, "t")
+            # (Before issue 31 there was no such place: every caller waited.)
+            assert wait_for(lambda: not hasattr(confirmer, "_waiter")
+                            or confirmer._waiter.locked())
+            refused = [pool.submit(guard.decide, "t").result(10) for _ in range(48)]
+        finally:
+            source.gate.set()
+        assert checking.result(10).allow and waiting.result(10).allow
+    assert {(d.status_code, d.outcome) for d in refused} == {(503, "cannot_verify")}
     assert source.calls == 1
-    assert results == [True] * 50
+    assert [guard.decide("t").allow for _ in range(10)] == [True] * 10
 
 
 def test_failed_confirmation_is_cached_too() -> None:

@@ -2,9 +2,14 @@
 
 A flood of failing verifies makes at most one status request per ``confirm_ttl`` (per fleet, in
 fleet mode), and nothing an attacker sends can flip the flag by itself: the check feeds the
-status page's answer through the watcher's hysteresis, like a poll. While a check is under way,
-other callers wait for it at most ``wait`` and then answer from the flag as it is, so a slow
-status page holds one worker (for at most its timeout), not all of them.
+status page's answer through the watcher's hysteresis, like a poll.
+
+A slow status page holds one request thread per process, not all of them. While a check is under
+way (this confirmer's, or the watcher's first poll in a fresh process), one other caller may wait
+for it, at most ``wait`` (:data:`CONFIRM_WAIT`); every other caller answers at once from the flag
+as it is. The caller making the check is held for at most the status timeout. Without the bound,
+a flood of ``?confirm=1`` on a fresh worker waited for its first poll whole, every thread of it,
+and each worker recycled by ``--max-requests`` met it again.
 """
 
 from __future__ import annotations
@@ -58,7 +63,9 @@ class OutageConfirmer:
         self._watcher = watcher
         self.wait = wait
         self._lock = threading.Lock()
-        renew_locks_after_fork(self, "_lock")
+        # Held by the one caller waiting for someone else's check: never waited for itself.
+        self._waiter = threading.Lock()
+        renew_locks_after_fork(self, "_lock", "_waiter")
         self._clock = clock
         self._cache: TTLCache[str, bool] = TTLCache(maxsize=1, ttl=ttl, timer=clock.monotonic)
         self._pending: tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]] | None = None
@@ -76,14 +83,18 @@ class OutageConfirmer:
 
         The cache only limits how often the status page is asked. The answer is always read from
         the live flag, so a cached check can never outlive a recovery or an operator's override.
-        A caller that finds a check under way waits for it at most ``wait`` seconds and never
-        starts one of its own, so no caller is held longer than one status timeout.
+        A caller that finds a check under way never starts one of its own: one such caller per
+        process waits for it, at most ``wait`` seconds, and the others answer at once. So the
+        caller making the check is held for at most one status timeout, one other for at most
+        ``wait``, and no one else at all.
         """
         first = self._watcher.first_reading
         if first is not None and first.under_way():
-            # The watcher's first poll is a check under way like any other: wait for it, and
-            # never double it (a fresh worker's first requests make one status request, not two).
-            first.await_sync()
+            # The watcher's first poll is a check under way like any other: never double it (a
+            # fresh worker's first requests make one status request, not two), and wait for it
+            # as for any other check, not for the whole status timeout.
+            if not first.await_sync(self.wait):
+                self._answered_from_flag()
             return not self._watcher.flag.state.enforce
         if not self.fresh():
             lock = self._lock
@@ -93,11 +104,8 @@ class OutageConfirmer:
                         self._check()
                 finally:
                     lock.release()
-            elif lock.acquire(timeout=self.wait):  # the check in progress ended within the wait
-                lock.release()
-            else:
-                logger.debug("a status check is under way; answering from the flag as it is",
-                             extra={"event": "failopen.confirm_waited"})
+            elif not self._waited_for(lock):
+                self._answered_from_flag()
         return not self._watcher.flag.state.enforce
 
     async def aconfirm(self) -> bool:
@@ -109,7 +117,8 @@ class OutageConfirmer:
         """
         first = self._watcher.first_reading
         if first is not None and first.under_way():
-            await first.await_async()  # the watcher's first poll: see confirm()
+            # The watcher's first poll: see confirm(). Waiting here costs no thread.
+            await first.await_async(self.wait)
             return not self._watcher.flag.state.enforce
         if self.fresh():
             return not self._watcher.flag.state.enforce
@@ -135,6 +144,25 @@ class OutageConfirmer:
             self._cache["checked"] = True
         finally:
             self._lock.release()
+
+    def _waited_for(self, lock: threading.Lock) -> bool:
+        """Wait (at most ``wait``) for the check ``lock`` guards, if no other caller waits for
+        it already; True when it ended within the wait."""
+        waiter = self._waiter
+        if not waiter.acquire(blocking=False):
+            return False
+        try:
+            if lock.acquire(timeout=self.wait):
+                lock.release()
+                return True
+            return False
+        finally:
+            waiter.release()
+
+    @staticmethod
+    def _answered_from_flag() -> None:
+        logger.debug("a status check is under way; answering from the flag as it is",
+                     extra={"event": "failopen.confirm_waited"})
 
     def _check(self) -> None:
         fleet = self.fleet

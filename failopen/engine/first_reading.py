@@ -10,6 +10,11 @@ first turn ends waits for it:
   (a fleet follower makes none); async waiters share one future per event loop, no thread each;
 - bounded: at most ``wait`` seconds (the status timeout), then the request is decided from the
   flag as it is, which is how it was decided before;
+- one thread: at most one request thread per process waits at a time; any other is decided at
+  once from the flag as it is (before any reading: enforce, the vendor's check as usual). A flood
+  of token-less requests or ``?confirm=1`` against a page that hangs would otherwise hold every
+  thread of a worker (``gunicorn --threads 4``) for the whole time-out, and an unprotected page
+  behind them. Async waiters hold no thread: they share one future per loop;
 - no new evidence: the turn feeds the flag through the usual hysteresis, so an unreadable or
   malformed page, a 429 or a timeout leaves enforcement on and the request is refused as before.
 
@@ -56,7 +61,9 @@ class FirstReading:
         self._running = running
         self._ended = threading.Event()
         self._lock = threading.Lock()
-        renew_locks_after_fork(self, "_lock")
+        # Held by the one request thread that waits: taken without blocking, never waited for.
+        self._waiter = threading.Lock()
+        renew_locks_after_fork(self, "_lock", "_waiter")
         self._waiting: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         #: Called (on the watcher's thread) as the first turn ends, before anyone waiting
         #: hears of it: the confirmer counts the turn's poll as its own check.
@@ -102,16 +109,26 @@ class FirstReading:
         """True while the first turn has not ended and a watcher thread is there to end it."""
         return self.pending and self._running()
 
-    def await_sync(self) -> bool:
-        """Wait (at most ``wait`` seconds) for the first turn to end; True once it has."""
+    def await_sync(self, bound: float | None = None) -> bool:
+        """Wait (at most ``bound`` seconds, never more than ``wait``) for the first turn to end;
+        True once it has. Only one thread of the process waits at a time: a caller that finds
+        another waiting returns at once (False while the turn is under way)."""
         if not self.pending:
             return True
         if not self._running():
             return False  # nobody will end it: decide now, as before
-        return self._ended.wait(self.wait)
+        waiter = self._waiter
+        if not waiter.acquire(blocking=False):
+            return not self.pending  # another thread waits: decide from the flag as it is
+        try:
+            return self._ended.wait(self._bounded(bound))
+        finally:
+            waiter.release()
 
-    async def await_async(self) -> bool:
-        """Async twin of :meth:`await_sync`: the callers on one loop share one future."""
+    async def await_async(self, bound: float | None = None) -> bool:
+        """Async twin of :meth:`await_sync`: the callers on one loop share one future, and hold
+        no thread, so each of them may wait (at most ``bound`` seconds, never more than
+        ``wait``)."""
         if not self.pending:
             return True
         if not self._running():
@@ -126,5 +143,8 @@ class FirstReading:
                 self._waiting.append((loop, future))
         # asyncio.wait never cancels the shared future: a caller that gives up (or whose client
         # left) leaves it to the others.
-        await asyncio.wait({future}, timeout=self.wait)
+        await asyncio.wait({future}, timeout=self._bounded(bound))
         return not self.pending
+
+    def _bounded(self, bound: float | None) -> float:
+        return self.wait if bound is None else max(0.0, min(bound, self.wait))

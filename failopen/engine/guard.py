@@ -1,7 +1,9 @@
 """The decision every adapter asks for: enforce, bypass, or reject.
 
     flag off (confirmed outage or override) ................... allow, bypassed
-    no reading yet, would refuse ............................... wait for the first one (bounded)
+    no reading yet, would refuse ............................... wait for the first one (bounded;
+                                                                 one thread per process waits,
+                                                                 the others decide at once)
     flag on:  no token ......................................... reject 403
               verify says valid ................................ allow
               verify says invalid .............................. reject 403 (low_score: 403 too)

@@ -9,7 +9,8 @@ The async twins exist for the gate's network calls, which ``adecide`` must await
 blocking its event loop: with a second vendor (``FAILOPEN_FALLBACK_VENDOR``) the check of a
 fallback answer is a verify call, and in fleet mode the outage rate limit and the used-solution
 record are in the fleet's Redis (:meth:`OutageGate.arefuse` asks it on a bounded pool of
-threads). Without either, both take the same sync path.
+threads). Without either, both take the same sync path. That pool is bounded: a request whose
+gate check finds it full is refused (503 ``cannot_verify``, with ``Retry-After``), never admitted.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from failopen.engine.decision import Decision, Outcome, refusal
 from failopen.engine.flag import EnforcementFlag
 from failopen.engine.flag_state import FlagState
 from failopen.engine.outage import OutageGate, Refusal
+from failopen.fallback.handoff import HandoffFull
 from failopen.observe.audit import BypassAudit
 from failopen.providers.verify_answers import VerifyResult
 
@@ -100,9 +102,12 @@ class OutageDecisions:
         if not self._remote(policy) and not self.gate.blocks(policy):
             return self._bypass_flag_off(state, path, client, user_agent, policy, route,
                                          solution)
-        refused = await self.gate.arefuse(policy, route=route or path, client=client,
-                                          solution=solution, off_since=state.since,
-                                          action=self._action(action, route, path))
+        try:
+            refused = await self.gate.arefuse(policy, route=route or path, client=client,
+                                              solution=solution, off_since=state.since,
+                                              action=self._action(action, route, path))
+        except HandoffFull:
+            return self._finish(self._busy(), path, client)
         if refused is not None:
             return self._finish(self._refused(refused), path, client)
         return self._bypass_flag_off(state, path, client, user_agent, policy, route, solution,
@@ -157,15 +162,24 @@ class OutageDecisions:
         if self.mode == "shadow" or not (self._remote(policy) or self.gate.blocks(policy)):
             return self._bypass_confirmed(result, path, client, user_agent, policy, route,
                                           solution)
-        refused = await self.gate.arefuse(policy, route=route or path, client=client,
-                                          solution=solution, off_since=self.flag.state.since,
-                                          action=self._action(action, route, path))
+        try:
+            refused = await self.gate.arefuse(policy, route=route or path, client=client,
+                                              solution=solution, off_since=self.flag.state.since,
+                                              action=self._action(action, route, path))
+        except HandoffFull:
+            return self._finish(self._busy(), path, client)
         return self._bypass_confirmed(result, path, client, user_agent, policy, route,
                                       solution, refused=refused, checked=True)
 
     def _named(self) -> str:
         """The second vendor's name for a reason (ALTCHA's reasons read as they always did)."""
         return f" ({self.gate.vendor.name})" if self.gate.vendor is not None else ""
+
+    def _busy(self) -> Decision:
+        """The refusal when the gate's Redis steps could not even be queued (the hand-off pool
+        is full: Redis slow under a flood). Not logged as a bug: the pool's bound did its job."""
+        return refusal(503, "cannot_verify", "the outage checks are busy (the fallback's "
+                       "hand-off pool is full); retry shortly", self.retry_after)
 
     def _refused(self, refused: Refusal) -> Decision:
         return refusal(refused.status_code, refused.outcome, refused.reason,

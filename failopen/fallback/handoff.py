@@ -16,6 +16,13 @@ one event loop. The pool is bounded: :data:`HANDOFF_THREADS` threads, so at most
 connections per link, made when first needed and made again in a forked child (its threads do
 not survive a fork). A job waits for a thread at most a few link timeouts: after a failure a
 link skips Redis for a while, and the jobs queued behind it answer from memory at once.
+
+The queue is bounded too: at most :data:`HANDOFF_PENDING` jobs (running and waiting) per
+process. A Redis that answers slowly but within its timeout never trips the link's skip, and
+each request then queued a job that waited behind all the others: a flood during an outage grew
+the queue (and every request's wait) without end. A job beyond the bound is not queued:
+:func:`off_loop` raises :class:`HandoffFull`, and the guard refuses that request (503 with
+``Retry-After``), as it refuses one whose check failed: never an admission.
 """
 
 from __future__ import annotations
@@ -27,22 +34,49 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["HANDOFF_THREADS", "off_loop"]
+__all__ = ["HANDOFF_PENDING", "HANDOFF_THREADS", "HandoffFull", "off_loop"]
 
 #: Threads making the fallback's Redis calls for event loops, per process.
 HANDOFF_THREADS = 8
+#: Jobs the pool holds at once (running and waiting for a thread), per process. A healthy
+#: Redis makes a job in well under 1 ms, so a burst of hundreds of concurrent outage requests
+#: on one worker still fits (tests/benchmarks/bench_asgi_redis.py sends 200 at once); a Redis
+#: slow within its timeout makes a job wait at most 64 job times (512 / 8 threads).
+HANDOFF_PENDING = 512
+
+
+class HandoffFull(Exception):
+    """The hand-off pool holds :data:`HANDOFF_PENDING` jobs already: this one was not queued."""
 
 T = TypeVar("T")
 
 
 class _Pool:
-    """A thread pool made on first use, and again in a forked child."""
+    """A thread pool made on first use, and again in a forked child, holding at most
+    ``pending`` jobs at once."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, pending: int = HANDOFF_PENDING) -> None:
         self._workers = workers
+        self._pending = pending
         self._lock = threading.Lock()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pid = os.getpid()
+        self._slots = threading.BoundedSemaphore(pending)
+
+    def submit(self, call: Callable[[], T]) -> concurrent.futures.Future[T]:
+        """``call`` queued on the pool; HandoffFull when ``pending`` jobs are there already.
+        A slot is freed when its job ends, not when its caller stops waiting (a client gone):
+        the bound is on the work queued, whoever still wants it."""
+        slots = self._slots
+        if not slots.acquire(blocking=False):
+            raise HandoffFull(f"the fallback's hand-off pool holds {self._pending} jobs")
+        try:
+            future = self.get().submit(call)
+        except BaseException:
+            slots.release()
+            raise
+        future.add_done_callback(lambda _: slots.release())
+        return future
 
     def get(self) -> concurrent.futures.ThreadPoolExecutor:
         pool = self._pool
@@ -56,9 +90,11 @@ class _Pool:
         return pool
 
     def reset_after_fork(self) -> None:
+        # The parent's jobs never end here: their slots would stay taken.
         self._lock = threading.Lock()
         self._pool = None
         self._pid = os.getpid()
+        self._slots = threading.BoundedSemaphore(self._pending)
 
 
 _pool = _Pool(HANDOFF_THREADS)
@@ -69,5 +105,6 @@ if hasattr(os, "register_at_fork"):
 
 async def off_loop(call: Callable[[], T]) -> T:
     """``call()`` on one of the pool's threads, awaited: the event loop serves other requests
-    meanwhile. ``call`` must bound its own time (the fallback's calls do: the link's timeout)."""
-    return await asyncio.wrap_future(_pool.get().submit(call))
+    meanwhile. ``call`` must bound its own time (the fallback's calls do: the link's timeout).
+    Raises :class:`HandoffFull` at once, without queueing, when the pool is full."""
+    return await asyncio.wrap_future(_pool.submit(call))
