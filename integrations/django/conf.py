@@ -210,8 +210,8 @@ def _built(raw: Mapping[str, Any], overrides: dict[str, Any]) -> Config:
 
 
 # A variable's name, unless the text means the variable itself ("the environment variable
-# FAILOPEN_X", "the FAILOPEN_X environment variable", "did you mean FAILOPEN_X" after one) or a
-# top-level Django setting ("settings.FAILOPEN_X").
+# FAILOPEN_<NAME>", "the FAILOPEN_<NAME> environment variable", "did you mean FAILOPEN_<NAME>"
+# after one) or a top-level Django setting ("settings.FAILOPEN_<NAME>").
 _VARIABLE = re.compile(r"(?<!settings\.)(?<!variable )(?<!did you mean )"
                        r"\bFAILOPEN_([A-Z][A-Z0-9_]*)\b(?! environment variable)")
 
