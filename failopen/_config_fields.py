@@ -62,8 +62,8 @@ _FALSE = {"0", "false", "no", "off"}
 DEFAULT_MAX_STALE_BYPASS = 900.0
 
 
-#: Default of FAILOPEN_OUTAGE_RATE. Without ``limits`` an explicit rate stops start-up, the
-#: default does not (Config.outage_rate_explicit), so the one test is identity with this object.
+#: Default of FAILOPEN_OUTAGE_RATE. Config.outage_rate_explicit tells it from the same text set
+#: explicitly: the one test is identity with this object.
 DEFAULT_RATE: str = DefaultText(DEFAULT_OUTAGE_RATE)
 
 

@@ -230,8 +230,8 @@ class Config:
         for name, value in check_outage(
                 policy=self.outage_policy, routes=self.outage_policy_routes,
                 paths=self.protected_paths, views=self.protected_views,
-                secret=self.fallback_secret, rate=self.outage_rate,
-                rate_explicit=self.outage_rate_explicit, proxies=self.trusted_proxies,
+                secret=self.fallback_secret, rate=self.outage_rate, proxies=self.trusted_proxies,
+                store=self.store,
                 second_vendor=self.fallback_vendor is not None).items():
             object.__setattr__(self, name, value)
         for name, value in check_fallback_vendor(

@@ -18,7 +18,6 @@ from failopen.cli.preflight import Check
 from failopen.cli.preflight_store import several_workers
 from failopen.config import Config
 from failopen.exceptions import ConfigError
-from failopen.fallback.settings import INSTALL
 from failopen.stores.urls import REDIS_SCHEMES
 
 __all__ = ["check_configuration", "check_outage_policies"]
@@ -85,7 +84,7 @@ def check_outage_policies(config: Config, environ: Mapping[str, str]) -> Check:
     fleet = config.store.split(":", 1)[0].lower() in REDIS_SCHEMES
     routes = dict(config.outage_policy_routes)
     protected = [*config.protected_paths, *config.protected_views]
-    counted = config.outage_rate != "none" and extras["limits"]
+    counted = config.outage_rate != "none"  # in memory needs nothing; in Redis Config saw limits
     facts: dict[str, Any] = {
         "outage_policy": config.outage_policy, "outage_policy_routes": routes,
         "outage_rate": config.outage_rate, "rate_counted": counted,
@@ -100,9 +99,6 @@ def check_outage_policies(config: Config, environ: Mapping[str, str]) -> Check:
     warnings = []
     if config.outage_rate == "none":
         parts.append("outage rate: not counted (none)")
-    elif not extras["limits"]:
-        warnings.append(f"the outage rate limit ({config.outage_rate}) is off: it needs the "
-                        f"limits package: {INSTALL}")
     else:
         parts.append(f"outage rate {config.outage_rate} per client and route, counted "
                      + ("fleet-wide in Redis" if fleet else "in each process"))
@@ -110,8 +106,8 @@ def check_outage_policies(config: Config, environ: Mapping[str, str]) -> Check:
         # No ALTCHA: the second vendor's verify call answers, and its tokens are single-use.
         parts.append(f"fallback: {config.fallback_vendor} (its verify call, with its own keys)")
     elif config.uses_fallback:
-        # Config refuses a fallback route without its secret or its extras: both are here.
-        parts.append("fallback: secret set, altcha and limits installed")
+        # Config refuses a fallback route without its secret or its extra: both are here.
+        parts.append("fallback: secret set, altcha installed")
     elif config.fallback_secret is not None:
         parts.append("fallback secret set, no route in the settings uses it")
     else:

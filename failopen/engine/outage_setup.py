@@ -19,7 +19,6 @@ from failopen.fallback import (
     RedisUsedSolutions,
 )
 from failopen.fallback.second_vendor import SecondVendor
-from failopen.fallback.settings import INSTALL
 from failopen.providers.registry import provider_named
 from failopen.providers.verify import HttpVerifier
 
@@ -53,15 +52,10 @@ def outage_gate(config: Config, *, clock: Clock, fleet: bool,
     password = config.store_password.reveal() if config.store_password else None
     rate = None
     if config.outage_rate != "none":
-        if importlib.util.find_spec("limits") is None:  # the default only: Config checked
-            logger.warning(
-                "failopen: the outage rate limit (%s) is off: it needs %s",
-                config.outage_rate, INSTALL, extra={"event": "failopen.outage_rate_off"})
-        else:
-            rate = OutageRateLimit(config.outage_rate, redis_url=config.store if fleet
-                                   else None, password=password,
-                                   prefix=config.redis_prefix, clock=clock,
-                                   max_clients=config.outage_rate_max_clients)
+        # In memory it needs no optional package; in Redis, Config made sure of limits.
+        rate = OutageRateLimit(config.outage_rate, redis_url=config.store if fleet else None,
+                               password=password, prefix=config.redis_prefix, clock=clock,
+                               max_clients=config.outage_rate_max_clients)
     challenges = used = None
     # A secret without a fallback route in the settings: Django's @protect(outage=
     # "fallback") names its route where Config cannot see it.
