@@ -5,7 +5,6 @@ Redis in fleet mode. Built once per runtime (:class:`failopen.FailOpen`)."""
 from __future__ import annotations
 
 import importlib.util
-import logging
 
 import httpx
 
@@ -19,13 +18,11 @@ from failopen.fallback import (
     RedisUsedSolutions,
 )
 from failopen.fallback.second_vendor import SecondVendor
+from failopen.observe.workers import RATE, USED, PerWorkerMemory
 from failopen.providers.registry import provider_named
 from failopen.providers.verify import HttpVerifier
 
-__all__ = ["outage_gate", "second_vendor"]
-
-logger = logging.getLogger("failopen")
-
+__all__ = ["outage_gate", "per_worker_memory", "second_vendor"]
 
 def second_vendor(config: Config, *, clock: Clock,
                   transport: httpx.BaseTransport | None = None,
@@ -72,3 +69,13 @@ def outage_gate(config: Config, *, clock: Clock, fleet: bool,
                       retry_after=config.retry_after,
                       issue_skew=config.poll_interval + config.status_timeout,
                       vendor=vendor), challenges
+
+
+def per_worker_memory(gate: OutageGate, config: Config) -> PerWorkerMemory:
+    """What the gate keeps in this process's memory (no Redis store), for the WARNING a server
+    with several workers gets (:mod:`failopen.observe.workers`)."""
+    rate = gate.rate
+    kept = [what for what, here in (
+        (RATE, isinstance(rate, OutageRateLimit) and rate.link is None),
+        (USED, isinstance(gate.used, MemoryUsedSolutions))) if here]
+    return PerWorkerMemory(kept, rate=config.outage_rate)
