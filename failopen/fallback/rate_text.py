@@ -24,8 +24,10 @@ from typing import NamedTuple
 
 __all__ = ["Rate", "parse_rate"]
 
-# limits' SINGLE_EXPR (limits/util.py), matched whole: the same Unicode spaces, the same letters.
-_RATE = re.compile(r"\s*([0-9]+)\s*(?:/|\s*per\s*)\s*([0-9]+)?\s*([a-z]+)\s*", re.IGNORECASE)
+# The language of limits' SINGLE_EXPR (limits/util.py), matched whole: the same Unicode spaces,
+# the same letters. Its runs of \s* side by side (around "per", around the optional multiple)
+# are folded into one each: the same strings, without time cubic in a run of spaces.
+_RATE = re.compile(r"\s*([0-9]+)\s*(?:/|per)\s*(?:([0-9]+)\s*)?([a-z]+)\s*", re.IGNORECASE)
 _UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86_400,
                  "month": 30 * 86_400, "year": 12 * 30 * 86_400}
 _UNITS = {**_UNIT_SECONDS, **{f"{name}s": seconds for name, seconds in _UNIT_SECONDS.items()}}
