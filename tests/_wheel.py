@@ -8,6 +8,7 @@ asked for anything; the venv's own site-packages comes first, so ``failopen`` is
 
 from __future__ import annotations
 
+import fcntl
 import importlib.metadata
 import subprocess
 import sys
@@ -39,8 +40,12 @@ def build_wheel(tmp: pytest.TempPathFactory) -> Path:
     if "wheel" in _built:
         return _built["wheel"]
     out = tmp.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(ROOT)],
-                   check=True, capture_output=True)
+    # xdist workers build at once in the one build/ folder setuptools uses: one at a time.
+    (ROOT / "build").mkdir(exist_ok=True)
+    with (ROOT / "build" / "wheel.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out),
+                        str(ROOT)], check=True, capture_output=True)
     (wheel,) = out.glob("failopen-*.whl")
     _built["wheel"] = wheel
     return wheel
