@@ -52,7 +52,7 @@ _DERIVED = {"stale_after", "backoff_max", "max_stale_bypass", "probe_interval"}
 _INTS = {"status_max_bytes", "open_after", "close_after", "retry_after", "max_body_bytes",
          "audit_max_bytes", "audit_backups", "probe_open_after", "fallback_cost",
          "outage_rate_max_clients"}
-_BOOLS = {"indicator_fallback", "require_verified", "override_endpoint"}
+_BOOLS = {"indicator_fallback", "require_verified", "override_endpoint", "protected_by_fields"}
 _STR_SETS = {"bypass_on", "protected_methods", "evidence"}
 _STR_TUPLES = {"protected_paths", "protected_views"}
 _TRUE = {"1", "true", "yes", "on"}
@@ -62,8 +62,7 @@ _FALSE = {"0", "false", "no", "off"}
 DEFAULT_MAX_STALE_BYPASS = 900.0
 
 
-#: Default of FAILOPEN_OUTAGE_RATE. Without ``limits`` an explicit rate stops start-up, the
-#: default does not (Config.outage_rate_explicit), so the one test is identity with this object.
+#: Default of FAILOPEN_OUTAGE_RATE.
 DEFAULT_RATE: str = DefaultText(DEFAULT_OUTAGE_RATE)
 
 

@@ -97,6 +97,7 @@ class Config:
     protected_paths: tuple[str, ...] = ()
     # Views by name (``accounts:login``) or dotted path: read by adapters that resolve views.
     protected_views: tuple[str, ...] = ()
+    protected_by_fields: bool = False  # form fields protect: `failopen check` wants no route
     protected_methods: frozenset[str] = frozenset({"POST"})
     token_field: str = DefaultText("enforcement-token")  # the vendor's field when left unset
     token_header: str = "X-Enforcement-Token"
@@ -230,8 +231,8 @@ class Config:
         for name, value in check_outage(
                 policy=self.outage_policy, routes=self.outage_policy_routes,
                 paths=self.protected_paths, views=self.protected_views,
-                secret=self.fallback_secret, rate=self.outage_rate,
-                rate_explicit=self.outage_rate_explicit, proxies=self.trusted_proxies,
+                secret=self.fallback_secret, rate=self.outage_rate, proxies=self.trusted_proxies,
+                store=self.store,
                 second_vendor=self.fallback_vendor is not None).items():
             object.__setattr__(self, name, value)
         for name, value in check_fallback_vendor(
@@ -277,11 +278,6 @@ class Config:
         """Where a ``fallback`` route's answer travels in a body: the second vendor's widget
         field (``FAILOPEN_FALLBACK_VENDOR``), else ALTCHA's (``altcha``)."""
         return fallback_token_field(self.fallback_vendor)
-
-    @property
-    def outage_rate_explicit(self) -> bool:
-        """True when ``FAILOPEN_OUTAGE_RATE`` was set, even to its default's value."""
-        return self.outage_rate is not DEFAULT_RATE
 
     @property
     def trusted_networks(self) -> tuple[Network, ...]:

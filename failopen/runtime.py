@@ -27,7 +27,7 @@ from failopen.engine.fleet import Fleet
 from failopen.engine.fleet_identity import Watched
 from failopen.engine.guard import CONFIRM_WAIT, Decision, Guard, OutageConfirmer
 from failopen.engine.listeners import ChangeListeners
-from failopen.engine.outage_setup import outage_gate, second_vendor
+from failopen.engine.outage_setup import outage_gate, per_worker_memory, second_vendor
 from failopen.engine.probe import VerifyProbe, warn_probe_alone
 from failopen.engine.watcher import PollResult, StatusWatcher
 from failopen.exceptions import ConfigError
@@ -172,6 +172,8 @@ class FailOpen:
         self.guard.gate, self.challenges = outage_gate(
             config, clock=clock, fleet=isinstance(self.store, RedisStore),
             vendor=self.second_vendor)
+        #: Warns once when the server runs several workers, each with its own count (item 10).
+        self.per_worker = per_worker_memory(self.guard.gate, config)
         #: The verify probe (``FAILOPEN_EVIDENCE=status,probe``), else None.
         self.probe: VerifyProbe | None = None
         if config.probe:

@@ -46,6 +46,8 @@ def announce(logger: logging.Logger, runtime: FailOpen, *, adapter: str,
              protects: str, nothing_hint: str) -> None:
     """Log the start-up INFO line; and a WARNING when ``protects`` is empty."""
     config = runtime.config
+    if not protects and config.protected_by_fields:
+        protects = "form fields only (FAILOPEN_PROTECTED_BY_FIELDS)"
     store = runtime.store.describe()
     evidence = evidence_text(runtime)
     # The spec's vendor's line stays as it always was; another vendor is named in it.
@@ -56,7 +58,7 @@ def announce(logger: logging.Logger, runtime: FailOpen, *, adapter: str,
         extra={"event": "failopen.started", "adapter": adapter,
                "protects": protects or None, "vendor": config.vendor, "evidence": evidence,
                "store": store, "mode": config.mode})
-    if not protects:
+    if not protects and not config.protected_by_fields:  # fields protect: said in the settings
         logger.warning(
             "failopen (%s) protects nothing: every request reaches the app unchecked. %s",
             adapter, nothing_hint,

@@ -121,6 +121,7 @@ class FailOpenMiddleware:
         self._refusals = web.RefusalLog(logger, clock=runtime.clock)
         self._store_shared = web.store_is_shared(runtime.store)
         self._store_not_shared = raw.json_response(409, web.STORE_NOT_SHARED)
+        self._per_worker = runtime.per_worker  # its server's word, heard on the first request
         report_misconfiguration(logger, runtime, prefix + "/override" in self._routes, prefix,
                                 kind="WSGI")
         snippet = adapter_snippet(logger, snippet_path, prefix)
@@ -132,6 +133,9 @@ class FailOpenMiddleware:
 
     def __call__(self, environ: raw.Environ, start_response: raw.StartResponse) -> Iterable[bytes]:
         """Handle one WSGI request."""
+        if self._per_worker.pending:  # once per process: does the server run several workers?
+            self._per_worker.server_says(environ.get("wsgi.multiprocess"), adapter="WSGI",
+                                         how="wsgi.multiprocess")
         try:
             # The fast path: a method guarded nowhere, mounted at the root (no SCRIPT_NAME) and
             # not one of our routes. A raw PATH_INFO that is not ASCII decodes to text that is

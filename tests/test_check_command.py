@@ -425,7 +425,7 @@ def test_outage_policies_list_the_routes_and_never_the_secret(
     assert status == "ok", detail
     assert detail == ("protected: /login, /signup, /reset; default open; routes of their own: "
             "/signup=fallback, /reset=closed; outage rate 5/minute per client and route, counted "
-            "in each process; fallback: secret set, altcha and limits installed")
+            "in each process; fallback: secret set, altcha installed")
     facts = {c["name"]: c["facts"] for c in run("check", "--json").json()["checks"]}[
         "outage_policies"]
     assert facts["fallback_secret"] is True
@@ -433,14 +433,46 @@ def test_outage_policies_list_the_routes_and_never_the_secret(
     assert secret not in shown.out
 
 
-def test_the_default_rate_without_limits_is_a_warning(run: Any, env: pytest.MonkeyPatch) -> None:
+def test_the_default_rate_without_limits_is_counted_in_each_process(
+        run: Any, env: pytest.MonkeyPatch) -> None:
+    # Issue 31, item 11: it was "off: it needs the limits package", a warning on every site
+    # installed with [django] alone; memory counts it now without any extra.
     import failopen.cli.preflight_settings as settings
 
     env.setattr(settings, "find_spec", lambda name: None)
     status, detail = lines(run("check").out)["outage policies"]
-    assert status == "warning"
-    assert 'the outage rate limit (20/minute) is off: it needs the limits package: pip install ' \
-           '"failopen[fallback]"' in detail
+    assert status == "ok", detail
+    assert "outage rate 20/minute per client and route, counted in each process" in detail
+
+
+def test_a_misspelt_protected_paths_is_a_problem_naming_the_fix(run: Any,
+                                                                 env: pytest.MonkeyPatch) -> None:
+    # Issue 31, item 12: "failopen check passed: 2 warnings", exit 0, with nothing protected.
+    env.delenv("FAILOPEN_PROTECTED_PATHS")
+    env.setenv("FAILOPEN_PROTECTED_PATH", "/login")  # the S left out
+    shown = run("check")
+    assert shown.code == 1, shown.out
+    status, detail = lines(shown.out)["outage policies"]
+    assert status == "problem"
+    assert detail.startswith(
+        "nothing is protected: every request reaches the app unchecked (FAILOPEN_PROTECTED_PATH "
+        "is set: did you mean FAILOPEN_PROTECTED_PATHS?). Set FAILOPEN_PROTECTED_PATHS to the "
+        "log-in and sign-up paths (FAILOPEN_PROTECTED_PATHS=/login,/signup), or "
+        "FAILOPEN_PROTECTED_BY_FIELDS=true where only form fields"), detail
+    assert shown.out.splitlines()[-1].startswith("failopen check failed: 1 problem")
+    assert run("check", "--json").json()["checks"][-1]["facts"]["nothing_protected"] is True
+
+
+def test_a_site_protected_only_by_form_fields_declares_it(run: Any,
+                                                          env: pytest.MonkeyPatch) -> None:
+    env.delenv("FAILOPEN_PROTECTED_PATHS")
+    env.setenv("FAILOPEN_PROTECTED_BY_FIELDS", "true")
+    shown = run("check")
+    assert shown.code == 0, shown.out
+    status, detail = lines(shown.out)["outage policies"]
+    assert (status, detail.split(";")[0]) == (
+        "ok", "protected by form fields (FAILOPEN_PROTECTED_BY_FIELDS)")
+    assert lines(shown.out)["configuration"][0] == "ok"
 
 
 def test_several_workers_counting_in_memory_is_a_warning(run: Any,

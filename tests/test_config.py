@@ -51,6 +51,7 @@ ENV_TABLE: dict[str, tuple[str, object]] = {
                         ("/accounts/login/", "/accounts/signup/")),
     "protected_views": ("accounts:login, accounts.views.SignupView",
                         ("accounts:login", "accounts.views.SignupView")),
+    "protected_by_fields": ("true", True),
     "protected_methods": ("post, put", frozenset({"POST", "PUT"})),
     "token_field": ("tok", "tok"),
     "token_header": ("X-Tok", "X-Tok"),

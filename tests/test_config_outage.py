@@ -41,7 +41,7 @@ def test_the_defaults_keep_todays_behaviour() -> None:
     assert made.outage_policy_for("/login") == "open" and made.outage_policy_for(None) == "open"
     assert not made.uses_fallback and made.fallback_secret is None
     assert made.fallback_cost == 100_000 and made.fallback_ttl == 300.0
-    assert made.outage_rate == "20/minute" and not made.outage_rate_explicit
+    assert made.outage_rate == "20/minute"
     assert made.outage_rate_max_clients == 20_000
     assert made.trusted_proxies == () and made.trusted_networks == ()
 
@@ -80,7 +80,7 @@ def test_from_the_environment_and_from_django_settings() -> None:
         "FALLBACK_SECRET": SECRET, "OUTAGE_RATE": "5/minute",
     }, environ={})
     assert django.outage_policy_for("accounts:signup") == "fallback"
-    assert django.outage_rate == "5/minute" and django.outage_rate_explicit
+    assert django.outage_rate == "5/minute"
 
 
 @pytest.mark.parametrize(("changes", "message"), [
@@ -140,11 +140,7 @@ def test_the_fallback_secret_is_a_secret_everywhere() -> None:
     assert config(fallback_secret="  ").fallback_secret is None, "blank is unset"
 
 
-def test_an_explicit_rate_is_told_from_the_default() -> None:
-    assert not Config().outage_rate_explicit
-    assert not Config().replace(poll_interval=10).outage_rate_explicit
-    assert Config(outage_rate="20/minute").outage_rate_explicit
-    assert Config.from_env({"FAILOPEN_OUTAGE_RATE": "20/minute"}).outage_rate_explicit
+def test_none_is_read_in_any_case() -> None:
     assert Config.from_env({"FAILOPEN_OUTAGE_RATE": "None"}).outage_rate == "none"
 
 
@@ -173,8 +169,8 @@ def test_without_the_extra_and_the_secret_start_up_names_both(without: Any) -> N
             config(**changes)
         said = str(raised.value)
         assert said.startswith("the fallback outage policy (FAILOPEN_OUTAGE_POLICY, "
-                               "FAILOPEN_OUTAGE_POLICY_ROUTES) needs altcha and limits, which are "
-                               'not installed: pip install "failopen[fallback]"; and '
+                               "FAILOPEN_OUTAGE_POLICY_ROUTES) needs altcha, which is not "
+                               'installed: pip install "failopen[fallback]"; and '
                                "FAILOPEN_FALLBACK_SECRET: required when"), said
     without("altcha")
     with pytest.raises(ConfigError, match=r"needs altcha, which is not installed: .*; and "
@@ -182,14 +178,31 @@ def test_without_the_extra_and_the_secret_start_up_names_both(without: Any) -> N
         config(outage_policy="fallback")
 
 
-def test_without_limits_only_an_explicit_rate_stops_start_up(without: Any) -> None:
+def test_without_limits_every_rate_is_counted_in_memory(without: Any) -> None:
+    # Issue 31, item 11: `pip install "failopen[django]"` brings no limits, and the default rate
+    # was then off (a WARNING at start-up, every token-less request admitted on an open route).
     without("limits")
-    assert Config().outage_rate == "20/minute", "the default: the runtime warns instead"
-    assert Config(outage_rate="none").outage_rate == "none"
-    with pytest.raises(ConfigError, match=r'FAILOPEN_OUTAGE_RATE.*pip install "failopen\[fallback'):
-        Config(outage_rate="5/minute")
-    with pytest.raises(ConfigError, match="FAILOPEN_OUTAGE_RATE"):
-        Config.from_env({"FAILOPEN_OUTAGE_RATE": "20/minute"})
+    assert Config().outage_rate == "20/minute"
+    assert Config(outage_rate="5 per 2 minutes").outage_rate == "5 per 2 minutes"
+    assert Config.from_env({"FAILOPEN_OUTAGE_RATE": "20/minute"}).outage_rate == "20/minute"
+    from failopen.runtime import FailOpen
+
+    runtime = FailOpen(Config())
+    try:
+        assert repr(runtime.guard.gate.rate) == "OutageRateLimit('20/minute', memory)"
+    finally:
+        runtime.stop()
+
+
+def test_a_redis_store_without_limits_stops_start_up_naming_the_extra(without: Any) -> None:
+    without("limits")
+    with pytest.raises(ConfigError, match=r'FAILOPEN_OUTAGE_RATE: a Redis store.*limits.*'
+                                          r'pip install "failopen\[redis\]"'):
+        Config(store="redis://localhost:6379/0")
+    with pytest.raises(ConfigError, match="limits"):
+        Config(store="redis+sentinel://localhost:26379/mymaster", outage_rate="5/minute")
+    assert Config(store="redis://localhost:6379/0", outage_rate="none").outage_rate == "none"
+    assert Config(store="file:///tmp/x/override.json").outage_rate == "20/minute"
 
 
 def test_import_failopen_imports_neither_altcha_nor_limits_nor_redis() -> None:
@@ -201,5 +214,5 @@ def test_import_failopen_imports_neither_altcha_nor_limits_nor_redis() -> None:
             f"failopen.Config(); {loaded}; failopen.Config(outage_rate='5/minute'); {loaded}")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=60)
-    # Only an explicit rate is read with limits, to check it.
-    assert done.stdout.split() == ["[]", "['limits']"]
+    # The rate is read by failopen itself: limits only counts in a fleet's Redis.
+    assert done.stdout.split() == ["[]", "[]"]

@@ -102,19 +102,26 @@ def test_the_fallback_private_key_is_shown_nowhere() -> None:
     assert config.fallback_private_key is not None and config.fallback_private_key.reveal() == KEY
 
 
-def test_a_fallback_route_answered_by_the_second_vendor_needs_the_rate_limit_s_package(
+def test_a_fallback_route_answered_by_the_second_vendor_is_counted_without_limits(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # Review of issue 29: the outage rate limit still applies on a fallback route (item 6).
-    # Without ``limits`` the runtime only warned and ran the route uncounted, where the same
-    # route with ALTCHA stops start-up: a farm of solved hCaptcha tokens then had no per-client
-    # bound during an outage. Saying "none" is the explicit way to run uncounted.
+    # Without ``limits`` the runtime only warned and ran the route uncounted; since issue 31
+    # (item 11) memory counts without it, and only a Redis store, which counts with it, stops
+    # start-up. Saying "none" is the explicit way to run uncounted.
     import importlib.util
+
+    from failopen.runtime import FailOpen
 
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "limits" else find_spec(name, *a))
+    runtime = FailOpen(Config(**BASE))
+    try:
+        assert runtime.guard.gate.rate is not None
+    finally:
+        runtime.stop()
     with pytest.raises(ConfigError) as raised:
-        Config(**BASE)
+        Config(**BASE, store="redis://localhost:6379/0")
     assert "limits" in str(raised.value) and KEY not in str(raised.value)
     assert Config(**BASE, outage_rate="none").outage_rate == "none"
     # A second vendor without any fallback route in the settings: nothing to count here.

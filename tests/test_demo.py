@@ -201,8 +201,8 @@ def test_demo_without_the_fallback_extra_skips_that_scene_in_one_line(
     section = scenes(output)[SCENES[3]]
     shown = [line.strip() for line in section.splitlines()
              if line.strip() and not line.lstrip().startswith(("poll:", ">> flag:"))]
-    assert shown == ['skipped: the fallback scene needs altcha and limits, which are not '
-                     'installed: pip install "failopen[fallback]"'], section
+    assert shown == ['skipped: the fallback scene needs altcha, which is not installed: pip '
+                     'install "failopen[fallback]"'], section
     assert "demo finished: every scene behaved as expected" in output
     assert list(scenes(output)) == list(SCENES)
 

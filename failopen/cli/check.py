@@ -53,7 +53,8 @@ __all__ = ["EXIT_OK", "EXIT_PROBLEM", "ExtraCheck", "register_check", "run_check
 
 EXIT_OK, EXIT_PROBLEM = 0, 1
 #: An adapter's own lines, given the Config (None when it is invalid). It may also have a
-#: ``secrets()`` attribute: values to keep out of the output (its raw settings).
+#: ``secrets()`` attribute: values to keep out of the output (its raw settings); and
+#: ``judges_protection = True`` when its lines say whether anything is protected.
 ExtraCheck = Callable[[Config | None], list[Check]]
 #: Seconds a store's check may take (each Redis command gives up after 0.5 s).
 STORE_DEADLINE = 5.0
@@ -90,6 +91,8 @@ _PARTS: tuple[tuple[str, frozenset[str], _Run, Callable[[Config], float]], ...] 
     ("outage_policies", OUTAGE_FIELDS | STORE_FIELDS | {"trusted_proxies"},
      lambda c, w, e: check_outage_policies(c, e), lambda c: STORE_DEADLINE),
 )
+
+_POLICIES_ONLY: _Run = lambda c, w, e: check_outage_policies(c, e, judge_protection=False)  # noqa: E731
 
 logger = logging.getLogger("failopen.check")
 
@@ -137,7 +140,12 @@ def run_checks(factory: Callable[..., Config], *, wiring: Wiring | None = None,
     first, config, errors = check_configuration(factory, environ)
     configs = [] if config is None else [config]
     pending: list[_Running | Check] = []
+    # An adapter line that sees protection in the code (Django's @protect) judges "nothing is
+    # protected" there; otherwise the settings' line does.
+    elsewhere = any(getattr(add, "judges_protection", False) for add in extra)
     for name, uses, run, seconds in _PARTS:
+        if elsewhere and name == "outage_policies":
+            run = _POLICIES_ONLY
         own = config
         if own is None:
             try:

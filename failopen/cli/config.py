@@ -44,8 +44,9 @@ STORE_FIELDS = frozenset({"store", "store_password", "redis_prefix"})
 # checked against: a route must be protected, and a fallback route needs the secret.
 OUTAGE_FIELDS = frozenset({
     "outage_policy", "outage_policy_routes", "outage_rate", "protected_paths",
-    "protected_views", "fallback_secret", "vendor", "token_field", "fallback_vendor",
-    "fallback_private_key", "fallback_public_key", "fallback_verify_url", "fallback_vendor_url"})
+    "protected_views", "protected_by_fields", "fallback_secret", "vendor", "token_field",
+    "fallback_vendor", "fallback_private_key", "fallback_public_key", "fallback_verify_url",
+    "fallback_vendor_url"})
 #: ``failopen watch --json``'s outage keys (a contract): what protected routes do while
 #: enforcement is off, as the settings say.
 #: ``fallback_challenge`` (issue 29): what a fallback route asks for, ``altcha`` or the second

@@ -14,17 +14,18 @@ from importlib.util import find_spec
 from typing import Any
 
 from failopen._variables import unknown_variables
-from failopen.cli.preflight import Check
+from failopen.cli.preflight import Check, Status
 from failopen.cli.preflight_store import several_workers
 from failopen.config import Config
 from failopen.exceptions import ConfigError
-from failopen.fallback.settings import INSTALL
 from failopen.stores.urls import REDIS_SCHEMES
 
-__all__ = ["check_configuration", "check_outage_policies"]
+__all__ = ["check_configuration", "check_outage_policies", "nothing_protected"]
 
 _EXTRAS = ("altcha", "limits")
 _MAX_ERRORS = 10
+# unknown_variables()'s sentence for a name close to a protection setting.
+_NEAR_MISS = re.compile(r"variable (\S+) is ignored; did you mean (FAILOPEN_PROTECTED_\w+)\?")
 # A variable's name, or a Django settings key as Django's errors write it (FAILOPEN['STORE']:).
 _NAMED = re.compile(r"FAILOPEN(?:_([A-Z_]+)|\['([A-Z_]+)'\]):")
 _DEFAULTS = {spec.name: spec.default for spec in dataclasses.fields(Config)}
@@ -79,19 +80,38 @@ def _field_named(message: str) -> str | None:
     return name if name in _DEFAULTS else None
 
 
-def check_outage_policies(config: Config, environ: Mapping[str, str]) -> Check:
-    """What each protected route does while enforcement is off, and what that needs here."""
+def nothing_protected(environ: Mapping[str, str], *, fix: str,
+                      fields: str = "FAILOPEN_PROTECTED_BY_FIELDS=true", after: str = "") -> str:
+    """The problem of a site whose settings protect nothing (issue 31, item 12): ``fix`` names
+    the settings that protect, ``fields`` how a site says only form fields protect. A
+    ``FAILOPEN_*`` variable close to a protection setting is named first: the misspelling that
+    usually causes it (PROTECTED_PATHS without its S)."""
+    near = [f"{found.group(1)} is set: did you mean {found.group(2)}?"
+            for found in map(_NEAR_MISS.search, unknown_variables(environ)) if found]
+    return ("nothing is protected: every request reaches the app unchecked"
+            + (f" ({'; '.join(near)})" if near else "") + f". {fix}, or {fields} where only "
+            "form fields (the Django or WTForms field) protect" + after)
+
+
+def check_outage_policies(config: Config, environ: Mapping[str, str], *,
+                          judge_protection: bool = True) -> Check:
+    """What each protected route does while enforcement is off, and what that needs here.
+
+    ``judge_protection``: nothing protected is a problem here (an adapter whose own line sees
+    protection in the code, Django's ``@protect``, passes False and judges it there)."""
     extras = {name: find_spec(name) is not None for name in _EXTRAS}
     fleet = config.store.split(":", 1)[0].lower() in REDIS_SCHEMES
     routes = dict(config.outage_policy_routes)
     protected = [*config.protected_paths, *config.protected_views]
-    counted = config.outage_rate != "none" and extras["limits"]
+    counted = config.outage_rate != "none"  # in memory needs nothing; in Redis Config saw limits
     facts: dict[str, Any] = {
         "outage_policy": config.outage_policy, "outage_policy_routes": routes,
         "outage_rate": config.outage_rate, "rate_counted": counted,
         "fallback_secret": config.fallback_secret is not None, "extras": extras,
         "protected": protected, "trusted_proxies": list(config.trusted_proxies)}
     parts = [f"protected: {', '.join(protected)}" if protected else
+             "protected by form fields (FAILOPEN_PROTECTED_BY_FIELDS)"
+             if config.protected_by_fields else
              "no protected paths or views in the settings (views marked @protect are in the "
              "code)",
              f"default {config.outage_policy}",
@@ -100,9 +120,6 @@ def check_outage_policies(config: Config, environ: Mapping[str, str]) -> Check:
     warnings = []
     if config.outage_rate == "none":
         parts.append("outage rate: not counted (none)")
-    elif not extras["limits"]:
-        warnings.append(f"the outage rate limit ({config.outage_rate}) is off: it needs the "
-                        f"limits package: {INSTALL}")
     else:
         parts.append(f"outage rate {config.outage_rate} per client and route, counted "
                      + ("fleet-wide in Redis" if fleet else "in each process"))
@@ -110,8 +127,8 @@ def check_outage_policies(config: Config, environ: Mapping[str, str]) -> Check:
         # No ALTCHA: the second vendor's verify call answers, and its tokens are single-use.
         parts.append(f"fallback: {config.fallback_vendor} (its verify call, with its own keys)")
     elif config.uses_fallback:
-        # Config refuses a fallback route without its secret or its extras: both are here.
-        parts.append("fallback: secret set, altcha and limits installed")
+        # Config refuses a fallback route without its secret or its extra: both are here.
+        parts.append("fallback: secret set, altcha installed")
     elif config.fallback_secret is not None:
         parts.append("fallback secret set, no route in the settings uses it")
     else:
@@ -127,5 +144,14 @@ def check_outage_policies(config: Config, environ: Mapping[str, str]) -> Check:
         warnings.append(f"{many}, but {' and '.join(kept)} {'is' if len(kept) == 1 else 'are'}"
                         " kept in each process: use a redis:// store to share "
                         f"{'it' if len(kept) == 1 else 'them'}")
-    detail = "; ".join(parts + warnings)
-    return Check("outage_policies", "warning" if warnings else "ok", detail, facts)
+    problems = []
+    if judge_protection and not protected and not config.protected_by_fields:
+        problems.append(nothing_protected(
+            environ, fix="Set FAILOPEN_PROTECTED_PATHS to the log-in and sign-up paths "
+            "(FAILOPEN_PROTECTED_PATHS=/login,/signup)", after=" (a Django site: run manage.py "
+            "failopen check, which sees @protect views)"))
+        parts.pop(0)  # "no protected paths or views": said above
+    facts["nothing_protected"] = bool(problems)
+    detail = "; ".join(problems + parts + warnings)
+    status: Status = "problem" if problems else "warning" if warnings else "ok"
+    return Check("outage_policies", status, detail, facts)

@@ -5,7 +5,6 @@ Redis in fleet mode. Built once per runtime (:class:`failopen.FailOpen`)."""
 from __future__ import annotations
 
 import importlib.util
-import logging
 
 import httpx
 
@@ -19,14 +18,11 @@ from failopen.fallback import (
     RedisUsedSolutions,
 )
 from failopen.fallback.second_vendor import SecondVendor
-from failopen.fallback.settings import INSTALL
+from failopen.observe.workers import RATE, USED, PerWorkerMemory
 from failopen.providers.registry import provider_named
 from failopen.providers.verify import HttpVerifier
 
-__all__ = ["outage_gate", "second_vendor"]
-
-logger = logging.getLogger("failopen")
-
+__all__ = ["outage_gate", "per_worker_memory", "second_vendor"]
 
 def second_vendor(config: Config, *, clock: Clock,
                   transport: httpx.BaseTransport | None = None,
@@ -53,15 +49,10 @@ def outage_gate(config: Config, *, clock: Clock, fleet: bool,
     password = config.store_password.reveal() if config.store_password else None
     rate = None
     if config.outage_rate != "none":
-        if importlib.util.find_spec("limits") is None:  # the default only: Config checked
-            logger.warning(
-                "failopen: the outage rate limit (%s) is off: it needs %s",
-                config.outage_rate, INSTALL, extra={"event": "failopen.outage_rate_off"})
-        else:
-            rate = OutageRateLimit(config.outage_rate, redis_url=config.store if fleet
-                                   else None, password=password,
-                                   prefix=config.redis_prefix, clock=clock,
-                                   max_clients=config.outage_rate_max_clients)
+        # In memory it needs no optional package; in Redis, Config made sure of limits.
+        rate = OutageRateLimit(config.outage_rate, redis_url=config.store if fleet else None,
+                               password=password, prefix=config.redis_prefix, clock=clock,
+                               max_clients=config.outage_rate_max_clients)
     challenges = used = None
     # A secret without a fallback route in the settings: Django's @protect(outage=
     # "fallback") names its route where Config cannot see it.
@@ -78,3 +69,13 @@ def outage_gate(config: Config, *, clock: Clock, fleet: bool,
                       retry_after=config.retry_after,
                       issue_skew=config.poll_interval + config.status_timeout,
                       vendor=vendor), challenges
+
+
+def per_worker_memory(gate: OutageGate, config: Config) -> PerWorkerMemory:
+    """What the gate keeps in this process's memory (no Redis store), for the WARNING a server
+    with several workers gets (:mod:`failopen.observe.workers`)."""
+    rate = gate.rate
+    kept = [what for what, here in (
+        (RATE, isinstance(rate, OutageRateLimit) and rate.link is None),
+        (USED, isinstance(gate.used, MemoryUsedSolutions))) if here]
+    return PerWorkerMemory(kept, rate=config.outage_rate)

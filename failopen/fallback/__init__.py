@@ -12,9 +12,10 @@ Framework-free pieces the guard and the adapters put together (issue 20):
 * :mod:`~failopen.fallback.settings` — the policy names and the checks ``Config`` runs.
 
 Redis is reached only on a request while enforcement is off, each call bounded by a short timeout
-with the process's memory behind it. ``altcha`` and ``limits`` (``pip install
-"failopen[fallback]"``) and redis-py are imported inside the constructors, never by ``import
-failopen``: :func:`require_extra` says at start-up what is missing, without importing anything.
+with the process's memory behind it. ``altcha`` (``pip install "failopen[fallback]"``), and
+redis-py and ``limits`` (``[redis]``, for a fleet) are imported inside the constructors, never by
+``import failopen``: :func:`require_extra` and Config say at start-up what is missing, without
+importing anything. The outage rate limit in memory needs no optional package.
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
 """The outage rate limit: requests admitted without a vendor check, per client address and route.
 
 A moving window (no burst of twice the rate at a window's edge), counted in the process's memory
-(:mod:`failopen.fallback.rate_memory`: bounded whatever the number of clients), or by the
-``limits`` package in the fleet's Redis so the limit holds fleet-wide. When Redis fails or is
+(:mod:`failopen.fallback.rate_memory`: bounded whatever the number of clients; no optional
+package, so the default limit holds on every install), or by the ``limits`` package in the
+fleet's Redis so the limit holds fleet-wide. When Redis fails or is
 slow, a call counts in memory instead (bounded by the timeout; see
 :mod:`failopen.fallback._redis`): each process then admits up to the rate on its own.
 
 An IPv6 client counts by its /64: one host is given that many addresses, and counted per address
 it could send every request from a new one.
 
-``limits`` (which reads the rate) and redis-py are imported when an :class:`OutageRateLimit` is
-built.
+``limits`` and redis-py are imported when an :class:`OutageRateLimit` with a Redis URL is built.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.exceptions import ConfigError
 from failopen.fallback._redis import RedisLink
 from failopen.fallback.rate_memory import MemoryWindows
+from failopen.fallback.rate_text import parse_rate
 from failopen.fallback.settings import DEFAULT_MAX_CLIENTS, check_outage_rate
 
 __all__ = ["OutageRateLimit"]
@@ -43,23 +44,26 @@ class OutageRateLimit:
     def __init__(self, rate: str, *, redis_url: str | None = None, password: str | None = None,
                  prefix: str = "failopen:", timeout: float = 0.1,
                  clock: Clock = SYSTEM_CLOCK, max_clients: int = DEFAULT_MAX_CLIENTS) -> None:
-        if check_outage_rate(rate, explicit=True) == "none":
+        if check_outage_rate(rate, fleet=redis_url is not None) == "none":
             raise ConfigError("FAILOPEN_OUTAGE_RATE: none counts nothing; build no "
                               "OutageRateLimit for it")
-        import limits
-        from limits.strategies import MovingWindowRateLimiter
-
         self.rate = rate
-        self.item = limits.parse(rate)
+        amount, seconds = parse_rate(rate)
         self._clock = clock
-        self.memory = MemoryWindows(self.item.amount, self.item.get_expiry(),
-                                    max_keys=max_clients, clock=clock)
+        self.memory = MemoryWindows(amount, seconds, max_keys=max_clients, clock=clock)
         # A lock held by another thread at fork() would hang the child's first request: a
         # forked worker counts afresh in memory of its own.
         renew_after_fork(self, "_renew_memory")
         self.link: RedisLink | None = None
         self._shared: Any = None
+        self.item: Any = None  # limits' reading of the rate, for its Redis count
         if redis_url is not None:
+            import limits
+            from limits.strategies import MovingWindowRateLimiter
+
+            # The same text read the same way (tests/fallback/test_rate_text.py): the keys and
+            # windows of processes that counted before issue 31 are this one's.
+            self.item = limits.parse(rate)
             self.link = RedisLink(redis_url, password=password, prefix=prefix, timeout=timeout,
                                   purpose="outage rate limit", clock=clock)
             self._shared = MovingWindowRateLimiter(_storage_on(

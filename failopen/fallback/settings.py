@@ -2,7 +2,8 @@
 the extra the fallback needs. ``Config`` (:mod:`failopen.config`) calls these as it is built, so
 a route that is not protected, an unknown policy or a missing extra stops start-up.
 
-``limits`` is imported only to read a rate, and only when it is installed.
+The rate is read by :mod:`failopen.fallback.rate_text`: no optional package, so the default limit
+is in force on every install. ``limits`` is needed only to count in a fleet's Redis.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from typing import Any
 from failopen._internal.networks import parse_networks
 from failopen._internal.route_pairs import route_pairs
 from failopen.exceptions import ConfigError
+from failopen.fallback.rate_text import parse_rate
 from failopen.secret import Secret
+from failopen.stores.urls import REDIS_SCHEMES
 
 __all__ = [
-    "DEFAULT_MAX_CLIENTS", "DEFAULT_OUTAGE_RATE", "INSTALL", "MIN_SECRET", "OUTAGE_POLICIES",
-    "check_outage", "check_outage_rate", "check_policy_routes", "policy_routes", "require_extra",
+    "DEFAULT_MAX_CLIENTS", "DEFAULT_OUTAGE_RATE", "INSTALL", "INSTALL_FLEET", "MIN_SECRET",
+    "OUTAGE_POLICIES", "check_outage", "check_outage_rate", "check_policy_routes",
+    "policy_routes", "require_extra",
 ]
 
 #: What a protected route may do while enforcement is off.
@@ -29,15 +33,17 @@ DEFAULT_OUTAGE_RATE = "20/minute"
 #: window, 540 with 20: 7-11 MB at most per process.
 DEFAULT_MAX_CLIENTS = 20_000
 INSTALL = 'pip install "failopen[fallback]"'
+#: What brings ``limits``, which counts the outage rate limit in a fleet's Redis (with redis-py).
+INSTALL_FLEET = 'pip install "failopen[redis]"'
 #: Characters of FAILOPEN_FALLBACK_SECRET at least: whoever guesses it mints solutions for free.
 MIN_SECRET = 32
 # What the extra brings, by import name.
-_EXTRA = ("altcha", "limits")
+_EXTRA = ("altcha",)
 
 
 def require_extra(feature: str) -> None:
-    """ConfigError naming the extra when ``altcha`` or ``limits`` is missing (nothing imported:
-    ``find_spec`` only looks)."""
+    """ConfigError naming the extra when ``altcha`` is missing (nothing imported: ``find_spec``
+    only looks)."""
     missing = _missing_extra(feature)
     if missing:
         raise ConfigError(missing)
@@ -85,57 +91,40 @@ def check_policy_routes(routes: tuple[tuple[str, str], ...], *, paths: tuple[str
                 f"protect {shown}")
 
 
-def check_outage_rate(rate: Any, *, explicit: bool) -> str:
-    """The rate as kept (``none`` in lower case); ConfigError for one ``limits`` cannot read,
-    or for one set explicitly while ``limits`` is missing. The default without ``limits`` is no
-    error here: the runtime warns that it cannot count."""
+def check_outage_rate(rate: Any, *, fleet: bool = False) -> str:
+    """The rate as kept (``none`` in lower case, any other as given); ConfigError for one that
+    :func:`~failopen.fallback.rate_text.parse_rate` refuses, or when ``fleet`` (a Redis store)
+    would count it in Redis without ``limits`` installed."""
     if not isinstance(rate, str) or not rate.strip():
         raise ConfigError(f"FAILOPEN_OUTAGE_RATE: expected a rate such as {DEFAULT_OUTAGE_RATE} "
                           f"or none, got {rate!r}")
     if rate.strip().lower() == "none":
         return "none"
-    if not explicit and rate == DEFAULT_OUTAGE_RATE:
-        return rate  # known good: Config() imports nothing for it
-    if importlib.util.find_spec("limits") is None:
-        if explicit:
-            raise ConfigError(f"FAILOPEN_OUTAGE_RATE: {rate!r} needs the limits package, which "
-                              f"is not installed: {INSTALL} (or set it to none)")
-        return rate
-    import limits
-
     try:
-        items = list(limits.parse_many(rate))
-    except ValueError:
-        items = []
-    if len(items) != 1:  # parse() would keep the first of "20/minute;5/second" without a word
+        parse_rate(rate)
+    except ValueError as exc:
+        raise ConfigError(f"FAILOPEN_OUTAGE_RATE: {exc}") from None
+    if fleet and importlib.util.find_spec("limits") is None:
+        # Counting in each process instead would multiply the limit by the fleet's size unsaid.
         raise ConfigError(
-            f"FAILOPEN_OUTAGE_RATE: {rate!r} is not one rate; write N/second, N/minute, N/hour "
-            f"or N/day (such as {DEFAULT_OUTAGE_RATE}), or none")
-    if items[0].amount < 1:
-        raise ConfigError(f"FAILOPEN_OUTAGE_RATE: {rate!r} admits nobody; to refuse every "
-                          "request during an outage use the closed policy, to not count use none")
+            "FAILOPEN_OUTAGE_RATE: a Redis store (FAILOPEN_STORE) counts the outage rate limit "
+            f"fleet-wide with the limits package, which is not installed: {INSTALL_FLEET} "
+            "(or set FAILOPEN_OUTAGE_RATE to none)")
     return rate
 
 
 def check_outage(*, policy: str, routes: Any, paths: tuple[str, ...], views: tuple[str, ...],
-                 secret: Secret | None, rate: Any, rate_explicit: bool,
-                 proxies: Any, second_vendor: bool = False) -> dict[str, Any]:
+                 secret: Secret | None, rate: Any, proxies: Any, store: str = "memory:",
+                 second_vendor: bool = False) -> dict[str, Any]:
     """The outage settings checked together, as Config keeps them: ``outage_policy_routes``,
     ``outage_rate``, ``trusted_proxies``, and the lookups ``_policies`` and ``_proxies``.
 
+    ``store``: FAILOPEN_STORE; a Redis one counts the rate there.
     ``second_vendor``: FAILOPEN_FALLBACK_VENDOR is set, so a fallback route needs neither ALTCHA
     nor its secret (:mod:`failopen.fallback.second_vendor` checks that vendor's settings)."""
     pairs = policy_routes(routes)
     check_policy_routes(pairs, paths=paths, views=views)
     fallback = policy == "fallback" or any(p == "fallback" for _r, p in pairs)
-    if fallback and second_vendor and importlib.util.find_spec("limits") is None \
-            and not (isinstance(rate, str) and rate.strip().lower() == "none"):
-        # The second vendor needs no ALTCHA, but its route is still counted: never silently
-        # uncounted (FAILOPEN_OUTAGE_RATE=none says so explicitly).
-        raise ConfigError(
-            "the fallback outage policy (FAILOPEN_OUTAGE_POLICY, FAILOPEN_OUTAGE_POLICY_ROUTES) "
-            f"needs limits for the outage rate limit, which is not installed: {INSTALL} (or set "
-            "FAILOPEN_OUTAGE_RATE to none to run the route uncounted)")
     if not second_vendor and fallback:
         # Both said at once: a site that lacks the extra usually lacks the secret too, and one
         # start-up per missing piece is a slow way to learn the list.
@@ -162,7 +151,8 @@ def check_outage(*, policy: str, routes: Any, paths: tuple[str, ...], views: tup
                           "or networks, such as 10.0.0.0/8,192.168.1.7") from None
     return {
         "outage_policy_routes": pairs,
-        "outage_rate": check_outage_rate(rate, explicit=rate_explicit),
+        "outage_rate": check_outage_rate(
+            rate, fleet=store.partition(":")[0].lower() in REDIS_SCHEMES),
         "trusted_proxies": tuple(str(n) for n in networks),
         "_policies": dict(pairs),
         "_proxies": networks,

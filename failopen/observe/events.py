@@ -201,9 +201,11 @@ EVENTS: dict[str, tuple[str, str, str, str]] = {
     "failopen.store_unreplicated": (
         "failopen.fleet", "WARNING", "a Sentinel store: no replica acknowledged an override's "
         "write or lift within the store's timeout (a failover now could lose it)", "store"),
-    "failopen.outage_rate_off": (
-        "failopen", "WARNING", "the default outage rate limit cannot count: the limits package "
-        "is missing (pip install \"failopen[fallback]\"); logged when a runtime is built", ""),
+    "failopen.memory_per_worker": (
+        "failopen", "WARNING", "the WSGI server says it runs several worker processes while "
+        "the outage rate limit or the used fallback solutions are kept in each process's memory "
+        "(no Redis store): each worker counts and remembers on its own; once per process, on "
+        "its first request", "adapter, kept"),
     "failopen.fallback_redis_failed": (
         "failopen.fallback", "WARNING", "the outage fallback's Redis (used solutions, rate limit) "
         "failed or was slow; this process uses its own memory meanwhile (one line per minute)",

@@ -14,7 +14,8 @@
 ``failopen.W002``  override endpoint enabled with the memory: store (only one worker sees it)
 ``failopen.W003``  FailOpenMiddleware is not in MIDDLEWARE (nothing is protected)
 ``failopen.W004``  override endpoint enabled, but nobody can authenticate to it
-``failopen.W005``  no protected paths or views: the middleware checks nothing
+``failopen.W005``  no protected paths or views: the middleware checks nothing (not with
+                   PROTECTED_BY_FIELDS: form fields protect)
 ``failopen.W006``  the failopen URLs are not in the URLconf (no flag endpoint, no script tag)
 ``failopen.W007``  a protected path covers failopen's own endpoints (an override would need a
                    token from the vendor that is down)
@@ -119,12 +120,13 @@ def _check_config(config: Config) -> list[checks.CheckMessage]:
             "failopen protects routes (PROTECTED_PATHS, PROTECTED_VIEWS or @protect) but "
             "VERIFY_URL is not set: no token can be verified.",
             hint=_WHERE.format(key="VERIFY_URL") + " (and PRIVATE_KEY)", id="failopen.E004"))
-    if not protects:
+    if not protects and not config.protected_by_fields:
         found.append(checks.Warning(
             "no protected paths or views: the middleware protects nothing.",
             hint="Decorate the log-in and sign-up views with "
                  "@failopen.integrations.django.protect, or list them in "
-                 "FAILOPEN['PROTECTED_VIEWS'] (or their paths in PROTECTED_PATHS).",
+                 "FAILOPEN['PROTECTED_VIEWS'] (or their paths in PROTECTED_PATHS); where only "
+                 "form fields protect, FAILOPEN['PROTECTED_BY_FIELDS'] = True.",
             id="failopen.W005"))
     for name, meant in _unmatched(named):
         found.append(checks.Warning(

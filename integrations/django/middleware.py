@@ -192,6 +192,12 @@ class FailOpenMiddleware:
         else:
             try:
                 runtime, path = conf.runtime(), request.path_info
+                # Under WSGI, once per process (issue 31, A10); Django's test client (its
+                # FakePayload body) claims several processes for a test run's one.
+                if runtime.per_worker.pending and type(request.META.get(
+                        "wsgi.input")).__name__ != "FakePayload":
+                    runtime.per_worker.server_says(request.META.get("wsgi.multiprocess"),
+                                                   adapter="Django", how="wsgi.multiprocess")
                 client = _client(request, settings.config)
                 agent = request.META.get("HTTP_USER_AGENT", "")
                 route, policy, solution = _outage(request, settings, view)

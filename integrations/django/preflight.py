@@ -8,7 +8,9 @@ middleware will find them in the URLconf, which the settings alone cannot say.
 * ``PROTECTED_PATHS`` that no URL pattern matches (failopen.W001);
 * ``FailOpenMiddleware`` missing from ``MIDDLEWARE`` (failopen.W003): nothing is checked;
 * a view marked ``@protect(outage="fallback")`` without ``FALLBACK_SECRET`` (failopen.E006): it
-  refuses every request during an outage, so it is a problem, as its system check is an error.
+  refuses every request during an outage, so it is a problem, as its system check is an error;
+* nothing protected (no ``@protect`` view, ``PROTECTED_VIEWS`` or ``PROTECTED_PATHS``): a
+  problem (issue 31, item 12), unless ``PROTECTED_BY_FIELDS`` says form fields protect.
 
 One walk of the URLconf, no request, no database. ``manage.py check --deploy`` still has the
 rest of failopen's system checks (aliases, the override endpoint, the snippet's URLs).
@@ -20,12 +22,14 @@ rest of failopen's system checks (aliases, the override endpoint, the snippet's 
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any
 
 from django.conf import settings
 from django.urls import get_resolver
 
 from failopen.cli.preflight import Check, Status
+from failopen.cli.preflight_settings import nothing_protected
 from failopen.config import Config
 from failopen.exceptions import ConfigError
 from failopen.secret import Secret
@@ -53,6 +57,9 @@ def _listed(items: list[str]) -> str:
 
 class DjangoViews:
     """The ``django_views`` line of ``manage.py failopen check``."""
+
+    #: This line, not the settings' one, says whether anything is protected: it sees @protect.
+    judges_protection = True
 
     def __call__(self, config: Config | None) -> list[Check]:
         """Walk the URLconf: the marked views, and the settings' views and paths found there."""
@@ -102,9 +109,12 @@ class DjangoViews:
             warnings.append(f"protected path {path!r} matches no URL pattern")
         if not middleware:
             warnings.append(f"{_MIDDLEWARE} is not in MIDDLEWARE: no request is checked")
-        if not marked and not named and not paths:
-            warnings.append("nothing is protected: no @protect view, PROTECTED_VIEWS or "
-                            "PROTECTED_PATHS")
+        if not marked and not named and not paths and not (
+                config is not None and config.protected_by_fields):
+            problems.append(nothing_protected(
+                os.environ, fix="Decorate the log-in and sign-up views with @protect, or name "
+                'them in FAILOPEN["PROTECTED_VIEWS"] (or their paths in '
+                'FAILOPEN["PROTECTED_PATHS"])', fields='FAILOPEN["PROTECTED_BY_FIELDS"] = True'))
         status: Status = "problem" if problems else "warning" if warnings else "ok"
         return [Check("django_views", status, "; ".join(parts + problems + warnings), facts)]
 

@@ -78,6 +78,22 @@ def test_a_misspelled_variable_is_named_once_per_process(
             runtime.stop()
 
 
+@pytest.mark.parametrize("kind", ["asgi", "wsgi"])
+def test_a_site_protected_by_form_fields_is_not_told_it_protects_nothing(
+    kind: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 31, item 12: FAILOPEN_PROTECTED_BY_FIELDS says the fields protect, on purpose.
+    caplog.set_level(logging.INFO)
+    monkeypatch.setenv("FAILOPEN_PROTECTED_BY_FIELDS", "true")
+    runtime = _build(kind)
+    try:
+        assert not any("protects nothing" in w for w in _lines(caplog, logging.WARNING))
+        assert any("protects form fields only (FAILOPEN_PROTECTED_BY_FIELDS)" in line
+                   for line in _lines(caplog, logging.INFO))
+    finally:
+        runtime.stop()
+
+
 def test_nothing_more_is_logged_per_request(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:

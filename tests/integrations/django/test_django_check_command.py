@@ -109,11 +109,30 @@ def test_a_fallback_view_without_its_secret_is_a_problem(
     assert views["facts"]["marked"] == [{"view": "join", "outage": "fallback"}]
 
 
-def test_nothing_protected_is_a_warning(fo_settings: dict[str, Any]) -> None:
+def test_nothing_protected_is_a_problem(fo_settings: dict[str, Any],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 31, item 12: it was a warning, and `check` passed with nothing protected.
+    monkeypatch.setenv("FAILOPEN_PROTECTED_PATH", "/login/")  # the S left out
     with override_settings(FAILOPEN={**fo_settings, "PROTECTED_PATHS": []}):
-        _, out, _ = run("--json")
-    views = checks(out)["django_views"]
-    assert views["status"] == "warning" and "nothing is protected" in views["detail"]
+        code, out, _ = run("--json")
+    assert code == 1
+    found = checks(out)
+    views = found["django_views"]
+    assert views["status"] == "problem" and views["detail"].startswith(
+        "@protect marks 0 views; nothing is protected: every request reaches the app unchecked "
+        "(FAILOPEN_PROTECTED_PATH is set: did you mean FAILOPEN_PROTECTED_PATHS?). Decorate the "
+        'log-in and sign-up views with @protect, or name them in FAILOPEN["PROTECTED_VIEWS"]')
+    assert 'FAILOPEN["PROTECTED_BY_FIELDS"] = True' in views["detail"]
+    # Judged once, here, where @protect views are seen: the settings' line does not.
+    assert found["outage_policies"]["status"] == "ok"
+
+
+def test_a_site_protected_by_form_fields_says_so(fo_settings: dict[str, Any]) -> None:
+    with override_settings(FAILOPEN={**fo_settings, "PROTECTED_PATHS": [],
+                                     "PROTECTED_BY_FIELDS": True}):
+        code, out, _ = run("--json")
+    assert code == 0, out
+    assert checks(out)["django_views"]["status"] == "ok"
 
 
 DJANGO_SECRETS = {

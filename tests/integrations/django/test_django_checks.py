@@ -40,6 +40,7 @@ def test_checks_are_registered_with_django(fo_settings: dict[str, Any]) -> None:
     ({"OVERRIDE_ENDPOINT": True}, ["failopen.W002"]),
     ({"OVERRIDE_ENDPOINT": True, "STORE": "file:///tmp/failopen-check.json"}, []),
     ({"PROTECTED_PATHS": []}, ["failopen.W005"]),
+    ({"PROTECTED_PATHS": [], "PROTECTED_BY_FIELDS": True}, []),  # form fields protect
     # A vendor with no status page, the probe alone as the evidence: it can see an outage.
     ({"STATUS_URL": None, "VENDOR": "recaptcha", "EVIDENCE": "probe"}, []),
     ({"STATUS_URL": None, "VENDOR": "recaptcha"}, ["failopen.E002"]),
