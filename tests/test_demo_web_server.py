@@ -132,7 +132,7 @@ def test_without_the_fallback_extra_the_log_in_runs_and_the_page_names_the_extra
         assert httpx.get(url + "/form/signup", timeout=5).status_code == 404
         shown = state(url)
         assert [form["name"] for form in shown["forms"]] == ["login"]
-        assert "altcha and limits" in shown["fallback_missing"]
+        assert "needs altcha, which is not installed" in shown["fallback_missing"]
         assert shown["settings"] == {"FAILOPEN_PROTECTED_PATHS": "/login"}
         assert log_in(url).status_code == 403  # the log-in is guarded as ever
     finally:
