@@ -101,6 +101,8 @@ class EnforcementFlag:
         )
         self._override: Override | None = None
         self._state = self._auto
+        # When enforcement last resumed (see FlagState.resumed_at); None until it first does.
+        self._resumed: float | None = None
         # load=False leaves the first read to the watcher thread's first turn (the runtime does
         # so for a store that ``loads_in_background``: Django builds the runtime inside a
         # worker's first request, which must never wait on Redis). Until then: enforce (a
@@ -313,6 +315,14 @@ class EnforcementFlag:
                 since=override.set_at, expires_at=override.expires_at,
                 global_status=auto.global_status, stale=auto.stale, error=auto.error,
             )
+        if new.enforce:
+            # Resumed: from off, or on the first evidence (a reading, an override) after the
+            # start-up default, which is no evidence: a process started during an outage must
+            # still admit the challenges its siblings issued in it before it started.
+            if not old.enforce or (old.source == "default" and new.source != "default"):
+                self._resumed = self._clock.time()
+        elif new.resumed_at != self._resumed:
+            new = replace(new, resumed_at=self._resumed)
         self._state = new
         return old, new
 
