@@ -5,6 +5,7 @@ enforcement last resumed. tests/test_outage_bind.py runs the whole reproducer.""
 from __future__ import annotations
 
 import datetime
+
 from altcha import v1
 from test_challenge import COST, SECRET, TTL, encode, salt_params, solve
 
