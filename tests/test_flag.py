@@ -403,3 +403,22 @@ def test_the_first_reading_that_enforcement_is_on_counts_as_a_resumption() -> No
     flag.set_automatic(enforce=True, source="watcher", reason="ok", global_status="operational")
     flag.set_automatic(enforce=False, source="watcher", reason="outage", global_status="major")
     assert flag.state.resumed_at == first
+
+
+def test_an_outage_dated_before_the_resumption_moves_the_resumption_back() -> None:
+    """An override placed by a machine whose clock is behind this one's dates outage 2 before
+    this process saw outage 1 end: the resumption is read no later than outage 2's start, or
+    every challenge issued in outage 2 (each carrying that start) would be refused."""
+    clock = FakeClock()
+    flag = EnforcementFlag(clock=clock)
+    flag.set_automatic(enforce=True, source="watcher", reason="ok", global_status="operational")
+    flag.force_off("outage 1", ttl=60)
+    outage_1 = flag.state.since
+    clock.advance(10)
+    flag.automatic("recovered")
+    clock.advance(2)
+    behind = Override(False, "outage 2", clock.time() - 5, clock.time() + 60)
+    flag.apply_override(behind)
+    assert flag.state.since == behind.set_at
+    assert flag.state.resumed_at == behind.set_at
+    assert outage_1 < flag.state.resumed_at, "outage 1 still began before it"

@@ -75,6 +75,14 @@ def check_stored_override(override: Override | None, now: float) -> Override | N
     return None if override is None or override.expired(now) else override
 
 
+def _resumed_before(resumed: float | None, since: float) -> float | None:
+    """When enforcement resumed, as an off state that began at ``since`` tells it: never after
+    ``since``. An override placed on a machine whose clock is behind (or this clock stepped
+    back) can date the outage before the resumption; every challenge of that outage carries
+    that date, and none would pass. An earlier outage still began before it."""
+    return None if resumed is None else min(resumed, since)
+
+
 class EnforcementFlag:
     """The in-process flag every adapter consults. Thread-safe; reads take no lock."""
 
@@ -321,8 +329,8 @@ class EnforcementFlag:
             # still admit the challenges its siblings issued in it before it started.
             if not old.enforce or (old.source == "default" and new.source != "default"):
                 self._resumed = self._clock.time()
-        elif new.resumed_at != self._resumed:
-            new = replace(new, resumed_at=self._resumed)
+        elif new.resumed_at != (resumed := _resumed_before(self._resumed, new.since)):
+            new = replace(new, resumed_at=resumed)
         self._state = new
         return old, new
 
