@@ -225,3 +225,32 @@ def test_in_a_fleet_the_previous_outages_solution_is_refused_by_another_worker(
     finally:
         first.stop()
         second.stop()
+
+
+def test_a_sibling_that_saw_the_recovery_later_cannot_carry_outage_1_into_outage_2(
+        watched: tuple[FakeClock, FakeStatusPage, FailOpen]) -> None:
+    # Two workers polling for themselves: the sibling still bypasses 20 s after this one saw
+    # the recovery, and issues a challenge then, after this worker's resumption. It names the
+    # outage it was issued in (outage 1, which began before that resumption): refused.
+    clock, page, here = watched
+    lagging = FailOpen(config(status_url="https://status.test", poll_interval=30.0),
+                       status_transport=page.transport(), clock=clock)
+    try:
+        page.set_global("major_outage")
+        here.poll_now()
+        lagging.poll_now()
+        clock.advance(120)
+        page.set_global("operational")
+        for _ in range(2):
+            clock.advance(2)
+            here.poll_now()
+        assert here.state.enforce and not lagging.state.enforce
+        clock.advance(20)
+        late = fetch(lagging)
+        clock.advance(5)
+        page.set_global("major_outage")
+        here.poll_now()
+        assert not here.state.enforce
+        assert submit(here, late) == "fallback_invalid"
+    finally:
+        lagging.stop()
