@@ -363,3 +363,62 @@ def test_the_state_carries_the_poll_error_only_while_stale() -> None:
     flag.automatic()
     flag.set_automatic(enforce=True, source="watcher", reason="ok", global_status="operational")
     assert (flag.state.stale, flag.state.error) == (False, None)
+
+
+def test_an_off_state_says_when_enforcement_last_resumed() -> None:
+    """``resumed_at`` (issue 31, item A3): None until this process sees enforcement resume; the
+    start-up default is no evidence, the first reading that enforcement is on is; an override
+    lifted back to enforcing is a resumption even when the automatic side's ``since`` is older."""
+    clock = FakeClock()
+    flag = EnforcementFlag(clock=clock)
+    flag.set_automatic(enforce=False, source="watcher", reason="outage", global_status="major")
+    assert flag.state.resumed_at is None, "started during an outage: no resumption seen"
+    clock.advance(10)
+    flag.set_automatic(enforce=True, source="watcher", reason="ok", global_status="operational")
+    resumed = clock.time()
+    clock.advance(10)
+    flag.force_off("outage 2", ttl=60)
+    assert flag.state.resumed_at == resumed
+    clock.advance(5)
+    flag.set_automatic(enforce=True, source="watcher", reason="ok", global_status="operational")
+    assert flag.state.resumed_at == resumed, "unchanged while the override keeps it off"
+    flag.automatic("lifted")
+    lifted = clock.time()
+    assert flag.state.enforce and flag.state.since < lifted
+    clock.advance(5)
+    flag.set_automatic(enforce=False, source="watcher", reason="outage 3", global_status="major")
+    assert flag.state.resumed_at == lifted, "the lift, not the automatic side's older since"
+    clock.advance(5)
+    flag.set_stale(True, error="timeout")
+    assert flag.state.resumed_at == lifted
+
+
+def test_the_first_reading_that_enforcement_is_on_counts_as_a_resumption() -> None:
+    clock = FakeClock()
+    flag = EnforcementFlag(clock=clock)
+    clock.advance(3)
+    flag.set_automatic(enforce=True, source="watcher", reason="ok", global_status="operational")
+    first = clock.time()
+    clock.advance(3)
+    flag.set_automatic(enforce=True, source="watcher", reason="ok", global_status="operational")
+    flag.set_automatic(enforce=False, source="watcher", reason="outage", global_status="major")
+    assert flag.state.resumed_at == first
+
+
+def test_an_outage_dated_before_the_resumption_moves_the_resumption_back() -> None:
+    """An override placed by a machine whose clock is behind this one's dates outage 2 before
+    this process saw outage 1 end: the resumption is read no later than outage 2's start, or
+    every challenge issued in outage 2 (each carrying that start) would be refused."""
+    clock = FakeClock()
+    flag = EnforcementFlag(clock=clock)
+    flag.set_automatic(enforce=True, source="watcher", reason="ok", global_status="operational")
+    flag.force_off("outage 1", ttl=60)
+    outage_1 = flag.state.since
+    clock.advance(10)
+    flag.automatic("recovered")
+    clock.advance(2)
+    behind = Override(False, "outage 2", clock.time() - 5, clock.time() + 60)
+    flag.apply_override(behind)
+    assert flag.state.since == behind.set_at
+    assert flag.state.resumed_at == behind.set_at
+    assert outage_1 < flag.state.resumed_at, "outage 1 still began before it"

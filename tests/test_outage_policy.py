@@ -184,7 +184,10 @@ def test_the_flag_endpoint_names_the_route_policy() -> None:
 
 
 class Issuer:
-    def issue(self) -> dict[str, object]:
+    off_since: float | None = None
+
+    def issue(self, *, off_since: float | None = None) -> dict[str, object]:
+        self.off_since = off_since
         return {"algorithm": "SHA-256", "challenge": "c", "maxnumber": 10, "salt": "s",
                 "signature": "x"}
 
@@ -194,8 +197,10 @@ def test_the_challenge_endpoint_answers_only_during_an_outage() -> None:
     assert challenge_answer(flag.state, Issuer())[0] == 409
     assert challenge_answer(flag.state, None)[0] == 404
     flag.set_automatic(enforce=False, source="watcher", reason="outage", global_status="x")
-    status, body = challenge_answer(flag.state, Issuer())
+    issuer = Issuer()
+    status, body = challenge_answer(flag.state, issuer)
     assert (status, body["algorithm"]) == (200, "SHA-256")
+    assert issuer.off_since == flag.state.since, "bound to this outage (issue 31, item A3)"
     assert challenge_answer(flag.state, Issuer(), mode="shadow")[0] == 409
 
 

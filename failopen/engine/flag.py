@@ -75,6 +75,14 @@ def check_stored_override(override: Override | None, now: float) -> Override | N
     return None if override is None or override.expired(now) else override
 
 
+def _resumed_before(resumed: float | None, since: float) -> float | None:
+    """When enforcement resumed, as an off state that began at ``since`` tells it: never after
+    ``since``. An override placed on a machine whose clock is behind (or this clock stepped
+    back) can date the outage before the resumption; every challenge of that outage carries
+    that date, and none would pass. An earlier outage still began before it."""
+    return None if resumed is None else min(resumed, since)
+
+
 class EnforcementFlag:
     """The in-process flag every adapter consults. Thread-safe; reads take no lock."""
 
@@ -101,6 +109,8 @@ class EnforcementFlag:
         )
         self._override: Override | None = None
         self._state = self._auto
+        # When enforcement last resumed (see FlagState.resumed_at); None until it first does.
+        self._resumed: float | None = None
         # load=False leaves the first read to the watcher thread's first turn (the runtime does
         # so for a store that ``loads_in_background``: Django builds the runtime inside a
         # worker's first request, which must never wait on Redis). Until then: enforce (a
@@ -313,6 +323,14 @@ class EnforcementFlag:
                 since=override.set_at, expires_at=override.expires_at,
                 global_status=auto.global_status, stale=auto.stale, error=auto.error,
             )
+        if new.enforce:
+            # Resumed: from off, or on the first evidence (a reading, an override) after the
+            # start-up default, which is no evidence: a process started during an outage must
+            # still admit the challenges its siblings issued in it before it started.
+            if not old.enforce or (old.source == "default" and new.source != "default"):
+                self._resumed = self._clock.time()
+        elif new.resumed_at != (resumed := _resumed_before(self._resumed, new.since)):
+            new = replace(new, resumed_at=resumed)
         self._state = new
         return old, new
 

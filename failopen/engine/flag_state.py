@@ -55,6 +55,10 @@ class FlagState:
     stale: bool = False
     #: While stale: the last poll's error (bounded, credentials removed); otherwise None.
     error: str | None = None
+    #: While off: when this process last saw enforcement resume before this off period began
+    #: (None: not since it started). A fallback challenge from an outage that began before it
+    #: belongs to an earlier outage and is refused. Not in :meth:`to_dict`: the gate's alone.
+    resumed_at: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, times as RFC 3339 (the shape of the flag endpoint)."""

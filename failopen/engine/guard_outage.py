@@ -71,6 +71,7 @@ class OutageDecisions:
             if not checked:
                 refused = gate.refuse(policy, route=route or path, client=client,
                                       solution=solution, off_since=state.since,
+                                      resumed_at=state.resumed_at,
                                       action=self._action(action, route, path)
                                       if self._remote(policy) else None)
                 if refused is not None:
@@ -105,6 +106,7 @@ class OutageDecisions:
         try:
             refused = await self.gate.arefuse(policy, route=route or path, client=client,
                                               solution=solution, off_since=state.since,
+                                              resumed_at=state.resumed_at,
                                               action=self._action(action, route, path))
         except HandoffFull:
             return self._finish(self._busy(), path, client)
@@ -141,6 +143,7 @@ class OutageDecisions:
         if self.mode != "shadow" and not checked:
             refused = self.gate.refuse(policy, route=route or path, client=client,
                                        solution=solution, off_since=state.since,
+                                       resumed_at=state.resumed_at,
                                        action=self._action(action, route, path)
                                        if self._remote(policy) else None)
         if refused is not None:
@@ -163,8 +166,10 @@ class OutageDecisions:
             return self._bypass_confirmed(result, path, client, user_agent, policy, route,
                                           solution)
         try:
+            state = self.flag.state
             refused = await self.gate.arefuse(policy, route=route or path, client=client,
-                                              solution=solution, off_since=self.flag.state.since,
+                                              solution=solution, off_since=state.since,
+                                              resumed_at=state.resumed_at,
                                               action=self._action(action, route, path))
         except HandoffFull:
             return self._finish(self._busy(), path, client)

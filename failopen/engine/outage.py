@@ -6,7 +6,8 @@ it does not have to open the route. Each route follows one of three policies
 
 - ``open``: admitted unchecked, as before (``bypassed``), within the outage rate limit;
 - ``fallback``: admitted only with a solved, unused, unexpired self-hosted proof-of-work challenge
-  issued during this outage, or (``FAILOPEN_FALLBACK_VENDOR``) a token the second vendor's verify
+  issued during this outage (not in an earlier one, however short the gap), or
+  (``FAILOPEN_FALLBACK_VENDOR``) a token the second vendor's verify
   call vouches for (``bypassed_fallback``), within the outage rate limit; otherwise
   ``fallback_required`` or ``fallback_invalid`` (403), and ``fallback_unavailable`` (503 with
   ``Retry-After``) when the second vendor cannot answer: never an admission, never evidence;
@@ -81,13 +82,14 @@ class SolutionCheck(Protocol):
 class ChallengeSource(Protocol):
     """Issues fallback challenges (``GET <prefix>/challenge``): ``FallbackChallenges``."""
 
-    def issue(self) -> dict[str, Any]: ...
+    def issue(self, *, off_since: float | None = None) -> dict[str, Any]: ...
 
 
 class SolutionChecker(Protocol):
     """Checks a fallback solution's signature, answer and age: ``FallbackChallenges``."""
 
-    def check(self, payload: str, *, issued_after: float) -> SolutionCheck: ...
+    def check(self, payload: str, *, issued_after: float,
+              began_after: float | None = None) -> SolutionCheck: ...
 
 
 class UsedSolutions(Protocol):
@@ -172,13 +174,18 @@ class OutageGate:
         return self.vendor is not None
 
     def refuse(self, policy: str, *, route: str, client: str, solution: str | None,
-               off_since: float, action: str | None = None) -> Refusal | None:
+               off_since: float, action: str | None = None,
+               resumed_at: float | None = None) -> Refusal | None:
         """None when the request may pass unchecked (``open``, or ``fallback`` with a good
         answer, within the rate limit; the admission is counted), else the refusal.
 
         ``off_since``: when enforcement last turned off; a challenge issued before it (less
-        :attr:`issue_skew`) was issued while enforcing and is refused. ``action``: the one the
-        route's tokens must carry, for a second vendor that checks actions.
+        :attr:`issue_skew`) was issued while enforcing and is refused. ``resumed_at``: when
+        enforcement last resumed before that (None: not since this process started); a challenge
+        issued in an outage that began before it belongs to an earlier outage and is refused,
+        however close to ``off_since`` it was issued: :attr:`issue_skew` never reaches back
+        into a time this process enforced after an outage. ``action``: the one the route's
+        tokens must carry, for a second vendor that checks actions.
         """
         refused = self.before_check(policy, route=route, client=client, solution=solution)
         if refused is not None:
@@ -190,13 +197,14 @@ class OutageGate:
                 # what one client's allowance bounds, not only the admission.
                 return self.admit(client, route) or _vendor_refusal(vendor.verify(
                     solution or "", client=client, action=action), self.retry_after)
-            refused = self._check(solution or "", off_since - self.issue_skew)
+            refused = self._check(solution or "", off_since - self.issue_skew, resumed_at)
             if refused is not None:
                 return refused
         return self.admit(client, route)
 
     async def arefuse(self, policy: str, *, route: str, client: str, solution: str | None,
-                      off_since: float, action: str | None = None) -> Refusal | None:
+                      off_since: float, action: str | None = None,
+                      resumed_at: float | None = None) -> Refusal | None:
         """The async twin of :meth:`refuse`, which never blocks the event loop: the second
         vendor's verify call is awaited, and the steps that go to the fleet's Redis (the rate
         limit's test and count, the used-solution claim) run on the hand-off pool
@@ -209,7 +217,8 @@ class OutageGate:
             return refused or _vendor_refusal(await vendor.averify(
                 solution or "", client=client, action=action), self.retry_after)
         check = functools.partial(self.refuse, policy, route=route, client=client,
-                                  solution=solution, off_since=off_since)
+                                  solution=solution, off_since=off_since,
+                                  resumed_at=resumed_at)
         return await off_loop(check) if self.blocks(policy) else check()
 
     def blocks(self, policy: str) -> bool:
@@ -260,11 +269,12 @@ class OutageGate:
                                f"over the outage rate limit ({route})", wait)
         return None
 
-    def _check(self, solution: str, issued_after: float) -> Refusal | None:
+    def _check(self, solution: str, issued_after: float,
+               began_after: float | None) -> Refusal | None:
         challenges, used = self.challenges, self.used
         if challenges is None or used is None:  # the settings checks make this unreachable
             return Refusal(403, "fallback_invalid", "no fallback challenge is configured")
-        checked = challenges.check(solution, issued_after=issued_after)
+        checked = challenges.check(solution, issued_after=issued_after, began_after=began_after)
         if not checked.ok:
             return Refusal(403, "fallback_invalid", f"fallback solution refused: {checked.reason}")
         if not used.claim(checked.key, checked.expires_at, issued_at=checked.issued_at):

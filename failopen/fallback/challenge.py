@@ -4,8 +4,10 @@
 the browser finds the number whose ``SHA-256(salt + number)`` is the challenge and sends back
 the base64 JSON payload that :meth:`FallbackChallenges.check` reads. The signature is an HMAC of
 the challenge under ``FAILOPEN_FALLBACK_SECRET``, and the challenge a hash of the salt, so the
-salt's parameters (``expires``, and ``issued``, which failopen adds) cannot be changed without
-breaking both: a challenge fetched before the current outage began is refused.
+salt's parameters (``expires``, and ``issued`` and ``off_since_ms``, which failopen adds) cannot
+be changed without breaking both: a challenge fetched before the current outage began is refused,
+and so is one issued in an outage that began before enforcement last resumed (an earlier outage,
+however short the gap between the two).
 
 The challenge is made by the ``altcha`` package (:func:`altcha.v1.create_challenge`) and checked
 with its hash functions. Not with :func:`altcha.v1.verify_solution`: it compares the signature
@@ -57,6 +59,7 @@ _BAD_SIGNATURE = SolutionCheck(False, "bad signature")
 _WRONG_ANSWER = SolutionCheck(False, "wrong answer")
 _EXPIRED = SolutionCheck(False, "expired")
 _TOO_EARLY = SolutionCheck(False, "issued while enforcing")
+_EARLIER_OUTAGE = SolutionCheck(False, "issued in an earlier outage")
 
 
 class FallbackChallenges:
@@ -85,10 +88,16 @@ class FallbackChallenges:
     def __repr__(self) -> str:
         return f"FallbackChallenges(cost={self.cost}, ttl={self.ttl:g})"
 
-    def issue(self) -> dict[str, Any]:
+    def issue(self, *, off_since: float | None = None) -> dict[str, Any]:
         """A new challenge as the endpoint answers it: ``algorithm``, ``challenge``,
-        ``maxnumber``, ``salt`` (with ``expires`` and ``issued``), ``signature``."""
+        ``maxnumber``, ``salt`` (with ``expires``, ``issued`` and, given ``off_since``, the
+        start of the outage it is issued in as ``off_since_ms``), ``signature``."""
         now = self._clock.time()
+        params = {"issued": str(math.floor(now)), "issued_ms": str(math.floor(now * 1000))}
+        if off_since is not None and math.isfinite(off_since):
+            # Binds the challenge to this outage: one from an outage that began before
+            # enforcement last resumed is refused (check's ``began_after``).
+            params["off_since_ms"] = str(max(0, math.floor(off_since * 1000)))
         # ALTCHA writes whole seconds; expiry rounds up so a challenge lives at least ``ttl``.
         expires = datetime.datetime.fromtimestamp(math.ceil(now + self.ttl),
                                                   tz=datetime.timezone.utc)
@@ -99,20 +108,24 @@ class FallbackChallenges:
             # millisecond: the fleet's record of used solutions begins at a millisecond (Redis's
             # ``fallback:since``), and a challenge issued just after it, in its second, must not
             # read as issued before it.
-            params={"issued": str(math.floor(now)), "issued_ms": str(math.floor(now * 1000))}))
+            params=params))
         return {"algorithm": made.algorithm, "challenge": made.challenge,
                 "maxnumber": made.max_number, "salt": made.salt, "signature": made.signature}
 
-    def check(self, payload: str, *, issued_after: float) -> SolutionCheck:
+    def check(self, payload: str, *, issued_after: float,
+              began_after: float | None = None) -> SolutionCheck:
         """Whether ``payload`` (the widget's base64 JSON) solves a challenge this secret signed,
         unexpired and issued at or after ``issued_after`` (epoch seconds; ``issued`` is kept in
-        whole seconds, so it is compared with ``issued_after`` rounded down). Never raises."""
+        whole seconds, so it is compared with ``issued_after`` rounded down) in an outage that
+        began at or after ``began_after`` (when enforcement last resumed; None: no bound).
+        Never raises."""
         try:
-            return self._check(payload, issued_after)
+            return self._check(payload, issued_after, began_after)
         except Exception:  # a payload no rule above foresaw is still only a refusal
             return _MALFORMED
 
-    def _check(self, payload: str, issued_after: float) -> SolutionCheck:
+    def _check(self, payload: str, issued_after: float,
+               began_after: float | None) -> SolutionCheck:
         fields = _decode(payload)
         if fields is None:
             return _MALFORMED
@@ -129,13 +142,15 @@ class FallbackChallenges:
         if not hmac.compare_digest(answer, challenge):
             return _WRONG_ANSWER
         # Signed and solved: the salt is one this secret issued, so its parameters are ours.
-        expires, issued = _salt_times(salt)
+        expires, issued, began = _salt_times(salt)
         if expires is None or issued is None:
             return _MALFORMED  # signed by this secret, but not by issue(): another tool's
         if self._clock.time() > expires:
             return _EXPIRED
         if not _issued_at_or_after(issued, issued_after):
             return _TOO_EARLY  # also a NaN issued_after: refuse rather than guess
+        if began_after is not None and not _began_at_or_after(began, issued, began_after):
+            return _EARLIER_OUTAGE
         return SolutionCheck(True, "ok", hashlib.sha256(challenge.encode()).hexdigest(),
                              float(expires), issued.seconds)
 
@@ -178,6 +193,18 @@ def _issued_at_or_after(issued: _Issued, moment: float) -> bool:
     return issued.whole >= _whole_seconds(moment)
 
 
+def _began_at_or_after(began: int | None, issued: _Issued, moment: float) -> bool:
+    """Whether the outage a challenge was issued in began at or after ``moment``, to the
+    millisecond. A challenge without ``off_since_ms`` (issued by a failopen before it) is read
+    as if its outage began when it was issued: later than it did, the lenient side, for the
+    ``ttl`` such a challenge lives. NaN: refused."""
+    if not math.isfinite(moment):
+        return moment < 0  # -inf: no bound; NaN, +inf: none passes
+    if began is None:
+        return _issued_at_or_after(issued, moment)
+    return began >= math.floor(moment * 1000)
+
+
 def _whole_seconds(moment: float) -> float:
     """``moment`` rounded down to the second, as ``issued`` is written (infinities and NaN as
     they are: -inf admits every challenge, NaN none)."""
@@ -188,13 +215,14 @@ def _hex64(value: Any) -> bool:
     return isinstance(value, str) and len(value) == 64 and _HEX64.issuperset(value)
 
 
-def _salt_times(salt: str) -> tuple[int | None, _Issued | None]:
-    """``expires`` and ``issued`` from the salt's parameters (None: absent, given twice, or not
-    whole seconds; ``issued_ms`` only where it agrees with ``issued``). Read as written, without
-    percent-decoding: ours are plain digits."""
+def _salt_times(salt: str) -> tuple[int | None, _Issued | None, int | None]:
+    """``expires``, ``issued`` and ``off_since_ms`` from the salt's parameters (None: absent,
+    given twice, or not whole numbers; ``issued_ms`` only where it agrees with ``issued``, and
+    ``off_since_ms`` only where it is not after it). Read as written, without percent-decoding:
+    ours are plain digits."""
     _nonce, question, query = salt.partition("?")
     if not question:
-        return None, None
+        return None, None, None
     values: dict[str, list[str]] = {}
     for item in query.split("&"):
         name, _equals, value = item.partition("=")
@@ -206,7 +234,12 @@ def _salt_times(salt: str) -> tuple[int | None, _Issued | None]:
 
     whole, ms = one("issued"), one("issued_ms")
     if whole is None:
-        return one("expires"), None
+        return one("expires"), None, None
     # A challenge issued before issue 31 has no milliseconds; one whose two disagree is not
     # one issue() made: the coarser reading, on the safe side.
-    return one("expires"), _Issued(whole, ms if ms is not None and ms // 1000 == whole else None)
+    issued = _Issued(whole, ms if ms is not None and ms // 1000 == whole else None)
+    # An outage that began after its challenge was issued is not one issue() wrote: read as
+    # beginning when the challenge was issued (the safe side, as for a challenge without it).
+    began = one("off_since_ms")
+    return one("expires"), issued, began if began is not None \
+        and began <= whole * 1000 + 999 else None

@@ -146,4 +146,5 @@ def challenge_answer(state: FlagState, challenges: ChallengeSource | None, *,
                                "message": "No route's outage policy is fallback."}}
     if state.enforce or mode == "shadow":
         return 409, CHALLENGE_ENFORCING
-    return 200, challenges.issue()
+    # Bound to this outage: a challenge from an earlier one is refused in the next.
+    return 200, challenges.issue(off_since=state.since)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from _wsgi_kit import WsgiStack
@@ -101,3 +102,30 @@ def test_the_outage_rate_limit_answers_429(make_wsgi: Make) -> None:
     assert (limited.status_code, limited.get_json()["error"]["code"]) == (429,
                                                                          "outage_rate_limited")
     assert int(limited.headers["Retry-After"]) >= 1
+
+
+def _next_millisecond() -> None:
+    """Wait for the clock to pass into the next millisecond (the precision a challenge's times
+    carry): an operator's flap within one would be one moment."""
+    start = int(time.time() * 1000)
+    while int(time.time() * 1000) == start:
+        time.sleep(0.001)
+
+
+def test_a_challenge_from_the_previous_outage_is_refused_in_the_next(make_wsgi: Make) -> None:
+    """Issue 31, item A3, over HTTP: an operator's override off, lifted, and placed again at
+    once (far within the 35 s a challenge may predate an outage by)."""
+    stack = make_wsgi(**POLICIES)
+    flag = stack.runtime.flag
+    flag.force_off("outage 1", ttl=60)
+    old = solution(stack)
+    _next_millisecond()
+    flag.automatic("recovered")
+    assert stack.client.get("/failopen/challenge").status_code == 409, "enforcing"
+    _next_millisecond()
+    flag.force_off("outage 2", ttl=60)
+    refused = stack.post(data={"altcha": old})
+    assert (refused.status_code, refused.get_json()["error"]["code"]) == (403,
+                                                                          "fallback_invalid")
+    admitted = stack.post(data={"altcha": solution(stack)})
+    assert admitted.get_json()["decision"]["outcome"] == "bypassed_fallback"
