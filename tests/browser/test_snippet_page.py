@@ -5,6 +5,7 @@ flag answer each test sets, and the shared fake vendor script."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,8 @@ class PageServer:
     #: ``number_the_questions``), when the order they reach the server must not matter.
     by_question: dict[str, Reply] = field(default_factory=dict)
     vendor_js: str = ""
+    #: When set, the flag's answers wait for it: a test holds the check as long as it needs.
+    flag_gate: threading.Event | None = None
 
     def handler(self, request: FakeRequest) -> Reply:
         if request.path == "/":
@@ -58,6 +61,8 @@ class PageServer:
         if request.path == "/page.js":
             return Reply(body=self.script.encode(), headers=[("Content-Type", "text/javascript")])
         if request.path == "/flag":
+            if self.flag_gate is not None:
+                self.flag_gate.wait(timeout=30)
             question = request.query.get("question", [""])[0]
             if question in self.by_question:
                 return self.by_question[question]
@@ -161,11 +166,14 @@ def test_one_global_besides_the_generated_callback(
 def test_a_submit_during_the_flag_check_is_held_not_sent(
     site: PageServer, fakes: Vendor, visit: Callable[..., Visit]
 ) -> None:
-    site.flag = Reply.json({"enforce": True}, delay=0.6)
+    # The flag's answer is held until the test has looked, not for a time a loaded machine
+    # might outrun.
+    site.flag_gate = threading.Event()
     page = visit(site.url, "/login")
     page.submit()
     page.page.wait_for_timeout(300)
     assert page.state == "checking" and page.posts == []
+    site.flag_gate.set()
     page.wait_for_answer()
     assert page.posts[0]["enforcement-token"][0].startswith("fake-vendor-")
 
