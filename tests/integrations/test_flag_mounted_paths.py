@@ -10,9 +10,7 @@ snippet read "open", and every fallback sign-up there was refused with ``fallbac
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -23,6 +21,7 @@ from urllib.parse import quote, unquote, unquote_to_bytes, urlencode
 import httpx
 import pytest
 from _asgi_kit import API, CLIENT_IP, Stack, drive, http_scope
+from _serving import fakes_env, served
 from _wsgi_kit import WsgiStack, call
 from _wsgi_kit import environ as wsgi_environ
 from failopen.integrations.asgi import FailOpenMiddleware
@@ -171,36 +170,21 @@ def _wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> Non
 @pytest.mark.slow
 def test_uvicorn_root_path_a_fallback_sign_up_goes_through(tmp_path: Path) -> None:
     page, verify = FakeStatusPage(), FakeVerifyAPI()
-    log = tmp_path / "server.log"
-    with page.serve(), verify.serve(), log.open("wb") as out:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("FAILOPEN_")}
-        env.update({
-            "FAILOPEN_STATUS_URL": page.url, "FAILOPEN_VERIFY_URL": verify.verify_url,
-            "FAILOPEN_PRIVATE_KEY": verify.private_key, "FAILOPEN_PUBLIC_KEY": "test-public-key",
-            "FAILOPEN_POLL_INTERVAL": "0.1", "FAILOPEN_POLL_JITTER": "0",
-            "FAILOPEN_OUTAGE_POLICY_ROUTES": "/signup=fallback", "FAILOPEN_FALLBACK_COST": "2000",
-            "FAILOPEN_FALLBACK_SECRET": "s" * 40,
-        })
+    with page.serve(), verify.serve():
+        env = fakes_env(page, verify, POLL_INTERVAL="0.1", POLL_JITTER="0",
+                        OUTAGE_POLICY_ROUTES="/signup=fallback", FALLBACK_COST="2000",
+                        FALLBACK_SECRET="s" * 40)
         port = free_port()
         # uvicorn puts --root-path in front of the path it was sent (the proxy took it off).
-        process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "examples.asgi_app:app", "--host", "127.0.0.1",
-             "--port", str(port), "--root-path", MOUNT, "--lifespan", "on",
-             "--log-level", "warning"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            url = f"http://127.0.0.1:{port}"
+        argv = [sys.executable, "-m", "uvicorn", "examples.asgi_app:app", "--host", "127.0.0.1",
+                "--port", str(port), "--root-path", MOUNT, "--lifespan", "on",
+                "--log-level", "warning"]
+        with served(argv, port=port, env=env, log_path=tmp_path / "server.log",
+                    ready_path="/health", cwd=ROOT) as url:
 
             def flag(**query: str) -> Any:
                 return httpx.get(url + "/failopen/flag", params=query, timeout=5).json()
 
-            def ready() -> bool:
-                assert process.poll() is None, log.read_text()
-                try:
-                    return httpx.get(url + "/health", timeout=1).status_code == 200
-                except httpx.TransportError:
-                    return False
-
-            _wait_until(ready, 30, "uvicorn to answer")
             page.set_global("major_outage")
             _wait_until(lambda: not flag()["enforce"], 10, "the watcher to see the outage")
             # The snippet asks with the form's action as the browser reads it: /app/signup.
@@ -217,13 +201,6 @@ def test_uvicorn_root_path_a_fallback_sign_up_goes_through(tmp_path: Path) -> No
                                  timeout=5)
             assert (refused.status_code, refused.json()["error"]["code"]) == (
                 403, "fallback_required")
-        finally:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
 
 
 # --- the flag names what the guard does, for any path under the mount ------------------------
