@@ -1,0 +1,53 @@
+"""Ways around the guard found in the review of issue 31's fixes (s14); each stays shut.
+
+This module is also the URLconf of its tests: a log-in view behind a case-insensitive regex,
+and a CMS catch-all whose page lookup ignores case (Wagtail's slug on MySQL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import django_test_urls
+import pytest
+from django.http import HttpRequest, HttpResponse
+from django.test import override_settings
+from django.urls import include, path, re_path
+
+from failopen.testing import FakeVerifyAPI
+
+GOOD = FakeVerifyAPI.GOOD
+JSON = {"accept": "application/json"}
+
+
+def page(request: HttpRequest, slug: str) -> HttpResponse:
+    """A CMS page looked up by slug as MySQL compares it (case-insensitive collation)."""
+    if slug.lower() == "join/":
+        return HttpResponse("the join form's page, its POST handled")
+    return HttpResponse(status=404)
+
+
+urlpatterns = [
+    path("failopen/", include("failopen.integrations.django.urls")),
+    re_path(r"(?i)^login/$", django_test_urls.login),
+    re_path(r"^((?:[\w\-]+/)*)$", page),
+]
+
+
+@pytest.fixture
+def client(make_client: Callable[..., Any], client_kind: str) -> Any:
+    return make_client()
+
+
+@pytest.mark.parametrize("url", ["/LOGIN/", "/Login/", "/JOIN/", "/Join/"])
+def test_another_case_of_a_protected_path_is_protected(
+    client: Any, use_failopen: Any, url: str
+) -> None:
+    # Django routes /LOGIN/ to the (?i) route of /login/, and the CMS serves /JOIN/ as /join/:
+    # the guard compared paths case by case and let both through without a token.
+    use_failopen(PROTECTED_PATHS=["/login/", "/join/"])
+    with override_settings(ROOT_URLCONF=__name__):
+        assert client.post(url, headers=JSON).status_code == 403, url
+        admitted = client.post(url, headers={"X-Enforcement-Token": GOOD})
+        assert admitted.status_code == 200, url
