@@ -51,3 +51,20 @@ def test_another_case_of_a_protected_path_is_protected(
         assert client.post(url, headers=JSON).status_code == 403, url
         admitted = client.post(url, headers={"X-Enforcement-Token": GOOD})
         assert admitted.status_code == 200, url
+
+
+def test_a_setting_beside_the_dict_is_no_way_to_serve_unprotected(
+    client: Any, fo_settings: dict[str, Any]
+) -> None:
+    # settings.FAILOPEN_PROTECTED_PATHS is not read: ready() refuses to start a server on it, but
+    # not under manage.py (runserver --skip-checks, testserver, a command serving without the
+    # checks), where protected requests must be refused (503) as for any broken setting. The
+    # middleware loaded the settings without it: nothing protected, the log-in admitted.
+    from failopen.integrations.django.startup import report
+
+    unread = {k: v for k, v in fo_settings.items() if k != "PROTECTED_PATHS"}
+    with override_settings(FAILOPEN=unread, FAILOPEN_PROTECTED_PATHS=["/login/"]):
+        with pytest.raises(Exception, match="FAILOPEN_PROTECTED_PATHS is not read"):
+            report()  # what a server is told at start-up
+        assert client.post("/login/", headers=JSON).status_code == 503
+        assert client.post("/login/", headers={"X-Enforcement-Token": GOOD}).status_code == 503
