@@ -304,6 +304,8 @@ def _fallback(error: str) -> Loaded:
     environ = {k: v for k, v in os.environ.items()
                if k in {"FAILOPEN_" + key for key in _PROTECTION_KEYS}}
     try:
+        if unknown_keys(raw) is not None:  # "PROTECTED_PATH": it may have meant to protect
+            raise ConfigError("unknown keys")
         cfg = Config.from_mapping(subset, environ=environ)
         return Loaded(config=None, is_protected=cfg.is_protected,
                       protects_method=method_test(cfg.protected_methods),

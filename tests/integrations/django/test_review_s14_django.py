@@ -68,3 +68,16 @@ def test_a_setting_beside_the_dict_is_no_way_to_serve_unprotected(
             report()  # what a server is told at start-up
         assert client.post("/login/", headers=JSON).status_code == 503
         assert client.post("/login/", headers={"X-Enforcement-Token": GOOD}).status_code == 503
+
+
+def test_a_misspelled_protection_key_is_no_way_to_serve_unprotected(
+    client: Any, fo_settings: dict[str, Any]
+) -> None:
+    # FAILOPEN['PROTECTED_PATH'] (no S) stops a server at start-up; under manage.py with the
+    # checks skipped, the broken settings' fallback read only the keys spelled right: nothing
+    # protected. Unknown keys may be meant to protect anything: every write is refused.
+    typo = {**{k: v for k, v in fo_settings.items() if k != "PROTECTED_PATHS"},
+            "PROTECTED_PATH": ["/login/"]}
+    with override_settings(FAILOPEN=typo):
+        assert client.post("/login/", headers=JSON).status_code == 503
+        assert client.get("/login/").status_code == 200  # reading stays open
