@@ -81,3 +81,15 @@ def test_a_misspelled_protection_key_is_no_way_to_serve_unprotected(
     with override_settings(FAILOPEN=typo):
         assert client.post("/login/", headers=JSON).status_code == 503
         assert client.get("/login/").status_code == 200  # reading stays open
+
+
+def test_a_case_insensitive_route_is_no_alias_now_that_paths_ignore_case(
+    fo_settings: dict[str, Any]
+) -> None:
+    # W008 read re_path(r"(?i)^login/$") as a route at "/" (its flags hid the text) and told
+    # the site to protect the view; the protected path covers every case of it now.
+    from failopen.integrations.django.checks import check_settings
+
+    with override_settings(ROOT_URLCONF=__name__,
+                           FAILOPEN={**fo_settings, "PROTECTED_PATHS": ["/login/", "/join/"]}):
+        assert "failopen.W008" not in {m.id for m in check_settings()}
