@@ -9,7 +9,7 @@ from failopen.web import RoutePolicies
 
 
 @pytest.mark.parametrize("path", ["/JOIN/", "/Join", "/join/Submit", "/J%4FIN/", "/JOİN/",
-                                  "/SIGN-UP/x", "/Sign-Up"])
+                                  "/Joın/", "/ｊöin/", "/SIGN-UP/x", "/Sign-Up"])
 def test_a_path_in_another_case_is_protected_as_its_route(path: str) -> None:
     # A router or a database that compares without case (a (?i) regex, Wagtail's slug on
     # MySQL) serves /JOIN/ as /join/: the guard must judge it so, and by that route's policy.

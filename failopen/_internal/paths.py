@@ -67,10 +67,11 @@ def folded(path: str) -> str:
     """``path`` as a router or database that ignores case compares it: case-folded and, beyond
     ASCII, without accents (MySQL's default collation reads ``/jöin/`` as ``/join/``). Per
     character, so a folded prefix is a prefix of the folded path."""
-    path = path.casefold()
     if path.isascii():
-        return path
-    return "".join(c for c in unicodedata.normalize("NFKD", path) if not unicodedata.combining(c))
+        return path.lower()
+    # Upper case first: MySQL's general_ci compares "ı" as "I", as Python upper-cases it.
+    path = unicodedata.normalize("NFKD", path.upper().casefold())
+    return "".join(c for c in path if not unicodedata.combining(c))
 
 
 class ProtectedPaths:
