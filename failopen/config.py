@@ -31,7 +31,7 @@ from failopen._config_fields import (
 )
 from failopen._internal.defaults import DefaultText
 from failopen._internal.networks import Network
-from failopen._internal.paths import ODD_CHARACTER, spellings
+from failopen._internal.paths import ProtectedPaths
 from failopen.exceptions import ConfigError
 from failopen.fallback.second_vendor import check_fallback_vendor, fallback_token_field
 from failopen.fallback.settings import DEFAULT_MAX_CLIENTS, check_outage
@@ -181,9 +181,7 @@ class Config:
         object.__setattr__(self, "expected_actions", action_routes(
             self.expected_actions, paths=self.protected_paths, views=self.protected_views,
             provider=self.provider))
-        # "/signup/" listed: "/signup" reaches the same view in many routers.
-        object.__setattr__(self, "_exact", frozenset(
-            p.rstrip("/") for p in self.protected_paths if len(p) > 1 and p.endswith("/")))
+        object.__setattr__(self, "_paths", ProtectedPaths(self.protected_paths))
         if self.status_url is not None and not isinstance(self.status_url, DefaultText):
             object.__setattr__(
                 self, "status_url", check_status_url(self.status_url, env_name("status_url"))
@@ -333,20 +331,10 @@ class Config:
         Beyond the prefixes themselves: ``/signup`` when ``/signup/`` is listed; paths with
         ``//`` or dot segments, which some routers and proxies normalise; and paths a router may
         cut short or clean up: Starlette's route regex ends in ``$``, which also matches before a
-        final ``\\n``, so ``/signup\\n`` reaches ``Route("/signup")``. Only ever adds protection.
+        final ``\\n``, so ``/signup\\n`` reaches ``Route("/signup")``; and ``/SIGNUP/``, which a
+        ``(?i)`` route or a CMS's case-insensitive slug serves. Only ever adds protection.
         """
-        paths = self.protected_paths
-        if path.startswith(paths) or path in self._exact_paths:
-            return True
-        # The common, canonical path costs one scan; the spellings are built only for odd ones.
-        if ODD_CHARACTER.search(path) is None and "//" not in path and "/." not in path:
-            return False
-        exact = self._exact_paths
-        return any(s.startswith(paths) or s in exact for s in spellings(path))
-
-    @property
-    def _exact_paths(self) -> frozenset[str]:
-        return self.__dict__["_exact"]  # type: ignore[no-any-return]
+        return self.__dict__["_paths"].cover(path)  # type: ignore[no-any-return]
 
     def replace(self, **changes: Any) -> Config:
         """A copy with some fields changed, validated again."""

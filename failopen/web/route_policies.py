@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from failopen._internal.paths import ODD_CHARACTER, request_paths, spellings
+from failopen._internal.paths import ODD_CHARACTER, folded, request_paths, spellings
 from failopen.engine.outage import strictest
 
 __all__ = ["SOLUTION_FIELD", "SOLUTION_HEADER", "RoutePolicies", "asked_paths"]
@@ -47,6 +47,9 @@ class RoutePolicies:
         self._paths = tuple(protected_paths)
         # "/signup/" protects "/signup" too (Config._exact).
         self._exact = {p.rstrip("/"): p for p in self._paths if len(p) > 1 and p.endswith("/")}
+        # Another case (or accent) of a route is that route (Config.protects_path).
+        self._folded = tuple((folded(p), p) for p in self._paths)
+        self._folded_exact = {folded(short): p for short, p in self._exact.items()}
 
     @classmethod
     def from_config(cls, config: object) -> RoutePolicies:
@@ -110,6 +113,11 @@ class RoutePolicies:
         for candidate in candidates:
             matched.update(p for p in self._paths if candidate.startswith(p))
             exact = self._exact.get(candidate)
+            if exact is not None:
+                matched.add(exact)
+            fold = folded(candidate)
+            matched.update(p for f, p in self._folded if fold.startswith(f))
+            exact = self._folded_exact.get(fold)
             if exact is not None:
                 matched.add(exact)
         return matched

@@ -261,8 +261,8 @@ def _check_catch_alls(config: Config) -> list[checks.CheckMessage]:
         hint="Keep the path in FAILOPEN['PROTECTED_PATHS']; protecting the view instead would "
              "protect every page it serves. Silence this warning (SILENCED_SYSTEM_CHECKS = "
              "['failopen.W012']) once you know the page has no other URL: no alias of the page, "
-             "no other site or locale serving it, no other case of its slug where the database "
-             "compares without case (MySQL); else list those URLs in PROTECTED_PATHS too.",
+             "no other site or locale serving it (another case of its slug, which MySQL "
+             "finds too, is covered); else list those URLs in PROTECTED_PATHS too.",
         id="failopen.W012") for path, view in found]
 
 

@@ -276,6 +276,10 @@ def _load() -> Loaded:
     try:
         raw = raw_settings()
         cfg = config_factory()
+        unread = misplaced_settings()
+        if unread:  # a server refuses to start on them; under manage.py (runserver
+            # --skip-checks, testserver) protected requests are refused, as for a broken setting
+            raise ConfigError("; ".join(unread))
         header = cfg.token_header.upper().replace("-", "_")
         return Loaded(config=cfg, is_protected=cfg.is_protected,
                       protects_method=method_test(cfg.protected_methods),
@@ -294,9 +298,14 @@ def _fallback(error: str) -> Loaded:
     except ConfigError:
         raw = {}
     subset = {k: raw[k] for k in _PROTECTION_KEYS if k in raw}
+    for key in _PROTECTION_KEYS:  # settings.FAILOPEN_PROTECTED_PATHS says what was meant
+        if key not in subset and hasattr(settings, _VARIABLE_PREFIX + key):
+            subset[key] = getattr(settings, _VARIABLE_PREFIX + key)
     environ = {k: v for k, v in os.environ.items()
                if k in {"FAILOPEN_" + key for key in _PROTECTION_KEYS}}
     try:
+        if unknown_keys(raw) is not None:  # "PROTECTED_PATH": it may have meant to protect
+            raise ConfigError("unknown keys")
         cfg = Config.from_mapping(subset, environ=environ)
         return Loaded(config=None, is_protected=cfg.is_protected,
                       protects_method=method_test(cfg.protected_methods),

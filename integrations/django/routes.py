@@ -28,6 +28,8 @@ __all__ = ["catch_all_paths", "prefix_is_routed", "unguarded_aliases"]
 
 # Where a route stops being literal text: a converter, or regex syntax.
 _SYNTAX = re.compile(r"[<(\[\\.*+?{|$]")
+# A regex route's leading flags: (?i) routes /LOGIN/ as /login/, which a protected path covers.
+_FLAGS = re.compile(r"\(\?[aiLmsux]+\)")
 
 
 def _languages() -> list[str]:
@@ -79,7 +81,9 @@ def _starts_below(resolver: URLResolver, path: str) -> bool:
 
 def _route_text(pattern: Any) -> str:
     """A pattern as written (``users/<int:pk>/``, ``^users/$``), without the leading anchor."""
-    return str(pattern).removeprefix("^")
+    text = str(pattern)
+    flags = _FLAGS.match(text)
+    return text[flags.end() if flags else 0:].removeprefix("^")
 
 
 def unguarded_aliases(

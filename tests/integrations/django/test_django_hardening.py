@@ -383,7 +383,8 @@ def test_protected_view_under_another_route_warns(fo_settings: dict[str, Any]) -
     with override_settings(ROOT_URLCONF="django_test_urls_aliases", FAILOPEN=settings):
         found = [m for m in check_settings() if m.id == "failopen.W008"]
     routes = sorted(m.msg.split("'")[3] for m in found)
-    assert routes == ["/", "/signin/"]  # the regex reads from its start: ^auth... is a guess
+    # The (?i) regex's text after its flags: /auth/login/ (every case of it) is the alias.
+    assert routes == ["/auth/login/", "/signin/"]
 
 
 def test_language_prefixed_routes_of_the_protected_view_do_not_warn(
