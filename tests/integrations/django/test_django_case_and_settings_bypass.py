@@ -1,4 +1,4 @@
-"""Ways around the guard found in the review of issue 31's fixes (s14); each stays shut.
+"""Ways around the guard found in the review of issue 31's fixes; each stays shut.
 
 This module is also the URLconf of its tests: a log-in view behind a case-insensitive regex,
 and a CMS catch-all whose page lookup ignores case (Wagtail's slug on MySQL).

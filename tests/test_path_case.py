@@ -1,4 +1,4 @@
-"""The review of issue 31's fixes (s14): what a path's case does to its protection and policy."""
+"""What a path's case does to its protection and its outage policy (issue 31, review)."""
 
 from __future__ import annotations
 
