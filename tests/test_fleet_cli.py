@@ -30,8 +30,11 @@ def test_fleet_shows_leader_reading_override_and_processes(
     capsys: pytest.CaptureFixture[str], redis_server: RedisServer, failopen_config: Config,
     fake_status_page: FakeStatusPage,
 ) -> None:
+    # A lease long enough that a loaded machine (CI runs jobs side by side) cannot stall the
+    # leader past it: the report is compared with the leader found here. The first election
+    # does not wait for it.
     config = failopen_config.replace(store=redis_server.url, poll_interval=0.2,
-                                     store_refresh=0.05, fleet_lease=1.0)
+                                     store_refresh=0.05, fleet_lease=15.0)
     runtimes = [FailOpen(config) for _ in range(3)]
     try:
         for runtime in runtimes:
