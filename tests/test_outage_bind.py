@@ -98,6 +98,58 @@ def test_an_operator_flap_binds_challenges_too() -> None:
         runtime.stop()
 
 
+def test_a_force_on_over_the_pages_outage_ends_the_outage_its_challenges_belong_to(
+        watched: tuple[FakeClock, FakeStatusPage, FailOpen]) -> None:
+    # The operator forces enforcement on during the page's outage (sign-up abuse), and lifts it,
+    # or it lapses, while the page still shows the outage. Challenges stocked before the
+    # override belonged to the outage dated at the page's start: they passed again after it.
+    clock, page, runtime = watched
+    page.set_global("major_outage")
+    runtime.poll_now()
+    clock.advance(5)
+    stock = [fetch(runtime) for _ in range(2)]
+    clock.advance(5)
+    runtime.flag.force_on("abuse on the fallback", ttl=60)
+    clock.advance(61)
+    assert not runtime.state.enforce, "lapsed; the page still shows the outage"
+    assert submit(runtime, stock[0]) == "fallback_invalid"
+    runtime.flag.force_on("abuse again")
+    clock.advance(5)
+    runtime.flag.automatic("lifted")
+    assert submit(runtime, stock[1]) == "fallback_invalid"
+    fresh = fetch(runtime)
+    clock.advance(1)
+    runtime.poll_now()  # the page's next reading keeps the outage's new date
+    assert submit(runtime, fresh) == "bypassed_fallback"
+
+
+def test_an_override_placed_again_keeps_this_outages_challenges(
+        watched: tuple[FakeClock, FakeStatusPage, FailOpen]) -> None:
+    # Honest users, not an attacker: the operator extends a force-off ("place it again when it
+    # lapses if the outage goes on"), or places one over the page's outage, or lifts it while
+    # the page still shows the outage. Enforcement never came on: a challenge fetched a few
+    # minutes before is this outage's, and was refused as "issued while enforcing".
+    clock, page, runtime = watched
+    runtime.flag.force_off("vendor down", ttl=600)
+    clock.advance(100)
+    before_again = fetch(runtime)
+    clock.advance(100)
+    runtime.flag.force_off("vendor still down: placed again", ttl=600)
+    assert submit(runtime, before_again) == "bypassed_fallback"
+    runtime.flag.automatic("the page decides")
+    page.set_global("major_outage")
+    runtime.poll_now()
+    clock.advance(100)
+    before_override = fetch(runtime)
+    clock.advance(100)
+    runtime.flag.force_off("over the page's outage", ttl=600)
+    assert submit(runtime, before_override) == "bypassed_fallback"
+    under_override = fetch(runtime)
+    clock.advance(100)
+    runtime.flag.automatic("lifted; the page still shows the outage")
+    assert submit(runtime, under_override) == "bypassed_fallback"
+
+
 def test_a_restart_between_outages_refuses_the_earlier_outages_challenge(
         watched: tuple[FakeClock, FakeStatusPage, FailOpen]) -> None:
     clock, page, runtime = watched

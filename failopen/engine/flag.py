@@ -323,6 +323,17 @@ class EnforcementFlag:
                 since=override.set_at, expires_at=override.expires_at,
                 global_status=auto.global_status, stale=auto.stale, error=auto.error,
             )
+        if (override is None and not new.enforce and old.enforce and self._resumed is not None
+                and new.since < self._resumed):
+            # An override enforced over the page's outage and has ended: enforcement goes off
+            # now, not when the page's outage began. Dated then, it would date this outage
+            # before the resumption, and the challenges stocked before the override would pass.
+            self._auto = new = replace(auto, since=self._clock.time())
+        elif not new.enforce and not old.enforce and old.since < new.since:
+            # Still off (an override placed again to go on, one placed over the page's outage,
+            # or lifted while the page still shows it): the outage goes on, and so does its
+            # start. Dated anew, it refused every challenge fetched more than issue_skew before.
+            new = replace(new, since=old.since)
         if new.enforce:
             # Resumed: from off, or on the first evidence (a reading, an override) after the
             # start-up default, which is no evidence: a process started during an outage must

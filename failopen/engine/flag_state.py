@@ -49,6 +49,8 @@ class FlagState:
     enforce: bool
     source: Source
     reason: str
+    #: When this value began: while off, when enforcement last went off (an override placed
+    #: while already off, again or over the page's outage, does not move it).
     since: float
     expires_at: float | None = None
     global_status: str | None = None

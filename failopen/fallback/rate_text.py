@@ -14,7 +14,9 @@ window (``tests/fallback/test_rate_text.py`` compares the two):
 
 Refused: more than one rate (``20/minute;5/second``: ``limits`` would have kept the first one),
 ``N`` of 0 (it admits nobody: the ``closed`` policy says that), a window of 0 units (``limits``
-read ``20/0 minutes`` as ``20/minute`` without a word), anything else.
+read ``20/0 minutes`` as ``20/minute`` without a word), a window of more than 100 years (its
+seconds are no float: every count failed, and each request was admitted uncounted), anything
+else.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ _RATE = re.compile(r"\s*([0-9]+)\s*(?:/|per)\s*(?:([0-9]+)\s*)?([a-z]+)\s*", re.
 _UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86_400,
                  "month": 30 * 86_400, "year": 12 * 30 * 86_400}
 _UNITS = {**_UNIT_SECONDS, **{f"{name}s": seconds for name, seconds in _UNIT_SECONDS.items()}}
+# The longest window: far beyond any outage, and still a float and a Redis expiry.
+_LONGEST = 100 * _UNIT_SECONDS["year"]
 _GRAMMAR = "write N/second, N/minute, N/hour or N/day (such as 20/minute, or 100 per 5 minutes)"
 
 
@@ -55,4 +59,6 @@ def parse_rate(text: str) -> Rate:
     multiples = 1 if found.group(2) is None else int(found.group(2))
     if multiples < 1:
         raise ValueError(f"{text!r} has a window of no time; {_GRAMMAR}")
+    if seconds * multiples > _LONGEST:
+        raise ValueError(f"{text!r} counts over more than 100 years; {_GRAMMAR}")
     return Rate(amount, seconds * multiples)
