@@ -56,6 +56,7 @@ class OutageRateLimit:
         renew_after_fork(self, "_renew_memory")
         self.link: RedisLink | None = None
         self._shared: Any = None
+        self._quiet_until = float("-inf")  # no "count in Redis failed" told before then
         self.item: Any = None  # limits' reading of the rate, for its Redis count
         if redis_url is not None:
             import limits
@@ -90,6 +91,8 @@ class OutageRateLimit:
                     return self._test(self._shared, client, route)
                 except self.link.errors as exc:
                     self.link.failed(exc, "EVALSHA")
+                except Exception:
+                    self._shared_broke()
             return self.memory.test((client, route))
         except Exception:
             logger.exception("failopen: the outage rate limit failed (the request is counted "
@@ -110,11 +113,25 @@ class OutageRateLimit:
                     return self._test(self._shared, client, route) or 1
                 except self.link.errors as exc:
                     self.link.failed(exc, "EVALSHA")
+                except Exception:
+                    self._shared_broke()
             return self.memory.hit((client, route))
         except Exception:
             logger.exception("failopen: the outage rate limit failed (the request is not "
                              "counted)", extra={"event": "failopen.fallback_error"})
             return None
+
+    def _shared_broke(self) -> None:
+        """The Redis count failed other than as Redis fails (a bug, a ``limits`` that changed):
+        the request is counted in memory, as when Redis is away, not admitted uncounted; told
+        once a minute, with the traceback, not once a request."""
+        now = self._clock.monotonic()
+        if now < self._quiet_until:
+            return
+        self._quiet_until = now + 60.0
+        logger.exception("failopen: the outage rate limit's count in Redis failed; this "
+                         "process counts in memory meanwhile (told again in a minute if it "
+                         "goes on)", extra={"event": "failopen.fallback_error"})
 
     def _renew_memory(self) -> None:
         old = self.memory

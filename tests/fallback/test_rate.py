@@ -175,3 +175,31 @@ def test_a_frozen_redis_costs_one_call_the_timeout(redis_server: RedisServer) ->
     finally:
         process.send_signal(signal.SIGCONT)
         limit.close()
+
+
+def test_a_count_in_redis_that_breaks_counts_in_memory_and_says_so_once(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An error that is no Redis error (a bug, a broken ``limits``) admitted every request
+    uncounted, with a traceback each: an ``open`` route then had no limit at all."""
+    clock = FakeClock(start=time.time())
+    limit = OutageRateLimit("2/minute", redis_url=redis_server.url, prefix=PREFIX,
+                            timeout=TIMEOUT, clock=clock)
+
+    def broken(*args: object, **kwargs: object) -> bool:
+        raise TypeError("a limits release that takes other arguments")
+
+    try:
+        limit._shared.hit = limit._shared.test = broken
+        with caplog.at_level(logging.WARNING, logger="failopen.fallback"):
+            answers = [limit.hit("203.0.113.5", "/signup") for _ in range(5)]
+            assert limit.test("203.0.113.5", "/signup") is not None
+        assert answers[:2] == [None, None] and all(a is not None for a in answers[2:])
+        errors = [r for r in caplog.records if getattr(r, "event", "") == "failopen.fallback_error"]
+        assert len(errors) == 1 and "counts in memory" in errors[0].getMessage()
+        clock.advance(61)  # a minute on, a failure is told again
+        limit.hit("203.0.113.6", "/signup")
+        errors = [r for r in caplog.records if getattr(r, "event", "") == "failopen.fallback_error"]
+        assert len(errors) == 2
+    finally:
+        limit.close()
