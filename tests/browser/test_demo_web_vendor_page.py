@@ -74,12 +74,15 @@ def _drain(stream: Any, into: deque[str]) -> None:
         into.append(line)
 
 
-def until(condition: Callable[[], bool], what: str) -> None:
-    """wait_until, with the demo's last log lines in the message when it times out."""
+def until(condition: Callable[[], bool], what: str, page: Any = None) -> None:
+    """wait_until, with the demo's last log lines (and what the page said of the last button
+    pressed) in the message when it times out."""
     try:
         wait_until(condition, WAIT, what)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}; the demo's last lines:\n{''.join(DEMO_LOG)}") from None
+        said = f"; the page said: {page.text_content('#action-note')!r}" if page else ""
+        raise AssertionError(
+            f"{exc}{said}; the demo's last lines:\n{''.join(DEMO_LOG)}") from None
 
 
 def flag(base: str) -> dict[str, Any]:
@@ -145,14 +148,14 @@ def test_a_vendor_s_widget_logs_in_and_the_global_outage_lets_it_through(
         # The vendor's global outage: its status page says so; the log-in (outage policy open)
         # goes through without the vendor, whose script the form no longer loads.
         page.click("button[data-scene=global]")
-        until(lambda: flag(base)["enforce"] is False, "enforcement off")
+        until(lambda: flag(base)["enforce"] is False, "enforcement off", page)
         login.until_state("bypassed")
         assert login.submit(tick=False) == ("bypassed", "bypassed_flag_off")
         page.screenshot(path=str(SHOTS / f"vendor-{vendor}-2-outage.png"), full_page=True)
 
         # Recovery: the vendor's challenge again.
         page.click("button[data-scene=recovery]")
-        until(lambda: flag(base)["enforce"] is True, "enforcement back")
+        until(lambda: flag(base)["enforce"] is True, "enforcement back", page)
         login.until_state("ready", "completed")
     finally:
         context.close()
