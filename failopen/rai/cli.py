@@ -126,8 +126,6 @@ def _export(args: argparse.Namespace, columns: tuple[str, ...], fetch: Fetch) ->
     try:
         code = _export_run(args, columns, fetch, progress)
     except Terminated as exc:
-        if not args.json:
-            raise
         report(f"failopen rai {args.rai_verb}", "terminated", "SIGTERM: stopped; nothing "
                "was written to --out" if args.out not in (None, "-") else "SIGTERM: stopped",
                None)  # fmt: skip

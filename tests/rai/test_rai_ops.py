@@ -266,3 +266,26 @@ def test_csv_keeps_a_ticket_id_with_leading_zeros_as_written(
     rows = list(csv.DictReader(io.StringIO(target.read_text(), newline="")))
     assert rows and {row["ticketing_ticket_id"] for row in rows} == {"00123"}
     assert plan_record["cohort_id"]  # the emulator's data is in use
+
+
+@pytest.mark.slow
+def test_sigterm_mid_export_prints_the_line_and_the_summary(tmp_path: Path) -> None:
+    emulator = RaiEmulator(client_secret=SECRET, public_keys=OWNED, latency=0.05)
+    target = tmp_path / "s.jsonl"
+    with emulator.serve() as server:
+        export = subprocess.Popen(
+            [str(FAILOPEN), "rai", "sessions", "--from", SINCE, "--to", UNTIL, "--public-key",
+             OWNED[0], "--page-size", "10", "--out", str(target), "--json"],
+            env=_env(server), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        while emulator.data_requests < 3:
+            assert export.poll() is None
+            time.sleep(0.01)
+        export.send_signal(signal.SIGTERM)
+        out, err = export.communicate(timeout=60)
+    assert export.returncode == 143, err.decode()
+    assert "terminated: SIGTERM" in err.decode() and "nothing was written to --out" in err.decode()
+    assert json.loads(out.decode().splitlines()[-1]) == {
+        **json.loads(out.decode().splitlines()[-1]), "exit_code": 143, "records": 0, "files": []
+    }
+    assert not target.exists()
