@@ -23,9 +23,9 @@ from failopen.rai._base import (
     BaseClient,
     error_from_response,
     parse_cohort,
-    transport_error,
 )
 from failopen.rai._bounded import ACCEPT_ENCODING, MAX_ANSWER_BYTES, BodyReader
+from failopen.rai._failures import after_attempts, check_whole, transport_error
 from failopen.rai._pager import (
     SLIM_FIELDS,
     Pager,
@@ -131,6 +131,7 @@ class AsyncClient(BaseClient):
                         )
                 body = reader.body()
             if response.is_success:
+                check_whole(body, f"{method} {path}")
                 return body
             raise error_from_response(
                 response.status_code, response.headers, body, self.auth.redact
@@ -171,7 +172,7 @@ class AsyncClient(BaseClient):
                 raise error from cause
             delay = self.retry_delay(attempt, error, what)
             if delay is None:
-                raise error from cause
+                raise after_attempts(error, attempt) from cause
             waited_until = self.pause(delay)
             await self._sleep(delay)
 

@@ -370,32 +370,11 @@ class BaseClient:
                 )
                 return None
             delay = max(delay, asked)
-        logger.warning(
+        # A dead host fails each attempt of each window and key alike: one line at the end
+        # (the error, with its attempts) says it all; other failures are worth a line each.
+        log = logger.debug if getattr(error, "unreachable", False) else logger.warning
+        log(
             "%s failed (%s); attempt %d of %d, retrying in %.2fs",
             what, printable(str(error)), attempt, self.max_attempts, delay,
         )
         return delay
-
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def _host_port(exc: Exception) -> str | None:
-    """``host:port`` the failed request went to; never the URL's user info or path."""
-    try:
-        url = exc.request.url  # type: ignore[attr-defined]  # httpx.RequestError
-    except (AttributeError, RuntimeError):  # httpx raises RuntimeError when no request is set
-        return None
-    host = f"[{url.host}]" if ":" in url.host else url.host
-    port = url.port or _DEFAULT_PORTS.get(url.scheme)
-    return f"{host}:{port}" if port else host
-
-
-def transport_error(exc: Exception) -> RaiTransportError:
-    """A RaiTransportError for an httpx request failure, naming the host and port it failed on
-    (a wrong base URL shows at once); httpx's text carries no headers, the base URL no user
-    info (``check_base_url``)."""
-    where = _host_port(exc)
-    detail = str(exc) or "no detail"
-    kind = type(exc).__name__
-    return RaiTransportError(f"{kind} ({where}): {detail}" if where else f"{kind}: {detail}")

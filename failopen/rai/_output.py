@@ -25,7 +25,7 @@ from failopen._internal.terminal import printable
 
 __all__ = [
     "EXTRA_COLUMN", "ENCODER", "UsageError", "JsonLines", "CsvRows", "AtomicFile",
-    "sigterm_raises", "Progress", "safe_text", "limit_malloc_arenas",
+    "sigterm_raises", "Terminated", "signals_held", "Progress", "safe_text", "limit_malloc_arenas",
 ]  # fmt: skip
 
 EXTRA_COLUMN = "extra_fields"
@@ -182,21 +182,51 @@ class AtomicFile:
             os.unlink(self._temp)
 
 
+class Terminated(SystemExit):
+    """SIGTERM (Airflow's time-out, Kubernetes' stop): exit code 143 (128 + 15) unless caught."""
+
+
+# SIGTERM arriving inside :func:`signals_held` waits here until the block ends (main thread only).
+_held = {"depth": 0, "signum": 0}
+
+
 @contextlib.contextmanager
 def sigterm_raises() -> Iterator[None]:
-    """Turn SIGTERM into SystemExit so cleanup runs, as it does for Ctrl-C."""
+    """Turn SIGTERM into :class:`Terminated` (a SystemExit) so cleanup runs, as for Ctrl-C."""
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        raise SystemExit(128 + signum)
+        if _held["depth"]:
+            _held["signum"] = signum  # raised when the step in progress is done
+            return
+        raise Terminated(128 + signum)
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    _held["signum"] = 0
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Defer SIGTERM (under :func:`sigterm_raises`) until the block ends: a step that must finish
+    whole (append, fsync, record in the state, count it) is not cut in the middle. A mask
+    would not do: the kernel hands a process's signal to any thread that does not block it."""
+    _held["depth"] += 1
+    try:
+        yield
+    except BaseException:
+        _held["depth"] -= 1
+        raise
+    _held["depth"] -= 1
+    signum = _held["signum"]
+    if signum and not _held["depth"]:
+        _held["signum"] = 0
+        raise Terminated(128 + signum)
 
 
 class Progress:

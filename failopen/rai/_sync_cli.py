@@ -20,6 +20,7 @@ from failopen.rai._command import (
     COHORT_COLUMNS,
     DEFAULT_PAGE_SIZE,
     ENV_BASE_URL,
+    EXIT_AUTH,
     EXIT_OK,
     EXIT_OUTPUT,
     EXIT_USAGE,
@@ -31,7 +32,7 @@ from failopen.rai._command import (
     positive_arg,
     report,
 )
-from failopen.rai._output import Progress, UsageError, sigterm_raises
+from failopen.rai._output import Progress, Terminated, UsageError, sigterm_raises
 from failopen.rai._sink import DirSink, Sink, StdoutSink
 from failopen.rai._state import StateError, SyncState, locked
 from failopen.rai.exceptions import RaiError, RaiValidationError
@@ -40,6 +41,7 @@ from failopen.rai.sync import MissingSince, Summary, SyncOptions, run_sync
 __all__ = ["register_sync", "SYNC_DESCRIPTION", "DEFAULT_LOOKBACK"]
 
 DEFAULT_LOOKBACK = "24h"
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a process the signal ended
 _DURATION = re.compile(r"(\d+)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -70,12 +72,17 @@ the cohort ids delivered inside the lookback. A run killed at any point resumes
 without gaps or duplicates, refetching unfinished cohorts from their first page.
 A second run on the same state file refuses to start (<state>.lock).
 
+A key the service refuses (403: not the credentials' key) is named in one line;
+the other keys are synced and the run exits 3 at the end. SIGTERM finishes the
+batch being appended, stops fetching, prints a line and the --json summary, and
+exits 143; the next run delivers the rest, once.
+
 Exit codes: 0 done, 1 the output, state or lock file could not be used, 2 bad
-arguments (or a 400), 3 unauthorized or forbidden, 4 not found, 5 server or
-network failure after the retries, or a listing the service never ends (100
-empty pages in a row still carrying a next_page_token, or --max-pages pages).
-On failure the state keeps every cohort written before it; the next run goes on
-from there.
+arguments (or a 400), 3 unauthorized or forbidden (a refused key: after the
+others), 4 not found, 5 server or network failure after the retries, or a
+listing the service never ends (100 empty pages in a row still carrying a
+next_page_token, or --max-pages pages), 143 SIGTERM. On failure the state keeps
+every cohort written before it; the next run goes on from there.
 """
 
 
@@ -133,6 +140,12 @@ def _sync(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], 
                 client = make_client(args)
                 with client:
                     run_sync(client, state, sink, options, progress, summary)
+    except Terminated as exc:
+        # Fetching stopped; every batch appended is recorded and the rest was discarded, so the
+        # files and the state are as a crash would leave them at worst (the next run cleans up).
+        report(prog, "terminated", "SIGTERM: stopped; every cohort written so far is recorded "
+               "in the state, the next run delivers the rest", None)  # fmt: skip
+        code = int(exc.code) if isinstance(exc.code, int) else EXIT_TERMINATED
     except UsageError as exc:
         report(prog, "invalid_argument", str(exc), None)
         code = EXIT_USAGE
@@ -162,6 +175,12 @@ def _sync(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], 
         code = EXIT_OUTPUT
     finally:
         progress.finish()
+    for key, error in summary.refused.items():
+        report(prog, error.code or "forbidden", f"public key {key!r} was skipped (not the "
+               f"credentials' key, or no right to it): {error.message}; the other keys are "
+               "synced", error.request_id, error.status_code)  # fmt: skip
+    if summary.refused and code == EXIT_OK:
+        code = EXIT_AUTH
     if args.json:
         outcome: dict[str, Any] = summary.to_json(code)
         stream = sys.stderr if args.out_dir == "-" else sys.stdout

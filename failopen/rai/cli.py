@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import sys
+import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from datetime import datetime
 from typing import Any, TypeAlias
@@ -42,6 +44,7 @@ from failopen.rai._output import (
     CsvRows,
     JsonLines,
     Progress,
+    Terminated,
     UsageError,
     limit_malloc_arenas,
     sigterm_raises,
@@ -85,9 +88,15 @@ with exit 5 (service_error).
 
 Exit codes: 0 done, 1 the output could not be written, 2 bad arguments (or a 400
 from the service), 3 unauthorized or forbidden, 4 not found, 5 server or network
-failure after the retries, or an answer that breaks the spec. Failures print
+failure after the retries (an empty or cut-off answer is retried like a network
+error), or an answer that breaks the spec, 143 ended by SIGTERM. Failures print
 the error code and message, the request_id when the service answered, and the
-host:port for a network error; never the secret or a token.
+host:port for a network error; never the secret or a token. --json then prints
+a one-line summary (records, files, seconds, exit_code): to stdout with --out,
+else to stderr.
+
+The CSV formula escaping is for spreadsheets; for data lakes use JSONL, and read
+id columns of a CSV as text (a ticket id 00123 is written as 00123).
 """
 
 # --- running a verb ----------------------------------------------------------------------------
@@ -110,9 +119,32 @@ Fetch = Callable[[Client, argparse.Namespace], Iterable[Batch]]
 
 
 def _export(args: argparse.Namespace, columns: tuple[str, ...], fetch: Fetch) -> int:
+    """Run the export; with ``--json``, then its one-line summary, as ``rai sync`` prints its
+    own (to stdout, or to stderr when the records go to stdout)."""
+    progress = Progress(sys.stderr)
+    started = time.monotonic()
+    try:
+        code = _export_run(args, columns, fetch, progress)
+    except Terminated as exc:
+        report(f"failopen rai {args.rai_verb}", "terminated", "SIGTERM: stopped; nothing "
+               "was written to --out" if args.out not in (None, "-") else "SIGTERM: stopped",
+               None)  # fmt: skip
+        code = int(exc.code) if isinstance(exc.code, int) else 143
+    if args.json:
+        to_file = args.out not in (None, "-")
+        written = not to_file or code == EXIT_OK  # a failed --out is never written
+        outcome = {"records": progress.records if written else 0,
+                   "files": [args.out] if to_file and written else [],
+                   "seconds": round(time.monotonic() - started, 3), "exit_code": code}  # fmt: skip
+        print(json.dumps(outcome, separators=(",", ":")),
+              file=sys.stdout if to_file else sys.stderr, flush=True)  # fmt: skip
+    return code
+
+
+def _export_run(args: argparse.Namespace, columns: tuple[str, ...], fetch: Fetch,
+                progress: Progress) -> int:  # fmt: skip
     prog = f"failopen rai {args.rai_verb}"
     target: AtomicFile | None = None
-    progress = Progress(sys.stderr)
     try:
         with sigterm_raises():
             client = _client(args)
@@ -154,7 +186,13 @@ def _export(args: argparse.Namespace, columns: tuple[str, ...], fetch: Fetch) ->
         return EXIT_USAGE
     except RaiError as exc:
         exit_code, fallback = exit_status(exc)
-        report(prog, exc.code or fallback, exc.message, exc.request_id, exc.status_code)
+        message = exc.message
+        keys = getattr(args, "public_keys", None) or []
+        if exc.code == "forbidden_public_key" and len(keys) > 1:
+            # One request carries every key and the spec's answer names none of them.
+            message += (f" (one or more of {', '.join(keys)}; `failopen rai sync` names "
+                        "each refused key and exports the others)")  # fmt: skip
+        report(prog, exc.code or fallback, message, exc.request_id, exc.status_code)
         return exit_code
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): stop quietly, like other Unix filters.
@@ -302,6 +340,9 @@ def _common(parser: argparse.ArgumentParser, *, paged: bool) -> None:
                         help="time per attempt: 30s, 2m, ... (default: 30s)")  # fmt: skip
     parser.add_argument("--max-attempts", type=int, default=4,
                         help="attempts per request on server or network errors (default: 4)")
+    parser.add_argument("--json", action="store_true",
+                        help="then a one-line JSON summary: records, files, seconds, exit_code "
+                        "(stdout with --out FILE, else stderr)")  # fmt: skip
 
 
 def _window(parser: argparse.ArgumentParser, *, min_session_count: bool) -> None:

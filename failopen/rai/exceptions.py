@@ -77,7 +77,12 @@ class RaiValidationError(RaiError, ValueError):
 
 
 class RaiTransportError(RaiError):
-    """No HTTP answer arrived (connection failure or time-out), after the retries."""
+    """No HTTP answer arrived (connection failure or time-out), or a 2xx answer arrived cut off
+    (``code`` ``incomplete_answer``), after the retries."""
+
+    #: No connection could be made (refused, no such host, unreachable): its retries are not
+    #: logged one by one, so a dead host is one line, the final error's.
+    unreachable: bool = False
 
 
 class InvalidResponse(RaiError):

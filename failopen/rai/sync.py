@@ -30,11 +30,11 @@ from failopen.rai._arguments import (
     split_window,
 )
 from failopen.rai._client import Client
-from failopen.rai._output import Progress
+from failopen.rai._output import Progress, signals_held
 from failopen.rai._pager import cohort_sessions_pager
 from failopen.rai._sink import Sink, Spool
 from failopen.rai._state import KeyState, SyncState
-from failopen.rai.exceptions import RaiError, RaiValidationError
+from failopen.rai.exceptions import Forbidden, RaiError, RaiValidationError
 
 __all__ = ["SyncOptions", "Summary", "MissingSince", "run_sync"]
 
@@ -77,12 +77,15 @@ class Summary:
     seconds: float = 0.0
     resumed: bool = False
     undated: int = 0  # records with no usable time, in the ``-undated`` files
+    #: Keys the service refused (403: not the credentials' key, or no right to it), in order,
+    #: with the error; the other keys were synced and the state keeps these where they were.
+    refused: dict[str, RaiError] = field(default_factory=dict)
 
     def to_json(self, exit_code: int) -> dict[str, Any]:
         return {
             "cohorts": self.cohorts, "sessions": self.sessions, "files": sorted(self.files),
             "seconds": round(self.seconds, 3), "resumed": self.resumed, "exit_code": exit_code,
-            "undated": self.undated,
+            "undated": self.undated, "refused_keys": list(self.refused),
         }  # fmt: skip
 
 
@@ -140,6 +143,12 @@ class _Run:
     def commit(self, keystate: KeyState, batch: _Batch) -> None:
         if not batch.done:
             return
+        # SIGTERM waits for the batch: appended, recorded and counted, or none of it; the run
+        # then stops with a summary that counts what the state records.
+        with signals_held():
+            self._commit(keystate, batch)
+
+    def _commit(self, keystate: KeyState, batch: _Batch) -> None:
         spools = [item.spool for item in batch.done]
         try:
             names = sorted({name for spool in spools for name in spool.parts})
@@ -272,7 +281,8 @@ def run_sync(client: Client, state: SyncState, sink: Sink, options: SyncOptions,
     """One sync run under the state's lock (the caller holds it); the summary of what was done.
 
     Raises RaiError, OSError (output or state), MissingSince; the state then records every
-    cohort committed before the failure and nothing after it.
+    cohort committed before the failure and nothing after it. A key the service refuses (403)
+    does not stop the others: it is in ``summary.refused``, for the caller to name.
     """
     summary = summary if summary is not None else Summary()
     started = clock()
@@ -303,7 +313,13 @@ def run_sync(client: Client, state: SyncState, sink: Sink, options: SyncOptions,
     run = _Run(client, state, sink, options, summary, progress)
     try:
         for public_key in options.public_keys:
-            run.key(public_key)
+            try:
+                run.key(public_key)
+            except Forbidden as exc:
+                # This key's alone (spec 7: forbidden_public_key, or no right to its cohorts):
+                # what it committed is kept, it is retried next run, the other keys go on.
+                summary.refused[public_key] = exc
+                run.stop.clear()
         state.running = False
         state.save()
     finally:

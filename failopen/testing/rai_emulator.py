@@ -128,6 +128,7 @@ class RaiEmulator:
         self._page_secret = secrets.token_bytes(16)
         self._stopping = threading.Event()
         self._injected: list[tuple[str, str | None]] = []
+        self._cut: list[tuple[str | None, bool]] = []
         self._instance = secrets.token_hex(3)
         self.requests = 0
         self.authorize_calls = 0
@@ -190,6 +191,15 @@ class RaiEmulator:
             raise ValueError(f"unknown endpoint {endpoint!r}; use one of {ENDPOINTS}")
         with self._lock:
             self._injected.extend([(code, endpoint)] * times)
+
+    def cut_off_answers(self, *, times: int = 1, endpoint: str | None = None,
+                        empty: bool = False) -> None:  # fmt: skip
+        """Answer the next ``times`` data requests (to ``endpoint``, or any) 200 with the JSON
+        cut in half, or with an empty body: complete HTTP framing, as a proxy that cut it sends."""
+        if endpoint is not None and endpoint not in ENDPOINTS:
+            raise ValueError(f"unknown endpoint {endpoint!r}; use one of {ENDPOINTS}")
+        with self._lock:
+            self._cut.extend([(endpoint, empty)] * times)
 
     def add_cohorts(self, count: int) -> list[str]:
         """Create ``count`` new cohorts after the existing ones (new attacks found); their ids."""
@@ -258,14 +268,26 @@ class RaiEmulator:
             if endpoint in self.forbidden_endpoints:
                 raise ApiError("forbidden", "the client has no right to this endpoint")
             if endpoint == "get_cohort":
-                return _json_reply(self._data.plan(self._lookup(cohort_id)).record, request_id)
-            if endpoint == "list_cohort_sessions":
-                query = cohort_sessions_query(request.query, self._lookup(cohort_id))
+                reply = _json_reply(self._data.plan(self._lookup(cohort_id)).record, request_id)
             else:
-                query = list_query(endpoint, request.query, self._key_of, self._data.index_of)
-            return self._page(query, request.query.get("page_token", [""]), request_id)
+                if endpoint == "list_cohort_sessions":
+                    query = cohort_sessions_query(request.query, self._lookup(cohort_id))
+                else:
+                    query = list_query(endpoint, request.query, self._key_of, self._data.index_of)
+                reply = self._page(query, request.query.get("page_token", [""]), request_id)
         except ApiError as exc:
             return self._error(exc.code, exc.message, request_id)
+        return self._maybe_cut(endpoint, reply)
+
+    def _maybe_cut(self, endpoint: str, reply: Reply) -> Reply:
+        with self._lock:
+            index = next((i for i, (ep, _) in enumerate(self._cut) if ep in (None, endpoint)), None)
+            if index is None:
+                return reply
+            empty = self._cut.pop(index)[1]
+        body = reply.body if isinstance(reply.body, bytes) else b"".join(reply.body)
+        reply.body = b"" if empty else body[: len(body) // 2]
+        return reply
 
     def _count(self, endpoint: str) -> None:
         with self._lock:

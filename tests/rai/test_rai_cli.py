@@ -534,9 +534,11 @@ def test_sigterm_mid_export_leaves_no_file(emulator: RaiEmulator, tmp_path: Path
             threading.Event().wait(0.01)
         assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")]  # in progress
         export.send_signal(signal.SIGTERM)
-        export.communicate(timeout=60)
+        _, err = export.communicate(timeout=60)
     assert export.returncode == 128 + signal.SIGTERM
     assert leftovers(tmp_path) == []
+    # One line says why it stopped, as rai sync's does.
+    assert err.decode().splitlines()[-1].startswith("failopen rai sessions: terminated: SIGTERM")
 
 
 @pytest.mark.slow

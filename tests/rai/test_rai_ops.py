@@ -1,0 +1,291 @@
+"""``failopen rai`` in operation (issue 32, items 6 and 7): every key every time, cut-off answers
+retried, SIGTERM ends a sync cleanly, a dead host is one line, a summary for the exports, CSV ids.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _sync_helpers import SECRET, Run, Runner, assert_exactly_once, output_size, parser
+
+from failopen.rai import Client
+from failopen.rai import cli as rai_cli
+from failopen.testing._server import LoopbackServer
+from failopen.testing.rai_emulator import RaiEmulator
+
+SINCE = "2024-05-01T00:00:00Z"
+UNTIL = "2024-06-01T00:00:00Z"
+FAILOPEN = Path(sys.executable).with_name("failopen")
+OWNED = ("pk_live_a", "pk_live_c")
+
+
+@pytest.fixture
+def emulator() -> RaiEmulator:
+    return RaiEmulator(client_secret=SECRET, public_keys=OWNED)
+
+
+@pytest.fixture
+def server(emulator: RaiEmulator) -> Iterator[LoopbackServer]:
+    with emulator.serve() as served:
+        yield served
+
+
+@pytest.fixture
+def rai(
+    monkeypatch: pytest.MonkeyPatch, server: LoopbackServer,
+    capsysbinary: pytest.CaptureFixture[bytes],
+) -> Runner:  # fmt: skip
+    monkeypatch.setenv("FAILOPEN_RAI_BASE_URL", server.url)
+    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_ID", "test-client")
+    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_SECRET", SECRET)
+    monkeypatch.setattr(rai_cli, "Client", functools.partial(Client, sleep=lambda _: None))
+    cli = parser()
+
+    def run(*argv: str) -> Run:
+        args = cli.parse_args(list(argv))
+        code = args.func(args)
+        captured = capsysbinary.readouterr()
+        return Run(code, captured.out, captured.err.decode())
+
+    return run
+
+
+def _sync_argv(state: Path, out: Path, *keys: str) -> list[str]:
+    argv = ["rai", "sync", "--state", str(state), "--out-dir", str(out), "--since", SINCE,
+            "--until", UNTIL, "--json"]  # fmt: skip
+    for key in keys:
+        argv += ["--public-key", key]
+    return argv
+
+
+# --- item 6: every key, every time ----------------------------------------------------------
+
+
+def test_an_unowned_key_between_two_is_named_and_the_others_are_delivered(
+    rai: Runner, emulator: RaiEmulator, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    state = tmp_path / "state.json"
+    run = rai(*_sync_argv(state, out, "pk_live_a", "pk_live_b", "pk_live_c"))
+    assert run.code == 3, run.err
+    err = [line for line in run.err.splitlines() if line.strip()]
+    named = [line for line in err if "pk_live_b" in line]
+    assert len(named) == 1, run.err
+    assert "forbidden_public_key" in named[0] and "HTTP 403" in named[0]
+    assert not any("pk_live_a" in line or "pk_live_c" in line for line in err), run.err
+    assert_exactly_once(out, emulator)  # both owned keys' cohorts and sessions, once
+    summary = run.summary()
+    assert summary["exit_code"] == 3 and summary["refused_keys"] == ["pk_live_b"]
+    # The owned keys advanced: a second run delivers nothing again, and still names the key.
+    again = rai(*_sync_argv(state, out, "pk_live_a", "pk_live_b", "pk_live_c"))
+    assert again.code == 3 and again.summary()["cohorts"] == 0
+    assert_exactly_once(out, emulator)
+
+
+def test_a_sync_of_owned_keys_only_still_exits_0(
+    rai: Runner, emulator: RaiEmulator, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    run = rai(*_sync_argv(tmp_path / "state.json", out, *OWNED))
+    assert run.code == 0, run.err
+    assert run.summary()["refused_keys"] == []
+
+
+# --- item 7a: a cut-off or empty 200 is retried ---------------------------------------------
+
+
+@pytest.mark.parametrize("empty", [False, True])
+def test_a_cut_off_or_empty_200_is_retried_then_the_sync_succeeds(
+    rai: Runner, emulator: RaiEmulator, tmp_path: Path, empty: bool,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    emulator.cut_off_answers(times=1, endpoint="list_cohorts", empty=empty)
+    emulator.cut_off_answers(times=2, endpoint="list_cohort_sessions", empty=empty)
+    run = rai(*_sync_argv(tmp_path / "state.json", out, *OWNED))
+    assert run.code == 0, run.err
+    # Retried like a network error, and logged like one.
+    assert sum("incomplete_answer" in r.getMessage() for r in caplog.records) == 3
+    assert_exactly_once(out, emulator)
+
+
+def test_a_cut_off_answer_every_time_fails_after_the_attempts(
+    rai: Runner, emulator: RaiEmulator, tmp_path: Path
+) -> None:
+    emulator.cut_off_answers(times=100, endpoint="list_sessions")
+    before = emulator.data_requests
+    run = rai("rai", "sessions", "--from", SINCE, "--to", UNTIL, "--public-key", OWNED[0],
+              "--parallel", "1", "--max-attempts", "3", "--out", str(tmp_path / "s.jsonl"))
+    assert run.code == 5
+    assert emulator.data_requests - before == 3
+    assert "incomplete_answer" in run.err.splitlines()[-1]
+    assert not (tmp_path / "s.jsonl").exists()
+
+
+# --- item 7b: SIGTERM -----------------------------------------------------------------------
+
+
+def _env(server: LoopbackServer) -> dict[str, str]:
+    return {**os.environ, "FAILOPEN_RAI_BASE_URL": server.url,
+            "FAILOPEN_RAI_CLIENT_ID": "test-client", "FAILOPEN_RAI_CLIENT_SECRET": SECRET}
+
+
+@pytest.mark.slow
+def test_sigterm_mid_sync_ends_cleanly_and_the_next_run_delivers_the_rest_once(
+    tmp_path: Path,
+) -> None:
+    emulator = RaiEmulator(client_secret=SECRET, public_keys=OWNED, cohorts=30,
+                           sessions_per_cohort=(30, 150), latency=0.004)  # fmt: skip
+    out = tmp_path / "out"
+    out.mkdir()
+    state = tmp_path / "state.json"
+    argv = [str(FAILOPEN), *_sync_argv(state, out, *OWNED), "--page-size", "25",
+            "--parallel", "3", "--batch-records", "120"]  # fmt: skip
+    with emulator.serve() as server:
+        run = subprocess.Popen(argv, env=_env(server), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)  # fmt: skip
+        while run.poll() is None and output_size(out) < 20_000:
+            time.sleep(0.002)
+        assert run.poll() is None, "finished before it could be stopped"
+        run.send_signal(signal.SIGTERM)
+        stdout, stderr = run.communicate(timeout=60)
+        assert run.returncode == 143, stderr.decode()
+        err = stderr.decode()
+        assert "terminated" in err and "next run" in err, err
+        summary = json.loads(stdout.decode().strip().splitlines()[-1])
+        # The batch being appended when the signal came is finished and counted first.
+        assert summary["exit_code"] == 143 and summary["sessions"] > 0, (summary, err)
+        assert summary["sessions"] < emulator.total_sessions
+        assert not list(out.glob(".failopen-sync-*"))  # no spool left behind
+        after = subprocess.run(argv, env=_env(server), capture_output=True, timeout=60)
+        assert after.returncode == 0, after.stderr.decode()
+        assert json.loads(after.stdout.decode().splitlines()[-1])["resumed"] is True
+    assert_exactly_once(out, emulator)
+
+
+# --- item 7c: a dead host is one line -------------------------------------------------------
+
+
+def _dead_url() -> str:
+    with socket.socket() as sock:  # a port just freed: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("verb", ["sessions", "sync"])
+def test_a_dead_host_gives_exactly_one_line(tmp_path: Path, verb: str) -> None:
+    env = {**os.environ, "FAILOPEN_RAI_BASE_URL": _dead_url(),
+           "FAILOPEN_RAI_CLIENT_ID": "test-client", "FAILOPEN_RAI_CLIENT_SECRET": SECRET}
+    if verb == "sync":
+        argv = [str(FAILOPEN), *_sync_argv(tmp_path / "st.json", tmp_path, *OWNED)]
+    else:
+        argv = [str(FAILOPEN), "rai", "sessions", "--from", SINCE, "--to", UNTIL,
+                "--public-key", OWNED[0], "--public-key", OWNED[1], "--parallel", "4"]
+    # Two attempts keep the backoff short; the lines must not grow with attempts anyway.
+    done = subprocess.run([*argv, "--max-attempts", "2"], env=env, capture_output=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 5
+    err = [line for line in done.stderr.decode().splitlines() if line.strip()]
+    assert len(err) == 1, err
+    assert "127.0.0.1:" in err[0] and "refused" in err[0].lower() and "2 attempts" in err[0]
+
+
+# --- item 7d: the exports' --json summary ---------------------------------------------------
+
+
+@pytest.mark.parametrize("verb", ["sessions", "cohorts"])
+def test_the_exports_print_a_json_summary(
+    rai: Runner, emulator: RaiEmulator, tmp_path: Path, verb: str
+) -> None:
+    target = tmp_path / "x.jsonl"
+    run = rai("rai", verb, "--from", SINCE, "--to", UNTIL, "--public-key", OWNED[0],
+              "--public-key", OWNED[1], "--out", str(target), "--json")
+    assert run.code == 0, run.err
+    summary = json.loads(run.out.decode().strip().splitlines()[-1])
+    records = len(target.read_text().splitlines())
+    want = emulator.total_sessions if verb == "sessions" else emulator.cohort_count
+    assert summary["records"] == records == want
+    assert summary["exit_code"] == 0 and summary["files"] == [str(target)]
+    # To stdout the records go, so the summary goes to stderr (as sync's with --out-dir -).
+    piped = rai("rai", verb, "--from", SINCE, "--to", UNTIL, "--public-key", OWNED[0], "--json")
+    assert json.loads(piped.err.strip().splitlines()[-1])["exit_code"] == 0
+    assert all(json.loads(line).get("summary") is None for line in piped.out.splitlines())
+
+
+def test_a_failed_export_still_prints_its_summary(rai: Runner, tmp_path: Path) -> None:
+    run = rai("rai", "sessions", "--from", SINCE, "--to", UNTIL, "--public-key", "pk_live_b",
+              "--out", str(tmp_path / "x.jsonl"), "--json")
+    assert run.code == 3
+    summary = json.loads(run.out.decode().strip().splitlines()[-1])
+    assert summary == {**summary, "exit_code": 3, "records": 0, "files": []}
+
+
+def test_an_export_of_several_keys_refused_says_which_keys_it_asked_for(
+    rai: Runner, tmp_path: Path
+) -> None:
+    run = rai("rai", "sessions", "--from", SINCE, "--to", UNTIL, "--public-key", OWNED[0],
+              "--public-key", "pk_live_b", "--out", str(tmp_path / "x.jsonl"))
+    assert run.code == 3
+    assert f"one or more of {OWNED[0]}, pk_live_b" in run.err.splitlines()[-1]
+
+
+# --- item 7e: CSV keeps ticket ids as strings ----------------------------------------------
+
+
+def test_csv_keeps_a_ticket_id_with_leading_zeros_as_written(
+    rai: Runner, emulator: RaiEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan_record = emulator.cohort_record(emulator.cohort_ids()[0])
+    original = emulator._data.plan
+
+    def plan(index: int):  # type: ignore[no-untyped-def]
+        found = original(index)
+        found.record["ticketing_ticket_id"] = "00123"
+        return found
+
+    monkeypatch.setattr(emulator._data, "plan", plan)
+    target = tmp_path / "c.csv"
+    run = rai("rai", "cohorts", "--from", SINCE, "--to", UNTIL, "--public-key", OWNED[0],
+              "--format", "csv", "--out", str(target))
+    assert run.code == 0, run.err
+    rows = list(csv.DictReader(io.StringIO(target.read_text(), newline="")))
+    assert rows and {row["ticketing_ticket_id"] for row in rows} == {"00123"}
+    assert plan_record["cohort_id"]  # the emulator's data is in use
+
+
+@pytest.mark.slow
+def test_sigterm_mid_export_prints_the_line_and_the_summary(tmp_path: Path) -> None:
+    emulator = RaiEmulator(client_secret=SECRET, public_keys=OWNED, latency=0.05)
+    target = tmp_path / "s.jsonl"
+    with emulator.serve() as server:
+        export = subprocess.Popen(
+            [str(FAILOPEN), "rai", "sessions", "--from", SINCE, "--to", UNTIL, "--public-key",
+             OWNED[0], "--page-size", "10", "--out", str(target), "--json"],
+            env=_env(server), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        while emulator.data_requests < 3:
+            assert export.poll() is None
+            time.sleep(0.01)
+        export.send_signal(signal.SIGTERM)
+        out, err = export.communicate(timeout=60)
+    assert export.returncode == 143, err.decode()
+    assert "terminated: SIGTERM" in err.decode() and "nothing was written to --out" in err.decode()
+    assert json.loads(out.decode().splitlines()[-1]) == {
+        **json.loads(out.decode().splitlines()[-1]), "exit_code": 143, "records": 0, "files": []
+    }
+    assert not target.exists()
