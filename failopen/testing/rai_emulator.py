@@ -19,7 +19,8 @@ Choices where the spec is silent (documented here so tests and users can rely on
 * The last page carries ``next_page_token: ""`` (or no field: ``final_page_token="absent"``).
 * A wrong method on a known path, and any unknown path, answer 404 ``not_found``.
 * Played time (``live=True``, ``_rai_time.py``): a cohort is served from its ``created_at`` on,
-  some days late; cohorts added while it runs (:meth:`RaiEmulator.add_cohort`) likewise.
+  some days late; cohorts added while it runs (:meth:`RaiEmulator.add_cohort`) likewise, and
+  listed after the generated ones whatever their window (so not in time order).
 
 The records are generated in ``_rai_data.py``; requests are parsed and validated, and page tokens
 signed, in ``_rai_requests.py``; a page's body is rendered in ``_rai_pages.py``; this module
