@@ -143,6 +143,7 @@ class CohortPlan:
     template: str  # one session as %-format JSON; cohort-wide parts already in place
     tagged_names: str
     custom_scores: bool
+    created_at_ms: int  # the record's created_at: played time lists the cohort from then on
 
     @property
     def end_ms(self) -> int:
@@ -220,16 +221,34 @@ class Dataset:
         self.hidden: set[int] = set()
         self._lock = threading.Lock()
         self.plans: cachetools.LRUCache[int, CohortPlan] = cachetools.LRUCache(maxsize=4096)
+        self.generation = 0  # of the rendering: rerender() moves it on
 
     def plan(self, index: int) -> CohortPlan:
         """Cohort ``index``, from the cache or built anew (a pure function of seed and index)."""
         with self._lock:
             plan = self.plans.get(index)
+            generation = self.generation
         if plan is None:
             plan = self._build(index)
             with self._lock:
-                self.plans[index] = plan
+                if generation == self.generation:  # not one built across a rerender()
+                    self.plans[index] = plan
         return plan
+
+    def rerender(self, unknown_fields: bool) -> None:
+        """Records with or without the unlisted fields from now on, cohorts served already too
+        (a plan holds its rendered record: the cached ones are dropped)."""
+        with self._lock:
+            self.unknown_fields = unknown_fields
+            self.generation += 1
+            self.plans.clear()
+
+    def _place(
+        self, c: int, h: int, start_ms: int, length_ms: int, count: int, created_ms: int
+    ) -> tuple[int, int, int, int]:
+        """Cohort ``c``'s window start, length, sessions and created_at: as generated here;
+        played time (``_rai_time.py``) makes some late and places added cohorts."""
+        return start_ms, length_ms, count, created_ms
 
     def _build(self, c: int) -> CohortPlan:
         h = _mix(self.seed * 1_000_003 + c)
@@ -241,6 +260,9 @@ class Dataset:
         length_ms = (slot_s // 2 + (h >> 16) % (slot_s // 4 or 1)) * 1000
         low, high = self._sessions_range
         count = low + (h >> 32) % (high - low + 1)
+        created_ms = start_ms + length_ms + (3600 + (h2 >> 20) % 82800) * 1000
+        start_ms, length_ms, count, created_ms = self._place(c, h2, start_ms, length_ms, count,
+                                                             created_ms)  # fmt: skip
         tagged = 0 if count == 0 else max(1, count * (30 + (h2 % 61)) // 100)
         tag_mult = next((p for p in (7919, 104729, 1299709, 15485863) if count % p), 1)
         pool = self._pool
@@ -261,9 +283,7 @@ class Dataset:
             + ("" if key_index < len(_CUSTOMERS) else f" {key_index}"),
             "cohort_window_start": format_rfc3339(start_ms, fraction=False),
             "cohort_window_end": format_rfc3339(start_ms + length_ms, fraction=False),
-            "created_at": format_rfc3339(
-                start_ms + length_ms + (3600 + (h2 >> 20) % 82800) * 1000, fraction=False
-            ),
+            "created_at": format_rfc3339(created_ms, fraction=False),
             "session_count": count,
             "tagged_session_count": tagged,
             "anomaly_ids": anomalies,
@@ -297,7 +317,7 @@ class Dataset:
             telltale_ids=tuple(tid for tid, _, _ in picks), hash_base=_mix(h ^ 0x5E551075),
             id_key=self._id_key,
             record=record, template=template, tagged_names=json.dumps(names),
-            custom_scores=key_index == 0,
+            custom_scores=key_index == 0, created_at_ms=created_ms,
         )  # fmt: skip
 
     def index_of(self, cohort_id: str) -> int | None:

@@ -332,8 +332,11 @@ def _sessions_range(text: str) -> int | tuple[int, int]:
 
 def _serve_rai(args: argparse.Namespace) -> int:
     from failopen.rai.cli import ENV_BASE_URL, ENV_CLIENT_ID, ENV_CLIENT_SECRET
+    from failopen.testing._rai_control import played_time_banner, rai_control, wants_control
     from failopen.testing.rai_emulator import RaiEmulator
 
+    if wants_control(args):
+        return rai_control(args)
     try:
         emulator = RaiEmulator(
             client_id=args.client_id, client_secret=args.client_secret,
@@ -341,6 +344,7 @@ def _serve_rai(args: argparse.Namespace) -> int:
             sessions_per_cohort=args.sessions_per_cohort, seed=args.seed,
             token_ttl=args.token_ttl, fail_every=args.fail_every, latency=args.latency,
             slow_pages=args.slow_pages, unknown_fields=args.unknown_fields,
+            start=args.start, span_days=args.span_days or 20.0, live=bool(args.live),
         )  # fmt: skip
     except ValueError as exc:
         return usage_error("rai", str(exc))
@@ -356,13 +360,16 @@ def _serve_rai(args: argparse.Namespace) -> int:
             f"public keys {', '.join(emulator.public_keys)}, data from {start} to {end}\n"
             f"# failopen rai sessions --from {start} --to {end} "
             f"--public-key {emulator.public_keys[0]} --out sessions.jsonl"
-        )
+        ) + (played_time_banner(emulator, start, url) if args.live else "")
 
-    return serve_until_signalled("rai", args.port, lambda: emulator.serve(port=args.port), banner)
+    return serve_until_signalled("rai", args.port,
+                                 lambda: emulator.serve(port=args.port, control=True), banner)
 
 
 def register_emulate_rai(emulate_subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add ``failopen emulate rai``: serve the API emulator on 127.0.0.1 until interrupted."""
+    from failopen.testing._rai_control import add_played_time_flags
+
     emulate = emulate_subparsers.add_parser(
         "rai", help="the session-intelligence API (interface A) emulator",
         description="Serve the session-intelligence API emulator on 127.0.0.1 until Ctrl-C.",
@@ -388,6 +395,7 @@ def register_emulate_rai(emulate_subparsers: argparse._SubParsersAction[Any]) ->
                          help="each list page stalls this long mid-body")  # fmt: skip
     emulate.add_argument("--unknown-fields", action="store_true",
                          help="add fields the spec does not list (tolerance tests)")
+    add_played_time_flags(emulate)
     emulate.set_defaults(func=_serve_rai)
 
 

@@ -18,6 +18,9 @@ Choices where the spec is silent (documented here so tests and users can rely on
   compared as a set); ``page_size`` may change between pages. An empty ``page_token`` is absent.
 * The last page carries ``next_page_token: ""`` (or no field: ``final_page_token="absent"``).
 * A wrong method on a known path, and any unknown path, answer 404 ``not_found``.
+* Played time (``live=True``, ``_rai_time.py``): a cohort is served from its ``created_at`` on,
+  some days late; cohorts added while it runs (:meth:`RaiEmulator.add_cohort`) likewise, and
+  listed after the generated ones whatever their window (so not in time order).
 
 The records are generated in ``_rai_data.py``; requests are parsed and validated, and page tokens
 signed, in ``_rai_requests.py``; a page's body is rendered in ``_rai_pages.py``; this module
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import hmac
+import json
 import secrets
 import threading
 from collections import Counter, deque
@@ -37,7 +41,8 @@ from typing import Any, Literal
 import httpx
 
 from failopen.clock import SYSTEM_CLOCK, Clock
-from failopen.testing._rai_data import Dataset, Query, parse_rfc3339
+from failopen.testing._rai_control import RaiControls
+from failopen.testing._rai_data import Query
 from failopen.testing._rai_pages import page_chunks
 from failopen.testing._rai_requests import (
     DEFAULT_PAGE_SIZE,
@@ -51,7 +56,9 @@ from failopen.testing._rai_requests import (
     read_page_token,
     route,
 )
+from failopen.testing._rai_time import MAX_SPAN_DAYS, PlayedDataset, cohort_times, resolve_time
 from failopen.testing._server import FakeRequest, LoopbackServer, Reply, as_transport
+from failopen.testing.control import with_control
 
 __all__ = ["RaiEmulator", "DEFAULT_PAGE_SIZE", "MAX_WINDOW", "ENDPOINTS"]
 
@@ -66,7 +73,8 @@ class RaiEmulator:
     body stalls after its first bytes), :meth:`inject_error`, :meth:`expire_tokens`,
     :meth:`expire_page_tokens`, ``forbidden_endpoints`` and ``page_token_ttl``. New data:
     :meth:`add_cohorts` (later cohorts appear), :meth:`hide_cohorts` and :meth:`reveal_cohorts`
-    (a cohort created late inside an old window).
+    (a cohort created late inside an old window), :meth:`add_cohort`. ``live=True`` plays time
+    (``_rai_time.py``); ``serve(control=True)`` adds ``/_control`` (``_rai_control.py``).
     """
 
     def __init__(
@@ -78,7 +86,7 @@ class RaiEmulator:
         cohorts: int = 12,
         sessions_per_cohort: int | tuple[int, int] = (20, 80),
         seed: int = 0,
-        start: str = "2024-05-01T00:00:00Z",
+        start: str | None = None,  # RFC 3339 or now-2d; default 2024-05-01T00:00:00Z
         span_days: float = 20.0,
         token_ttl: int = 3600,
         page_token_ttl: float | None = None,
@@ -90,10 +98,15 @@ class RaiEmulator:
         unknown_fields: bool = False,
         final_page_token: Literal["empty", "absent"] = "empty",
         history_size: int = 1000,
+        live: bool = False,
     ) -> None:
-        start_ms = parse_rfc3339(start)
-        if start_ms is None:
-            raise ValueError(f"start: {start!r} is not an RFC 3339 date-time")
+        if not 0 < span_days <= MAX_SPAN_DAYS:  # also refuses nan
+            raise ValueError(f"span_days: above 0 and at most {MAX_SPAN_DAYS}, not {span_days}")
+        now_ms = int(clock.time() * 1000)
+        if start is None and live:  # played time: the span ends now
+            start_ms = resolve_time(f"now-{round(span_days * 86_400)}s", now_ms, "start")
+        else:
+            start_ms = resolve_time(start or "2024-05-01T00:00:00Z", now_ms, "start")
         if isinstance(sessions_per_cohort, int):
             sessions_per_cohort = (sessions_per_cohort, sessions_per_cohort)
         low, high = sessions_per_cohort
@@ -117,9 +130,10 @@ class RaiEmulator:
         self.forbidden_endpoints = frozenset(forbidden_endpoints)
         self.final_page_token = final_page_token
         self._clock = clock
-        self._data = Dataset(
+        self._data = PlayedDataset(
             public_keys=self.public_keys, cohorts=cohorts, sessions_per_cohort=(low, high),
             seed=seed, start_ms=start_ms, span_days=span_days, unknown_fields=unknown_fields,
+            live=live, now_ms=lambda: int(clock.time() * 1000),
         )  # fmt: skip
         self._plans = self._data.plans  # bounded: plans of cohorts, never records
         self._key_of = {key: i for i, key in enumerate(self.public_keys)}
@@ -147,8 +161,14 @@ class RaiEmulator:
 
     @unknown_fields.setter
     def unknown_fields(self, value: bool) -> None:
-        """Turn the extra, unlisted fields on or off for answers from now on."""
-        self._data.unknown_fields = value
+        """Turn the extra, unlisted fields on or off for answers from now on, cohorts already
+        served included."""
+        self._data.rerender(value)
+
+    @property
+    def timeline(self) -> PlayedDataset:
+        """Its cohorts in time: ``live``, ``now_ms()``, ``listed_now()`` (``_rai_time.py``)."""
+        return self._data
 
     @property
     def total_sessions(self) -> int:
@@ -211,6 +231,18 @@ class RaiEmulator:
             self.cohort_count = self._data.cohort_count
         return [self._data.plan(c).record["cohort_id"] for c in range(first, first + count)]
 
+    def add_cohort(
+        self, window_start: str, *, window_end: str | None = None,
+        created_at: str | None = None, sessions: int = 50,
+    ) -> dict[str, Any]:
+        """One cohort in ``[window_start, window_end)`` (1 h), served from ``created_at`` on (now
+        or the window's end); times RFC 3339 or ``now-3d``; its record (ValueError: why not)."""
+        cohort = cohort_times(window_start, window_end, created_at, sessions, self._data.now_ms())
+        with self._lock:
+            index = self._data.add(cohort)
+            self.cohort_count = self._data.cohort_count
+        return json.loads(json.dumps(self._data.plan(index).record))  # type: ignore[no-any-return]
+
     def hide_cohorts(self, indexes: Collection[int]) -> None:
         """Act as if cohorts ``indexes`` were not created yet: not listed, not found."""
         with self._lock:
@@ -230,10 +262,12 @@ class RaiEmulator:
         """An in-process httpx transport (sync and async clients) answering like the API."""
         return as_transport(self.handler)
 
-    def serve(self, *, host: str = "127.0.0.1", port: int = 0) -> LoopbackServer:
+    def serve(
+        self, *, host: str = "127.0.0.1", port: int = 0, control: bool = False
+    ) -> LoopbackServer:
         """A started loopback server for the emulator, also kept as :attr:`server`; ``stop()``
-        also ends pending waits."""
-        self.server = _EmulatorServer(self, host=host, port=port).start()
+        also ends pending waits. ``control=True``: ``/_control`` too, for loopback clients."""
+        self.server = _EmulatorServer(self, host=host, port=port, control=control).start()
         return self.server
 
     @property
@@ -387,8 +421,10 @@ def _json_reply(data: Any, request_id: str, status: int = 200) -> Reply:
 class _EmulatorServer(LoopbackServer):
     """A loopback server whose stop also cuts short the emulator's simulated latency."""
 
-    def __init__(self, emulator: RaiEmulator, *, host: str, port: int) -> None:
-        super().__init__(emulator.handler, host=host, port=port)
+    def __init__(self, emulator: RaiEmulator, *, host: str, port: int, control: bool) -> None:
+        handler = emulator.handler
+        super().__init__(with_control(handler, RaiControls(emulator)) if control else handler,
+                         host=host, port=port)  # fmt: skip
         self._emulator = emulator
 
     def start(self) -> LoopbackServer:
