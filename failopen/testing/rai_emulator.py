@@ -43,6 +43,7 @@ import httpx
 from failopen.clock import SYSTEM_CLOCK, Clock
 from failopen.testing._rai_control import RaiControls
 from failopen.testing._rai_data import Query
+from failopen.testing._rai_faults import RaiFaults
 from failopen.testing._rai_pages import page_chunks
 from failopen.testing._rai_requests import (
     DEFAULT_PAGE_SIZE,
@@ -63,7 +64,7 @@ from failopen.testing.control import with_control
 __all__ = ["RaiEmulator", "DEFAULT_PAGE_SIZE", "MAX_WINDOW", "ENDPOINTS"]
 
 
-class RaiEmulator:
+class RaiEmulator(RaiFaults):
     """The session-intelligence API, served from lazily generated deterministic data.
 
     Serve it in-process with :meth:`transport` or on a socket with :meth:`serve`; read the counters
@@ -203,24 +204,6 @@ class RaiEmulator:
         """Invalidate every page token issued so far (the next use gets invalid_page_token)."""
         self._page_secret = secrets.token_bytes(16)
 
-    def inject_error(self, code: str, *, times: int = 1, endpoint: str | None = None) -> None:
-        """Answer the next ``times`` requests (to ``endpoint``, or any) with error ``code``."""
-        if code not in HTTP_STATUS:
-            raise ValueError(f"unknown error code {code!r}; use one of {sorted(HTTP_STATUS)}")
-        if endpoint is not None and endpoint not in ENDPOINTS:
-            raise ValueError(f"unknown endpoint {endpoint!r}; use one of {ENDPOINTS}")
-        with self._lock:
-            self._injected.extend([(code, endpoint)] * times)
-
-    def cut_off_answers(self, *, times: int = 1, endpoint: str | None = None,
-                        empty: bool = False) -> None:  # fmt: skip
-        """Answer the next ``times`` data requests (to ``endpoint``, or any) 200 with the JSON
-        cut in half, or with an empty body: complete HTTP framing, as a proxy that cut it sends."""
-        if endpoint is not None and endpoint not in ENDPOINTS:
-            raise ValueError(f"unknown endpoint {endpoint!r}; use one of {ENDPOINTS}")
-        with self._lock:
-            self._cut.extend([(endpoint, empty)] * times)
-
     def add_cohorts(self, count: int) -> list[str]:
         """Create ``count`` new cohorts after the existing ones (new attacks found); their ids."""
         if count < 0:
@@ -312,16 +295,6 @@ class RaiEmulator:
         except ApiError as exc:
             return self._error(exc.code, exc.message, request_id)
         return self._maybe_cut(endpoint, reply)
-
-    def _maybe_cut(self, endpoint: str, reply: Reply) -> Reply:
-        with self._lock:
-            index = next((i for i, (ep, _) in enumerate(self._cut) if ep in (None, endpoint)), None)
-            if index is None:
-                return reply
-            empty = self._cut.pop(index)[1]
-        body = reply.body if isinstance(reply.body, bytes) else b"".join(reply.body)
-        reply.body = b"" if empty else body[: len(body) // 2]
-        return reply
 
     def _count(self, endpoint: str) -> None:
         with self._lock:
