@@ -341,6 +341,7 @@ def _serve_rai(args: argparse.Namespace) -> int:
             sessions_per_cohort=args.sessions_per_cohort, seed=args.seed,
             token_ttl=args.token_ttl, fail_every=args.fail_every, latency=args.latency,
             slow_pages=args.slow_pages, unknown_fields=args.unknown_fields,
+            cohort_filter=args.cohort_filter,
         )  # fmt: skip
     except ValueError as exc:
         return usage_error("rai", str(exc))
@@ -388,6 +389,9 @@ def register_emulate_rai(emulate_subparsers: argparse._SubParsersAction[Any]) ->
                          help="each list page stalls this long mid-body")  # fmt: skip
     emulate.add_argument("--unknown-fields", action="store_true",
                          help="add fields the spec does not list (tolerance tests)")
+    emulate.add_argument("--cohort-filter", choices=("window_start", "created_at"),
+                         default="window_start", help="what list cohorts' from/to select on "
+                         "(the spec does not say; default window_start)")  # fmt: skip
     emulate.set_defaults(func=_serve_rai)
 
 
