@@ -1,5 +1,6 @@
 """The state file of ``failopen rai sync``: where each public key's last run ended, the cohort ids
-already delivered inside the lookback, and the output files a batch was about to append to.
+delivered in the last :data:`FORGET_AFTER` (each with the time to forget it: ids, never records),
+and the output files a batch was about to append to.
 
 The file is JSON, replaced atomically (temporary file, fsync, rename, fsync of the directory), so
 a crash at any point leaves either the old state or the new one, never half of either. A lock
@@ -21,9 +22,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-__all__ = ["VERSION", "StateError", "KeyState", "SyncState", "locked"]
+from failopen.rai._arguments import MAX_WINDOW, format_rfc3339, parse_rfc3339
+from failopen.rai.exceptions import RaiValidationError
 
-VERSION = 1
+__all__ = ["VERSION", "FORGET_AFTER", "StateError", "KeyState", "SyncState", "locked"]
+
+#: 2: ``delivered`` maps an id to when to forget it (1: to the end of the window it was listed in,
+#: forgotten with the lookback; read and converted). A failopen that reads only 1 refuses a 2.
+VERSION = 2
+#: How long a delivered cohort id is remembered after the run that delivered it: twice the
+#: 30-day reach a run lists (``--lookback`` at most), so no run can list it again after that.
+FORGET_AFTER = 2 * MAX_WINDOW
 # The day files of _sink.FILE_NAME (not imported: _sink imports this module).
 _FILE_NAME = re.compile(r"(cohorts|sessions)-(\d{4}-\d{2}-\d{2}|undated)\.(jsonl|csv)")
 
@@ -34,8 +43,9 @@ class StateError(Exception):
 
 @dataclass
 class KeyState:
-    """One public key: listed through ``through``; ``delivered`` maps cohort id to the end of the
-    window it was listed in, so an id is forgotten once no later run can list that window again.
+    """One public key: listed through ``through``; ``delivered`` maps cohort id to the time to
+    forget it (the end of the run that delivered it plus :data:`FORGET_AFTER`), whatever flags
+    later runs use: a run lists at most 30 days behind where the previous one ended.
     ``since`` is where the key's first run started, recorded before it fetches anything: a first
     run killed before it completes is resumed from there without ``--since``."""
 
@@ -82,8 +92,9 @@ class SyncState:
     def _parse(cls, path: str, body: Any) -> SyncState:
         if not isinstance(body, dict):
             raise ValueError("not a JSON object")
-        if body.get("version") != VERSION:
-            raise ValueError(f"version {body.get('version')!r}, this failopen reads {VERSION}")
+        version = body.get("version")
+        if version not in (1, VERSION) or isinstance(version, bool):
+            raise ValueError(f"version {version!r}, this failopen reads 1 and {VERSION}")
         keys: dict[str, KeyState] = {}
         for key, entry in body["keys"].items():
             through, since = entry["through"], entry.get("since")
@@ -96,6 +107,18 @@ class SyncState:
                 isinstance(k, str) and isinstance(v, str) for k, v in delivered.items()
             ):
                 raise ValueError(f"keys.{key}.delivered is not an object of strings")
+            try:
+                for stamp in (through, since, *delivered.values()):
+                    # Far from the ends of datetime: a run adds and subtracts days to these.
+                    if stamp is not None and not 1970 <= parse_rfc3339(stamp).year <= 9000:
+                        raise ValueError(f"keys.{key}: {stamp!r} is out of range")
+            except RaiValidationError as exc:
+                raise ValueError(str(exc)) from None
+            if version == 1:  # the end of a listing window: remembered from there on
+                delivered = {
+                    cohort: format_rfc3339(parse_rfc3339(end) + FORGET_AFTER)
+                    for cohort, end in delivered.items()
+                }  # fmt: skip
             keys[key] = KeyState(through, dict(delivered), since)
         pending = body.get("pending") or {}
         if not isinstance(pending, dict) or not all(
