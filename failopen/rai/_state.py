@@ -20,6 +20,7 @@ import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import IO, Any
 
 from failopen.rai._arguments import MAX_WINDOW, format_rfc3339, parse_rfc3339
@@ -33,6 +34,7 @@ VERSION = 2
 #: How long a delivered cohort id is remembered after the run that delivered it: twice the
 #: 30-day reach a run lists (``--lookback`` at most), so no run can list it again after that.
 FORGET_AFTER = 2 * MAX_WINDOW
+_LAST = datetime(9000, 1, 1, tzinfo=timezone.utc)
 # The day files of _sink.FILE_NAME (not imported: _sink imports this module).
 _FILE_NAME = re.compile(r"(cohorts|sessions)-(\d{4}-\d{2}-\d{2}|undated)\.(jsonl|csv)")
 
@@ -109,14 +111,15 @@ class SyncState:
                 raise ValueError(f"keys.{key}.delivered is not an object of strings")
             try:
                 for stamp in (through, since, *delivered.values()):
-                    # Far from the ends of datetime: a run adds and subtracts days to these.
-                    if stamp is not None and not 1970 <= parse_rfc3339(stamp).year <= 9000:
-                        raise ValueError(f"keys.{key}: {stamp!r} is out of range")
+                    # A run subtracts days from these: far from the start of datetime.
+                    if stamp is not None and parse_rfc3339(stamp).year < 1970:
+                        raise ValueError(f"keys.{key}: {stamp!r} is before 1970")
             except RaiValidationError as exc:
                 raise ValueError(str(exc)) from None
             if version == 1:  # the end of a listing window: remembered from there on
+                # (an end in year 9999, from an --until refused since, must not overflow)
                 delivered = {
-                    cohort: format_rfc3339(parse_rfc3339(end) + FORGET_AFTER)
+                    cohort: format_rfc3339(min(parse_rfc3339(end), _LAST) + FORGET_AFTER)
                     for cohort, end in delivered.items()
                 }  # fmt: skip
             keys[key] = KeyState(through, dict(delivered), since)

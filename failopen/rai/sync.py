@@ -236,6 +236,10 @@ class _Run:
                 self.summary.gaps.append({"public_key": public_key,
                                           "listed_through": keystate.through})  # fmt: skip
             start = min(through or until, until) - self.options.lookback
+            if through is not None:
+                # Ids delivered before through - FORGET_AFTER may be forgotten: a run with an
+                # --until in the past lists nothing older, or it would write them again.
+                start = max(start, through - FORGET_AFTER)
         elif keystate.since is not None:  # a first run, or one resumed after it was killed
             start = parse_rfc3339(keystate.since, name="state since")
         else:

@@ -223,3 +223,41 @@ def test_the_state_keeps_ids_only_and_forgets_them_after_the_horizon(
     for cohort, forget in kept.items():  # an id and when to forget it, nothing of the record
         assert cohort.startswith("coh_") and parse_rfc3339(forget) > parse_rfc3339(until)
     assert state.stat().st_size < 100 * len(kept) + 300
+
+
+def test_a_state_of_an_older_failopen_is_converted_even_with_year_9999_in_it(
+    sync: Runner, emulator: RaiEmulator, state: Path, out: Path
+) -> None:
+    assert sync(*sync_args(state, out, since=SINCE, until="2024-05-22T00:00:00Z")).code == 0
+    delivered = dict.fromkeys(_delivered(state), "9999-12-31T23:59:59Z")  # --until 9999, once
+    state.write_text(json.dumps({"version": 1, "running": False, "pending": {}, "keys": {
+        KEY: {"through": "9999-12-31T23:59:59Z", "delivered": delivered, "since": SINCE}}}))
+    run = sync(*sync_args(state, out, "--json", until="2024-05-22T01:00:00Z"))
+    assert run.code == 6 and run.summary()["cohorts"] == 0, run.err  # nothing twice
+    assert json.loads(state.read_text())["version"] == 2
+    assert_exactly_once(out, emulator)
+
+
+def test_a_state_with_an_unreadable_time_is_left_alone(
+    sync: Runner, state: Path, out: Path
+) -> None:
+    body = {"version": 2, "running": False, "pending": {}, "keys": {
+        KEY: {"through": "2024-05-10T00:00:00Z", "delivered": {"coh_1": "soon"}, "since": SINCE}}}
+    state.write_text(json.dumps(body))
+    before = state.read_bytes()
+    run = sync(*sync_args(state, out, until="2024-05-22T00:00:00Z"))
+    assert run.code == 1 and "is not a valid sync state" in run.err and "Traceback" not in run.err
+    assert state.read_bytes() == before and list(out.iterdir()) == []
+
+
+def test_an_until_in_the_past_after_ids_were_forgotten_writes_nothing_twice(
+    sync: Runner, emulator: RaiEmulator, state: Path, out: Path
+) -> None:
+    assert sync(*sync_args(state, out, since=SINCE, until="2024-05-22T00:00:00Z")).code == 0
+    assert sync(*sync_args(state, out, until="2024-08-01T00:00:00Z")).code == 6  # a gap
+    assert _delivered(state) == {}  # forgotten: delivered more than 60 days before
+    for until in ("2024-05-25T00:00:00Z", "2024-07-01T00:00:00Z"):
+        run = sync(*sync_args(state, out, "--json", until=until))
+        assert run.code == 0 and run.summary()["cohorts"] == 0, run.err
+    assert json.loads(state.read_text())["keys"][KEY]["through"] == "2024-08-01T00:00:00Z"
+    assert_exactly_once(out, emulator)
