@@ -1,5 +1,6 @@
 """The state file of ``failopen rai sync``: where each public key's last run ended, the cohort ids
-already delivered inside the lookback, and the output files a batch was about to append to.
+delivered in the last :data:`FORGET_AFTER` (each with the time to forget it: ids, never records),
+and the output files a batch was about to append to.
 
 The file is JSON, replaced atomically (temporary file, fsync, rename, fsync of the directory), so
 a crash at any point leaves either the old state or the new one, never half of either. A lock
@@ -19,11 +20,21 @@ import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import IO, Any
 
-__all__ = ["VERSION", "StateError", "KeyState", "SyncState", "locked"]
+from failopen.rai._arguments import MAX_WINDOW, format_rfc3339, parse_rfc3339
+from failopen.rai.exceptions import RaiValidationError
 
-VERSION = 1
+__all__ = ["VERSION", "FORGET_AFTER", "StateError", "KeyState", "SyncState", "locked"]
+
+#: 2: ``delivered`` maps an id to when to forget it (1: to the end of the window it was listed in,
+#: forgotten with the lookback; read and converted). A failopen that reads only 1 refuses a 2.
+VERSION = 2
+#: How long a delivered cohort id is remembered after the run that delivered it: twice the
+#: 30-day reach a run lists (``--lookback`` at most), so no run can list it again after that.
+FORGET_AFTER = 2 * MAX_WINDOW
+_LAST = datetime(9000, 1, 1, tzinfo=timezone.utc)
 # The day files of _sink.FILE_NAME (not imported: _sink imports this module).
 _FILE_NAME = re.compile(r"(cohorts|sessions)-(\d{4}-\d{2}-\d{2}|undated)\.(jsonl|csv)")
 
@@ -34,8 +45,9 @@ class StateError(Exception):
 
 @dataclass
 class KeyState:
-    """One public key: listed through ``through``; ``delivered`` maps cohort id to the end of the
-    window it was listed in, so an id is forgotten once no later run can list that window again.
+    """One public key: listed through ``through``; ``delivered`` maps cohort id to the time to
+    forget it (the end of the run that delivered it plus :data:`FORGET_AFTER`), whatever flags
+    later runs use: a run lists at most 30 days behind where the previous one ended.
     ``since`` is where the key's first run started, recorded before it fetches anything: a first
     run killed before it completes is resumed from there without ``--since``."""
 
@@ -82,8 +94,9 @@ class SyncState:
     def _parse(cls, path: str, body: Any) -> SyncState:
         if not isinstance(body, dict):
             raise ValueError("not a JSON object")
-        if body.get("version") != VERSION:
-            raise ValueError(f"version {body.get('version')!r}, this failopen reads {VERSION}")
+        version = body.get("version")
+        if version not in (1, VERSION) or isinstance(version, bool):
+            raise ValueError(f"version {version!r}, this failopen reads 1 and {VERSION}")
         keys: dict[str, KeyState] = {}
         for key, entry in body["keys"].items():
             through, since = entry["through"], entry.get("since")
@@ -96,6 +109,19 @@ class SyncState:
                 isinstance(k, str) and isinstance(v, str) for k, v in delivered.items()
             ):
                 raise ValueError(f"keys.{key}.delivered is not an object of strings")
+            try:
+                for stamp in (through, since, *delivered.values()):
+                    # A run subtracts days from these: far from the start of datetime.
+                    if stamp is not None and parse_rfc3339(stamp).year < 1970:
+                        raise ValueError(f"keys.{key}: {stamp!r} is before 1970")
+            except RaiValidationError as exc:
+                raise ValueError(str(exc)) from None
+            if version == 1:  # the end of a listing window: remembered from there on
+                # (an end in year 9999, from an --until refused since, must not overflow)
+                delivered = {
+                    cohort: format_rfc3339(min(parse_rfc3339(end), _LAST) + FORGET_AFTER)
+                    for cohort, end in delivered.items()
+                }  # fmt: skip
             keys[key] = KeyState(through, dict(delivered), since)
         pending = body.get("pending") or {}
         if not isinstance(pending, dict) or not all(

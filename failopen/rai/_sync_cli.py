@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from failopen._internal.durations import duration_arg
-from failopen.rai._arguments import check_public_keys, to_instant
+from failopen.rai._arguments import check_public_keys, format_rfc3339, to_instant
 from failopen.rai._client import Client
 from failopen.rai._command import (
     COHORT_COLUMNS,
@@ -36,12 +36,15 @@ from failopen.rai._output import Progress, Terminated, UsageError, sigterm_raise
 from failopen.rai._sink import DirSink, Sink, StdoutSink
 from failopen.rai._state import StateError, SyncState, locked
 from failopen.rai.exceptions import RaiError, RaiValidationError
-from failopen.rai.sync import MissingSince, Summary, SyncOptions, run_sync
+from failopen.rai.sync import CLOCK_SKEW, REACH, MissingSince, Summary, SyncOptions, run_sync
 
-__all__ = ["register_sync", "SYNC_DESCRIPTION", "DEFAULT_LOOKBACK"]
+__all__ = ["register_sync", "SYNC_DESCRIPTION", "DEFAULT_LOOKBACK", "EXIT_GAP"]
 
-DEFAULT_LOOKBACK = "24h"
+DEFAULT_LOOKBACK = "30d"
 EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a process the signal ended
+#: The run completed, but a key was last listed more than 30 days before it (see Summary.gaps).
+EXIT_GAP = 6
+_FLOOR = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _DURATION = re.compile(r"(\d+)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -52,10 +55,15 @@ Fetch each new cohort and its sessions exactly once, run after run.
       --out-dir /data/rai --since 2024-05-01T00:00:00Z
 
 Each run lists the cohorts of each key from where the last run ended, less
---lookback (a cohort created late inside an old window is still caught), up to
---until (default: now), skips the cohorts already delivered, and writes the new
-ones and their sessions. --since is needed the first time for each key, and is
-ignored once the state file knows the key: it records a key's --since before
+--lookback (default and at most 30d, the longest window the API lists), up to
+--until (default: now; later than now is refused), skips the cohorts already
+delivered, and writes the new ones and their sessions. So a cohort the API shows
+up to 30 days after its window start or its created_at (the API filters on one
+of them) is delivered by the next run, once. --lookback below 30d lists less (a
+cost knob): a cohort created later than that after its window start can then be
+missed; the run says so when cohorts come close (late_cohorts). --since is
+needed the first time for each key (a backfill may reach back any distance), and
+is ignored once the state file knows the key: it records a key's --since before
 its first run fetches anything, so a first run killed at any point is resumed by
 the same command without --since.
 
@@ -68,9 +76,11 @@ next run. --out-dir - writes JSON lines to stdout (at least once: after a crash
 the last batch may be written again) and the --json summary to stderr.
 
 --state (JSON, replaced atomically) holds, per key, where the last run ended and
-the cohort ids delivered inside the lookback. A run killed at any point resumes
-without gaps or duplicates, refetching unfinished cohorts from their first page.
-A second run on the same state file refuses to start (<state>.lock).
+the ids of the cohorts delivered in the last 60 days (ids only, whatever the
+flags: a wider --lookback or a re-run writes nothing twice). A run killed at any
+point resumes without gaps or duplicates, refetching unfinished cohorts from
+their first page. A second run on the same state file refuses to start
+(<state>.lock).
 
 A key the service refuses (403: not the credentials' key) is named in one line;
 the other keys are synced and the run exits 3 at the end. SIGTERM finishes the
@@ -81,8 +91,10 @@ Exit codes: 0 done, 1 the output, state or lock file could not be used, 2 bad
 arguments (or a 400), 3 unauthorized or forbidden (a refused key: after the
 others), 4 not found, 5 server or network failure after the retries, or a
 listing the service never ends (100 empty pages in a row still carrying a
-next_page_token, or --max-pages pages), 143 SIGTERM. On failure the state keeps
-every cohort written before it; the next run goes on from there.
+next_page_token, or --max-pages pages), 6 done, but a key was last listed more
+than 30 days before (what the API no longer lists could have been missed; the
+message says what to check; the next run exits 0), 143 SIGTERM. On failure the
+state keeps every cohort written before it; the next run goes on from there.
 """
 
 
@@ -102,6 +114,49 @@ def _instant(text: str | None, name: str) -> datetime | None:
         return to_instant(text, name=name)
     except RaiValidationError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _window(args: argparse.Namespace, now: datetime) -> tuple[datetime | None, datetime]:
+    """--since and --until, refused when no run could ever list that window (UsageError)."""
+    if args.lookback > REACH:
+        raise UsageError(f"--lookback is at most {DEFAULT_LOOKBACK} (the longest window the "
+                         "API lists, and the default); leave it out")  # fmt: skip
+    since = _instant(args.since, "--since")
+    until = _instant(args.until, "--until") or now
+    latest = now + CLOCK_SKEW
+    for name, moment in (("--since", since), ("--until", until)):
+        if moment is None:
+            continue
+        if moment > latest:
+            # A run lists only what exists: a later --until would record the key as listed
+            # through a time that has not come, and no later run would list what appears.
+            raise UsageError(f"{name} {format_rfc3339(moment)} is later than now "
+                             f"({format_rfc3339(now)}, allowing 5 minutes of clock skew); "
+                             "leave --until out (it defaults to now)")  # fmt: skip
+        if moment < _FLOOR:
+            raise UsageError(f"{name} {format_rfc3339(moment)} is before 1970-01-01")
+    if since is not None and since >= until:
+        raise UsageError(f"--since {format_rfc3339(since)} must be before --until "
+                         f"{format_rfc3339(until)}")  # fmt: skip
+    return since, until
+
+
+def _notes(prog: str, summary: Summary) -> int:
+    """Say what a completed run could not vouch for, and what to do; its exit code."""
+    if summary.late:
+        hours = round(summary.late_max / 3600)
+        report(prog, "late_cohorts", f"{summary.late} cohort(s) were created more than half the "
+               f"lookback after their window started (up to {hours} h): if the API filters by "
+               "window start, a cohort created later than --lookback after it is missed; keep "
+               f"--lookback at {DEFAULT_LOOKBACK} (the default)", None)  # fmt: skip
+    for gap in summary.gaps:
+        report(prog, "gap", f"{gap['public_key']} was last listed through "
+               f"{gap['listed_through']}, more than 30 days before this run (or in the future): "
+               "a cohort the API showed only after that, in a window it no longer lists, could "
+               "have been missed. Everything it still lists was delivered. Check the support "
+               "tickets of that period (each cohort has one) against the cohorts delivered, and "
+               "run the sync at least daily; the next run exits 0", None)  # fmt: skip
+    return EXIT_GAP if summary.gaps else EXIT_OK
 
 
 def _sink(args: argparse.Namespace) -> Sink:
@@ -125,10 +180,8 @@ def _sync(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], 
                 keys = check_public_keys(args.public_keys, name="--public-key")
             except RaiValidationError as exc:
                 raise UsageError(str(exc)) from None
-            since = _instant(args.since, "--since")
-            until = _instant(args.until, "--until") or datetime.now(timezone.utc).replace(
-                microsecond=0
-            )
+            now = datetime.now(timezone.utc).replace(microsecond=0)
+            since, until = _window(args, now)
             options = SyncOptions(keys, since, args.lookback, until, parallel=args.parallel,
                                   page_size=args.page_size,
                                   batch_records=args.batch_records)  # fmt: skip
@@ -140,6 +193,7 @@ def _sync(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], 
                 client = make_client(args)
                 with client:
                     run_sync(client, state, sink, options, progress, summary)
+        code = _notes(prog, summary)
     except Terminated as exc:
         # Fetching stopped; every batch appended is recorded and the rest was discarded, so the
         # files and the state are as a crash would leave them at worst (the next run cleans up).
@@ -179,7 +233,7 @@ def _sync(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], 
         report(prog, error.code or "forbidden", f"public key {key!r} was skipped (not the "
                f"credentials' key, or no right to it): {error.message}; the other keys are "
                "synced", error.request_id, error.status_code)  # fmt: skip
-    if summary.refused and code == EXIT_OK:
+    if summary.refused and code in (EXIT_OK, EXIT_GAP):
         code = EXIT_AUTH
     if args.json:
         outcome: dict[str, Any] = summary.to_json(code)
@@ -210,7 +264,8 @@ def register_sync(
                       help="where the first run of a key starts (required the first time)")
     sync.add_argument("--lookback", type=_lookback, default=_lookback(DEFAULT_LOOKBACK),
                       metavar="DURATION", help="how far back each run lists cohorts again, "
-                      f"e.g. 2h or 1d (default: {DEFAULT_LOOKBACK})")  # fmt: skip
+                      f"at most and by default {DEFAULT_LOOKBACK} (less is a cost knob: late "
+                      "cohorts can be missed)")  # fmt: skip
     sync.add_argument("--until", metavar="RFC3339", help="end of this run (default: now)")
     sync.add_argument("--parallel", type=parallel_arg, default=4, metavar="N",
                       help="cohorts fetched at once, 1-32 (default: 4)")  # fmt: skip

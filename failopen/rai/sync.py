@@ -2,7 +2,12 @@
 
 A run lists, per public key, the cohorts of ``[through - lookback, until)`` (``--since`` the first
 time), skips the cohort ids already delivered, and fetches the sessions of each new cohort (up to
-``--parallel`` cohorts at once). Whole cohorts are the unit of work: they are spooled to temporary
+``--parallel`` cohorts at once). The lookback is the API's 30-day reach unless narrowed: a cohort
+that appears up to 30 days after the time the API filters on (its window start or its created_at;
+the spec does not say which) is delivered by the next run, and the delivered ids are remembered
+for twice that (``_state.FORGET_AFTER``), so no run lists one again after it is forgotten. A key
+last listed more than 30 days ago is named in ``Summary.gaps``: the API may no longer list what
+appeared in between. Whole cohorts are the unit of work: they are spooled to temporary
 files, appended to the day files in listing order in batches, and only then recorded as delivered
 in the state file. A run killed at any point is resumed by the next one: an append cut short is
 cut back, and the cohorts not recorded are fetched again from their first page (page tokens may
@@ -20,10 +25,11 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from failopen.rai._arguments import (
+    MAX_WINDOW,
     check_cohort_id,
     format_rfc3339,
     parse_rfc3339,
@@ -33,10 +39,15 @@ from failopen.rai._client import Client
 from failopen.rai._output import Progress, signals_held
 from failopen.rai._pager import cohort_sessions_pager
 from failopen.rai._sink import Sink, Spool
-from failopen.rai._state import KeyState, SyncState
+from failopen.rai._state import FORGET_AFTER, KeyState, SyncState
 from failopen.rai.exceptions import Forbidden, RaiError, RaiValidationError
 
-__all__ = ["SyncOptions", "Summary", "MissingSince", "run_sync"]
+__all__ = ["SyncOptions", "Summary", "MissingSince", "run_sync", "REACH", "CLOCK_SKEW"]
+
+#: How far back a run lists (``--lookback`` at most): the longest window the API accepts.
+REACH = MAX_WINDOW
+#: How far ahead of this machine's clock an --until (or a state's ``through``) may be.
+CLOCK_SKEW = timedelta(minutes=5)
 
 logger = logging.getLogger("failopen.rai")
 
@@ -65,6 +76,8 @@ class SyncOptions:
     #: A batch is appended once it holds this many records (or the key is done): fewer fsyncs,
     #: at the price of refetching up to this many records after a crash.
     batch_records: int = 20_000
+    #: The wall clock (injectable): a state's ``through`` later than now is a stale future.
+    now: Callable[[], datetime] = field(default=lambda: datetime.now(timezone.utc))
 
 
 @dataclass
@@ -80,12 +93,20 @@ class Summary:
     #: Keys the service refused (403: not the credentials' key, or no right to it), in order,
     #: with the error; the other keys were synced and the state keeps these where they were.
     refused: dict[str, RaiError] = field(default_factory=dict)
+    #: Cohorts delivered this run created more than half the lookback after their window
+    #: started, and the longest such delay (seconds): what a narrower lookback would miss.
+    late: int = 0
+    late_max: float = 0.0
+    #: Keys whose last listing was more than the reach ago (or in the future): public_key and
+    #: listed_through. What the API no longer lists could have been missed: exit 6.
+    gaps: list[dict[str, str]] = field(default_factory=list)
 
     def to_json(self, exit_code: int) -> dict[str, Any]:
         return {
             "cohorts": self.cohorts, "sessions": self.sessions, "files": sorted(self.files),
             "seconds": round(self.seconds, 3), "resumed": self.resumed, "exit_code": exit_code,
-            "undated": self.undated, "refused_keys": list(self.refused),
+            "undated": self.undated, "refused_keys": list(self.refused), "gaps": self.gaps,
+            "late_cohorts": {"count": self.late, "max_delay_seconds": round(self.late_max)},
         }  # fmt: skip
 
 
@@ -94,7 +115,7 @@ class _Done:
     """A fetched cohort waiting for its batch."""
 
     cohort_id: str
-    window_end: str
+    delay: float | None  # created_at - cohort_window_start, seconds (None when unreadable)
     spool: Spool
 
 
@@ -117,7 +138,7 @@ class _Run:
 
     # -- one unit of work, on a worker thread --
 
-    def fetch(self, record: dict[str, Any], cohort_id: str, window_end: str) -> _Done:
+    def fetch(self, record: dict[str, Any], cohort_id: str, delay: float | None) -> _Done:
         spool = self.sink.spool()
         try:
             spool.add("cohorts", [record])
@@ -136,11 +157,11 @@ class _Run:
         except BaseException:
             spool.discard()
             raise
-        return _Done(cohort_id, window_end, spool)
+        return _Done(cohort_id, delay, spool)
 
     # -- committing, on the main thread --
 
-    def commit(self, keystate: KeyState, batch: _Batch) -> None:
+    def commit(self, keystate: KeyState, batch: _Batch, forget: str) -> None:
         if not batch.done:
             return
         # SIGTERM waits for the batch: appended, recorded and counted, or none of it; the run
@@ -158,7 +179,7 @@ class _Run:
                 self.state.save()
             written = self.sink.append(spools, self.state.pending)
             for item in batch.done:
-                keystate.delivered[item.cohort_id] = item.window_end
+                keystate.delivered[item.cohort_id] = forget
             self.state.pending = {}
             self.state.save()
         finally:
@@ -169,6 +190,10 @@ class _Run:
         for spool in spools:
             self.summary.cohorts += spool.records["cohorts"]
             self.summary.sessions += spool.records["sessions"]
+        for item in batch.done:
+            if item.delay is not None and item.delay > self.options.lookback.total_seconds() / 2:
+                self.summary.late += 1
+                self.summary.late_max = max(self.summary.late_max, item.delay)
         if undated:
             # Delivered once like any other record, but no day file can hold it: say so, as a
             # reader of the day files would otherwise never see it.
@@ -180,11 +205,10 @@ class _Run:
     # -- one public key --
 
     def listed(self, public_key: str, keystate: KeyState,
-               start: datetime) -> Iterator[tuple[dict[str, Any], str, str]]:  # fmt: skip
-        """New cohorts of the key, in listing order: (record, cohort_id, end of its window)."""
+               start: datetime) -> Iterator[tuple[dict[str, Any], str, float | None]]:  # fmt: skip
+        """New cohorts of the key, in listing order: (record, cohort_id, its delay)."""
         seen: set[str] = set()
         for first, last in split_window(start, self.options.until):
-            end = format_rfc3339(last)
             pages = self.client.iter_cohort_pages(
                 first, last, [public_key], page_size=self.options.page_size, raw=True
             )
@@ -203,19 +227,44 @@ class _Run:
                         if cohort_id in keystate.delivered or cohort_id in seen:
                             continue
                         seen.add(cohort_id)
-                        yield record, cohort_id, end
+                        yield record, cohort_id, _delay(record)
 
     def key(self, public_key: str) -> None:
         keystate = self.state.key(public_key)
+        until = self.options.until
+        through = None
         if keystate.through is not None:
-            start = parse_rfc3339(keystate.through, name="state through") - self.options.lookback
+            through = parse_rfc3339(keystate.through, name="state through")
+            if through > self.options.now() + CLOCK_SKEW:
+                # Written by a run with a future --until (refused since): it never listed what
+                # appeared after it ran, and when that was is unknown. Listed again from here.
+                self.summary.gaps.append({"public_key": public_key,
+                                          "listed_through": keystate.through})  # fmt: skip
+                through = None
+            elif until - through > REACH:
+                self.summary.gaps.append({"public_key": public_key,
+                                          "listed_through": keystate.through})  # fmt: skip
+            start = min(through or until, until) - self.options.lookback
+            if through is not None:
+                # Ids delivered before through - FORGET_AFTER may be forgotten: a run with an
+                # --until in the past lists nothing older, or it would write them again.
+                start = max(start, through - FORGET_AFTER)
         elif keystate.since is not None:  # a first run, or one resumed after it was killed
             start = parse_rfc3339(keystate.since, name="state since")
         else:
             raise MissingSince(public_key, self.state.exists)
-        until = self.options.until
-        if start >= until:
-            return
+        forget = format_rfc3339(until + FORGET_AFTER)
+        if start < until:
+            self._deliver(public_key, keystate, start, forget)
+        # Never moved back by a run with an earlier --until: what was listed stays listed.
+        keystate.through = format_rfc3339(max(through or until, until))
+        keystate.delivered = {
+            cohort: at for cohort, at in keystate.delivered.items()
+            if parse_rfc3339(at, name="state delivered") > until
+        }  # fmt: skip
+        self.state.save()
+
+    def _deliver(self, public_key: str, keystate: KeyState, start: datetime, forget: str) -> None:
         batch = _Batch()
         in_flight: deque[Future[_Done]] = deque()
         # One thread more than --parallel: while a cohort's last page is decoded, the next
@@ -226,10 +275,10 @@ class _Run:
                 in_flight.append(executor.submit(self.fetch, record, cohort_id, end))
                 # 2N queued for N threads: they keep fetching while this thread appends.
                 if len(in_flight) >= 2 * self.options.parallel:
-                    self._next(in_flight, keystate, batch)
+                    self._next(in_flight, keystate, batch, forget)
             while in_flight:
-                self._next(in_flight, keystate, batch)
-            self.commit(keystate, batch)
+                self._next(in_flight, keystate, batch, forget)
+            self.commit(keystate, batch, forget)
         except BaseException:
             self.stop.set()
             for future in in_flight:
@@ -238,27 +287,21 @@ class _Run:
             self._discard(in_flight, batch)
             raise
         executor.shutdown(wait=True)
-        keystate.through = format_rfc3339(until)
-        horizon = until - self.options.lookback
-        keystate.delivered = {
-            cohort: end for cohort, end in keystate.delivered.items()
-            if parse_rfc3339(end, name="state delivered") > horizon
-        }  # fmt: skip
-        self.state.save()
 
-    def _next(self, in_flight: deque[Future[_Done]], keystate: KeyState, batch: _Batch) -> None:
+    def _next(self, in_flight: deque[Future[_Done]], keystate: KeyState, batch: _Batch,
+              forget: str) -> None:  # fmt: skip
         future = in_flight[0]
         try:
             done = future.result()
         except RaiError:
             # Keep what is complete: the cohorts fetched before this one are committed first.
             in_flight.popleft()
-            self.commit(keystate, batch)
+            self.commit(keystate, batch, forget)
             raise
         in_flight.popleft()
         batch.add(done)
         if batch.records >= self.options.batch_records:
-            self.commit(keystate, batch)
+            self.commit(keystate, batch, forget)
 
     @staticmethod
     def _discard(in_flight: deque[Future[_Done]], batch: _Batch) -> None:
@@ -267,6 +310,17 @@ class _Run:
         for future in in_flight:
             if future.done() and not future.cancelled() and future.exception() is None:
                 future.result().spool.discard()
+
+
+def _delay(record: dict[str, Any]) -> float | None:
+    """Seconds from a cohort's window start to its created_at; None when either is unreadable."""
+    try:
+        start, created = record.get("cohort_window_start"), record.get("created_at")
+        if not isinstance(start, str) or not isinstance(created, str):
+            return None
+        return (parse_rfc3339(created) - parse_rfc3339(start)).total_seconds()
+    except RaiValidationError:
+        return None
 
 
 def _started(state: SyncState, public_key: str) -> bool:

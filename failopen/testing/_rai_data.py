@@ -207,8 +207,11 @@ class Dataset:
         start_ms: int,
         span_days: float,
         unknown_fields: bool,
+        cohort_filter: str = "window_start",
     ) -> None:
         self.public_keys = public_keys
+        #: What list cohorts' from/to select on: "window_start" or "created_at" (spec: silent).
+        self.cohort_filter = cohort_filter
         self.cohort_count = cohorts
         self.seed = seed
         self.unknown_fields = unknown_fields
@@ -375,7 +378,11 @@ class Dataset:
             if c in self.hidden:
                 continue
             plan = self.plan(c)
-            if plan.start_ms >= query.to_ms or (
+            if query.kind == "list_cohorts" and self.cohort_filter == "created_at":
+                created = parse_rfc3339(plan.record["created_at"])
+                if created is None or not query.from_ms <= created < query.to_ms:
+                    continue
+            elif plan.start_ms >= query.to_ms or (
                 query.kind == "list_cohorts" and plan.start_ms < query.from_ms
             ):
                 continue

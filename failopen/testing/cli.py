@@ -345,6 +345,7 @@ def _serve_rai(args: argparse.Namespace) -> int:
             token_ttl=args.token_ttl, fail_every=args.fail_every, latency=args.latency,
             slow_pages=args.slow_pages, unknown_fields=args.unknown_fields,
             start=args.start, span_days=args.span_days or 20.0, live=bool(args.live),
+            cohort_filter=args.cohort_filter,
         )  # fmt: skip
     except ValueError as exc:
         return usage_error("rai", str(exc))
@@ -396,6 +397,9 @@ def register_emulate_rai(emulate_subparsers: argparse._SubParsersAction[Any]) ->
     emulate.add_argument("--unknown-fields", action="store_true",
                          help="add fields the spec does not list (tolerance tests)")
     add_played_time_flags(emulate)
+    emulate.add_argument("--cohort-filter", choices=("window_start", "created_at"),
+                         default="window_start", help="what list cohorts' from/to select on "
+                         "(the spec does not say; default window_start)")  # fmt: skip
     emulate.set_defaults(func=_serve_rai)
 
 

@@ -8,8 +8,10 @@ Choices where the spec is silent (documented here so tests and users can rely on
 
 * Default ``page_size`` is 100 (:data:`DEFAULT_PAGE_SIZE`).
 * Time windows are half-open ``[from, to)``; ``to`` must be after ``from`` and at most 30 days
-  later. A cohort is in a window when its ``cohort_window_start`` is; a session when its
-  ``session_created`` is. So consecutive windows never return the same record twice.
+  later. A cohort is in a window when its ``cohort_window_start`` is (or, with
+  ``cohort_filter="created_at"``, its ``created_at``: the spec does not say which, so a client
+  can be tested against both); a session when its ``session_created`` is. So consecutive windows
+  never return the same record twice. The listing order is the same in both modes.
 * Ordering is by time: cohorts by window start, sessions by creation (cohort windows never
   overlap, so this is also cohort by cohort).
 * Unknown query parameters are ignored on every endpoint, as the filters of other endpoints are on
@@ -100,6 +102,7 @@ class RaiEmulator(RaiFaults):
         final_page_token: Literal["empty", "absent"] = "empty",
         history_size: int = 1000,
         live: bool = False,
+        cohort_filter: Literal["window_start", "created_at"] = "window_start",
     ) -> None:
         if not 0 < span_days <= MAX_SPAN_DAYS:  # also refuses nan
             raise ValueError(f"span_days: above 0 and at most {MAX_SPAN_DAYS}, not {span_days}")
@@ -118,6 +121,8 @@ class RaiEmulator(RaiFaults):
         unknown = set(forbidden_endpoints) - set(ENDPOINTS)
         if unknown:
             raise ValueError(f"forbidden_endpoints: unknown {sorted(unknown)}; use {ENDPOINTS}")
+        if cohort_filter not in ("window_start", "created_at"):
+            raise ValueError(f"cohort_filter: {cohort_filter!r}; use window_start or created_at")
         self.client_id = client_id
         self.client_secret = client_secret
         self.public_keys = tuple(public_keys)
@@ -135,6 +140,7 @@ class RaiEmulator(RaiFaults):
             public_keys=self.public_keys, cohorts=cohorts, sessions_per_cohort=(low, high),
             seed=seed, start_ms=start_ms, span_days=span_days, unknown_fields=unknown_fields,
             live=live, now_ms=lambda: int(clock.time() * 1000),
+            cohort_filter=cohort_filter,
         )  # fmt: skip
         self._plans = self._data.plans  # bounded: plans of cohorts, never records
         self._key_of = {key: i for i, key in enumerate(self.public_keys)}

@@ -16,9 +16,11 @@ wall time, peak RSS and the requests it sent. Side by side in one run:
 Prints Markdown tables. Six runs on 2026-11-23 (shared 2-core machine, 1M sessions): naive
 loop 46.4-48.9 s; ``rai sessions --parallel 4`` 12.1-14.1 s (3.3x-4.1x the naive loop);
 ``rai sync --parallel 4`` 11.7-14.0 s (3.4x-4.0x); peak RSS 54-59 MB; an incremental run that
-finds nothing new: one request, 0.1 s. What bounds it: the client's GIL (about 10 ms of CPU per
-1,000-record page, 6 of them in the C JSON scanner) with 4 requests on the wire 90% of the
-time; the emulator's 6 ms per page shares the two cores, and so does every other job.
+finds nothing new: one request, 0.1 s (two list requests since issue 32: the 30-day lookback
+and the time since the last run; 0.11 s with --quick on 2026-11-28). What bounds it: the
+client's GIL (about 10 ms of CPU per 1,000-record page, 6 of them in the C JSON scanner) with 4
+requests on the wire 90% of the time; the emulator's 6 ms per page shares the two cores, and
+so does every other job.
 """
 
 from __future__ import annotations

@@ -265,6 +265,22 @@ def test_list_cohorts_window_is_half_open_on_window_start(api: Api) -> None:
     assert first + second == everything and len(first) == 5
 
 
+def test_list_cohorts_can_filter_on_created_at_instead() -> None:
+    api = Api(RaiEmulator(cohort_filter="created_at"))
+    everything = api.all_pages("/cohorts", api.window(to="2024-05-31T00:00:00Z"), "cohorts")
+    assert len(everything) == 12
+    # Cohort 11's window starts 2024-05-19T13:13 and it was created 2024-05-21T13:57.
+    late = everything[11]
+    for cut, listed in (("2024-05-21T13:57:29Z", False), ("2024-05-21T13:57:30Z", True)):
+        got = api.all_pages("/cohorts", api.window(to=cut), "cohorts")
+        assert (late in got) is listed and got[:11] == everything[:11]
+    assert api.all_pages("/cohorts", {**api.window(), "from": "2024-05-21T13:57:29Z",
+                                      "to": "2024-05-22T00:00:00Z"}, "cohorts") == [late]
+    api.http.close()
+    with pytest.raises(ValueError, match="cohort_filter"):
+        RaiEmulator(cohort_filter="created")  # type: ignore[arg-type]
+
+
 def test_list_cohorts_by_several_public_keys() -> None:
     api = Api(RaiEmulator(public_keys=("pk_a", "pk_b", "pk_c")))
     start, end = api.emulator.data_window

@@ -429,14 +429,14 @@ def test_the_rehearsal_of_the_docs_runs(tmp_path: Path) -> None:
             assert done.returncode == 0, done.stderr
             return done.stdout
 
-        first = json.loads(run(*sync[1:], "--lookback", "6d", "--json"))
+        first = json.loads(run(*sync[1:], "--json"))
         assert first["cohorts"] >= 1 and first["exit_code"] == 0
         added = run("emulate", "rai", "--url", url, "--add-cohort", "now-3d", "--created-at",
                     "now", "--sessions", "40")
         assert "40 sessions" in added
         again = [a for a in sync[1:] if a != "--since"]
         again.remove(sync[sync.index("--since") + 1])
-        second = json.loads(run(*again, "--lookback", "6d", "--json"))
+        second = json.loads(run(*again, "--json"))
         assert (second["cohorts"], second["sessions"]) == (1, 40)
     finally:
         served.send_signal(signal.SIGINT)

@@ -105,7 +105,9 @@ def test_a_run_that_finds_nothing_new_only_lists_cohorts(
     result = sync(*sync_args(state, out, "--json", until="2024-05-21T01:00:00Z"))
     assert result.code == 0
     assert result.summary()["cohorts"] == 0 and result.summary()["sessions"] == 0
-    assert emulator.data_requests == 1  # one page of cohorts inside the lookback, no sessions
+    # Two pages of cohorts, no sessions: the lookback (30 days, the API's longest window) behind
+    # where the last run ended is one window, the hour since then another.
+    assert emulator.data_requests == 2
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
