@@ -167,9 +167,9 @@ class _Run:
         # SIGTERM waits for the batch: appended, recorded and counted, or none of it; the run
         # then stops with a summary that counts what the state records.
         with signals_held():
-            self._commit(keystate, batch)
+            self._commit(keystate, batch, forget)
 
-    def _commit(self, keystate: KeyState, batch: _Batch) -> None:
+    def _commit(self, keystate: KeyState, batch: _Batch, forget: str) -> None:
         spools = [item.spool for item in batch.done]
         try:
             names = sorted({name for spool in spools for name in spool.parts})
