@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import io
 import json
 import os
@@ -12,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from failopen.rai import Client
+from failopen.rai import cli as rai_cli
 from failopen.rai.cli import register_rai
 from failopen.testing.rai_emulator import RaiEmulator
 
@@ -90,6 +93,24 @@ def _sid(record: dict[str, Any]) -> str:
 
 
 Runner = Callable[..., Run]
+
+
+def cli_runner(monkeypatch: Any, url: str, capsysbinary: Any) -> Runner:
+    """``failopen rai ...`` in this process against the service at ``url``, with retries that
+    do not sleep: a function of the arguments that returns the :class:`Run`."""
+    monkeypatch.setenv("FAILOPEN_RAI_BASE_URL", url)
+    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_ID", "test-client")
+    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_SECRET", SECRET)
+    monkeypatch.setattr(rai_cli, "Client", functools.partial(Client, sleep=lambda _: None))
+    cli = parser()
+
+    def run(*argv: str) -> Run:
+        args = cli.parse_args(list(argv))
+        code = args.func(args)
+        captured = capsysbinary.readouterr()
+        return Run(code, captured.out, captured.err.decode())
+
+    return run
 
 
 def files(folder: Path) -> dict[str, bytes]:

@@ -5,7 +5,6 @@ retried, SIGTERM ends a sync cleanly, a dead host is one line, a summary for the
 from __future__ import annotations
 
 import csv
-import functools
 import io
 import json
 import os
@@ -18,10 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _sync_helpers import SECRET, Run, Runner, assert_exactly_once, output_size, parser
+from _sync_helpers import SECRET, Runner, assert_exactly_once, cli_runner, output_size
 
-from failopen.rai import Client
-from failopen.rai import cli as rai_cli
 from failopen.testing._server import LoopbackServer
 from failopen.testing.rai_emulator import RaiEmulator
 
@@ -47,19 +44,7 @@ def rai(
     monkeypatch: pytest.MonkeyPatch, server: LoopbackServer,
     capsysbinary: pytest.CaptureFixture[bytes],
 ) -> Runner:  # fmt: skip
-    monkeypatch.setenv("FAILOPEN_RAI_BASE_URL", server.url)
-    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_ID", "test-client")
-    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_SECRET", SECRET)
-    monkeypatch.setattr(rai_cli, "Client", functools.partial(Client, sleep=lambda _: None))
-    cli = parser()
-
-    def run(*argv: str) -> Run:
-        args = cli.parse_args(list(argv))
-        code = args.func(args)
-        captured = capsysbinary.readouterr()
-        return Run(code, captured.out, captured.err.decode())
-
-    return run
+    return cli_runner(monkeypatch, server.url, capsysbinary)
 
 
 def _sync_argv(state: Path, out: Path, *keys: str) -> list[str]:

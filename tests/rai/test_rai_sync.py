@@ -12,20 +12,18 @@ from typing import IO
 import pytest
 from _sync_helpers import (
     SECRET,
-    Run,
     Runner,
     assert_exactly_once,
+    cli_runner,
     csv_rows,
     expected,
     ids,
     lines,
-    parser,
     sync_args,
 )
 
 from failopen.rai import Client
 from failopen.rai import _sync_cli as sync_cli
-from failopen.rai import cli as rai_cli
 from failopen.rai._sink import DirSink
 from failopen.rai._state import SyncState, locked
 from failopen.testing._rai_requests import ApiError
@@ -52,19 +50,7 @@ def sync(
     monkeypatch: pytest.MonkeyPatch, server: LoopbackServer,
     capsysbinary: pytest.CaptureFixture[bytes],
 ) -> Runner:  # fmt: skip
-    monkeypatch.setenv("FAILOPEN_RAI_BASE_URL", server.url)
-    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_ID", "test-client")
-    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_SECRET", SECRET)
-    monkeypatch.setattr(rai_cli, "Client", functools.partial(Client, sleep=lambda _: None))
-    cli = parser()
-
-    def run(*argv: str) -> Run:
-        args = cli.parse_args(list(argv))
-        code = args.func(args)
-        captured = capsysbinary.readouterr()
-        return Run(code, captured.out, captured.err.decode())
-
-    return run
+    return cli_runner(monkeypatch, server.url, capsysbinary)
 
 
 @pytest.fixture

@@ -7,17 +7,22 @@ does not say which, so the sync must be right for both.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from _sync_helpers import SECRET, Run, Runner, assert_exactly_once, ids, lines, parser, sync_args
+from _sync_helpers import (
+    SECRET,
+    Runner,
+    assert_exactly_once,
+    cli_runner,
+    ids,
+    lines,
+    sync_args,
+)
 
-from failopen.rai import Client
-from failopen.rai import cli as rai_cli
 from failopen.rai._arguments import format_rfc3339, parse_rfc3339
 from failopen.testing._server import LoopbackServer
 from failopen.testing.rai_emulator import RaiEmulator
@@ -42,19 +47,7 @@ def sync(
     monkeypatch: pytest.MonkeyPatch, server: LoopbackServer,
     capsysbinary: pytest.CaptureFixture[bytes],
 ) -> Runner:  # fmt: skip
-    monkeypatch.setenv("FAILOPEN_RAI_BASE_URL", server.url)
-    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_ID", "test-client")
-    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_SECRET", SECRET)
-    monkeypatch.setattr(rai_cli, "Client", functools.partial(Client, sleep=lambda _: None))
-    cli = parser()
-
-    def run(*argv: str) -> Run:
-        args = cli.parse_args(list(argv))
-        code = args.func(args)
-        captured = capsysbinary.readouterr()
-        return Run(code, captured.out, captured.err.decode())
-
-    return run
+    return cli_runner(monkeypatch, server.url, capsysbinary)
 
 
 @pytest.fixture
