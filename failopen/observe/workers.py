@@ -26,7 +26,6 @@ logger = logging.getLogger("failopen")
 
 #: What a process may keep for itself.
 RATE, USED = "the outage rate limit", "the used fallback solutions"
-_RATE, _USED = RATE, USED
 
 
 class PerWorkerMemory:
@@ -53,9 +52,9 @@ class PerWorkerMemory:
         if several is not True:
             return
         what = []
-        if _RATE in self.kept:
+        if RATE in self.kept:
             what.append(f"each worker admits its own {self.rate} per client and route")
-        if _USED in self.kept:
+        if USED in self.kept:
             what.append("a fallback solution used at one worker is accepted once more at each "
                         "other")
         logger.warning(
