@@ -21,6 +21,7 @@ This module alone imports dlt, and only when :func:`rai_source` is called.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from datetime import datetime, timezone
@@ -43,6 +44,8 @@ __all__ = ["rai_source", "SOURCE_NAME"]
 SOURCE_NAME = "failopen_rai"
 
 Record = dict[str, Any]
+
+logger = logging.getLogger("failopen.rai")
 
 
 def _utc_now() -> datetime:
@@ -95,6 +98,18 @@ def rai_source(
         until = now()
         forget = format_rfc3339(until + FORGET_AFTER)
         start = until - MAX_WINDOW
+        through = state.get("through")
+        if (
+            isinstance(through, str)
+            and until - parse_rfc3339(through, name="dlt state") > MAX_WINDOW
+        ):
+            # As the sync's exit 6: what appeared after the last run and left the 30-day
+            # listing since could not be loaded; the run goes on with what is listed.
+            logger.warning(
+                "failopen.rai.dlt: the last run listed up to %s, more than 30 days ago: cohorts "
+                "that appeared in between may be missing (check them in the vendor's console)",
+                through,
+            )
         for public_key in keys:
             for cohort_id, record in _listed(client, public_key, start, until, page_size):
                 if cohort_id in delivered:

@@ -80,3 +80,59 @@ def test_three_runs_load_every_session_once(tmp_path: Path) -> None:
     # Extracted once: the runs together extracted exactly the rows the tables hold.
     assert sum(r["sessions"] for r in loaded) == len(expected)
     assert sum(r["cohorts"] for r in loaded) == len(cohorts)
+
+
+def test_a_run_that_fails_mid_extract_is_fetched_again_once(tmp_path: Path) -> None:
+    """The source marks a cohort delivered before its sessions are fetched: a run whose
+    sessions request fails (500 past the client's retries) must not keep that mark, so the
+    next run loads the cohort, once."""
+    clock = FakeClock()
+    emulator = RaiEmulator(live=True, clock=clock, cohorts=3, span_days=10)
+    emulator.serve()
+    pipeline = dlt.pipeline(
+        pipeline_name="rai_fail",
+        pipelines_dir=str(tmp_path / "dlt"),
+        destination=dlt.destinations.duckdb(str(tmp_path / "lake.duckdb")),
+        dataset_name="rai",
+    )
+    client = Client(emulator.url, "test-client", "test-secret", sleep=lambda _: None)
+    try:
+        run(pipeline, client, clock)
+        clock.advance(HOUR)
+        emulator.add_cohort("now-3d", sessions=30)
+        emulator.inject_error("internal", times=4, endpoint="list_cohort_sessions")
+        with pytest.raises(Exception, match="internal"):
+            run(pipeline, client, clock)
+        assert run(pipeline, client, clock) == {"cohorts": 1, "sessions": 30}
+        assert run(pipeline, client, clock) == {"cohorts": 0, "sessions": 0}
+    finally:
+        client.close()
+        emulator.server.stop()
+
+
+def test_a_run_after_more_than_30_days_says_what_may_be_missing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = FakeClock()
+    emulator = RaiEmulator(live=True, clock=clock, cohorts=2, span_days=5)
+    emulator.serve()
+    pipeline = dlt.pipeline(
+        pipeline_name="rai_gap",
+        pipelines_dir=str(tmp_path / "dlt"),
+        destination=dlt.destinations.duckdb(str(tmp_path / "lake.duckdb")),
+        dataset_name="rai",
+    )
+    client = Client(emulator.url, "test-client", "test-secret", sleep=lambda _: None)
+    try:
+        run(pipeline, client, clock)
+        clock.advance(30 * 24 * HOUR)
+        with caplog.at_level("WARNING", logger="failopen.rai"):
+            run(pipeline, client, clock)
+        assert not [r for r in caplog.records if "more than 30 days" in r.getMessage()]
+        clock.advance(30 * 24 * HOUR + 1)
+        with caplog.at_level("WARNING", logger="failopen.rai"):
+            run(pipeline, client, clock)
+        assert [r for r in caplog.records if "more than 30 days" in r.getMessage()]
+    finally:
+        client.close()
+        emulator.server.stop()
