@@ -17,14 +17,12 @@ from failopen._internal.durations import duration_arg
 from failopen.rai._arguments import check_public_keys, format_rfc3339, to_instant
 from failopen.rai._client import Client
 from failopen.rai._command import (
-    COHORT_COLUMNS,
     DEFAULT_PAGE_SIZE,
     ENV_BASE_URL,
     EXIT_AUTH,
     EXIT_OK,
     EXIT_OUTPUT,
     EXIT_USAGE,
-    SESSION_COLUMNS,
     exit_status,
     max_pages_flag,
     page_size_arg,
@@ -32,6 +30,8 @@ from failopen.rai._command import (
     positive_arg,
     report,
 )
+from failopen.rai._formats import FORMATS
+from failopen.rai._manifest import new_run_id, write_manifest
 from failopen.rai._output import Progress, Terminated, UsageError, sigterm_raises
 from failopen.rai._sink import DirSink, Sink, StdoutSink
 from failopen.rai._state import StateError, SyncState, locked
@@ -162,10 +162,27 @@ def _notes(prog: str, summary: Summary) -> int:
 def _sink(args: argparse.Namespace) -> Sink:
     if args.out_dir == "-":
         if args.format != "jsonl":
-            raise UsageError("--out-dir - writes JSON lines; drop --format csv")
+            raise UsageError(f"--out-dir - writes JSON lines; drop --format {args.format}")
         return StdoutSink(sys.stdout.buffer, owner=args.state)
-    columns = {"cohorts": COHORT_COLUMNS, "sessions": SESSION_COLUMNS}
-    return DirSink(args.out_dir, args.format, columns)
+    return DirSink(args.out_dir, args.format, owner=args.state)
+
+
+def _manifest(prog: str, args: argparse.Namespace, summary: Summary, code: int,
+              outcome: dict[str, Any]) -> int:  # fmt: skip
+    """Write the run's manifest (a run that got as far as listing, into a directory); the exit
+    code, EXIT_OUTPUT when it could not be written."""
+    outcome["manifest"] = None
+    if not summary.listing or args.out_dir == "-":
+        return code
+    finished = format_rfc3339(datetime.now(timezone.utc).replace(microsecond=0))
+    try:
+        path = write_manifest(os.path.abspath(args.out_dir), summary, code, finished)
+    except OSError as exc:
+        report(prog, "output_error", f"the run's manifest could not be written: "
+               f"{exc.strerror or exc} ({exc.filename or args.out_dir})", None)  # fmt: skip
+        return code if code != EXIT_OK else EXIT_OUTPUT
+    outcome["manifest"] = path
+    return code
 
 
 def _sync(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], Client]) -> int:
@@ -181,6 +198,8 @@ def _sync(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], 
             except RaiValidationError as exc:
                 raise UsageError(str(exc)) from None
             now = datetime.now(timezone.utc).replace(microsecond=0)
+            summary.run_id = new_run_id(now)
+            summary.started_at = format_rfc3339(now)
             since, until = _window(args, now)
             options = SyncOptions(keys, since, args.lookback, until, parallel=args.parallel,
                                   page_size=args.page_size,
@@ -208,8 +227,13 @@ def _sync(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], 
         where = f"the state file has no {key!r} yet" if exists else (
             f"no state file yet ({args.state}): this is the first run"
         )  # fmt: skip
-        report(prog, "invalid_argument", f"{where}: give --since for its first run "
-                    "(later runs, even after one was killed, go on without it)", None)
+        report(
+            prog,
+            "invalid_argument",
+            f"{where}: give --since for its first run "
+            "(later runs, even after one was killed, go on without it)",
+            None,
+        )
 
         code = EXIT_USAGE
     except StateError as exc:
@@ -235,8 +259,10 @@ def _sync(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], 
                "synced", error.request_id, error.status_code)  # fmt: skip
     if summary.refused and code in (EXIT_OK, EXIT_GAP):
         code = EXIT_AUTH
+    outcome: dict[str, Any] = {}
+    code = _manifest(prog, args, summary, code, outcome)
     if args.json:
-        outcome: dict[str, Any] = summary.to_json(code)
+        outcome = {**summary.to_json(code), **outcome}
         stream = sys.stderr if args.out_dir == "-" else sys.stdout
         print(json.dumps(outcome, separators=(",", ":")), file=stream, flush=True)
     return code
@@ -255,13 +281,20 @@ def register_sync(
                       metavar="KEY", help="public key; repeat for several")  # fmt: skip
     sync.add_argument("--state", required=True, metavar="FILE",
                       help="the state file (created by the first run)")  # fmt: skip
-    sync.add_argument("--out-dir", required=True, metavar="DIR",
-                      help="directory of the day files, or - for JSON lines on stdout")
-    sync.add_argument("--format", choices=("jsonl", "csv"), default="jsonl",
+    sync.add_argument(
+        "--out-dir",
+        required=True,
+        metavar="DIR",
+        help="directory of the day files, or - for JSON lines on stdout",
+    )
+    sync.add_argument("--format", choices=tuple(FORMATS), default="jsonl",
                       help="jsonl: records exactly as received; csv: spec columns + "
                       "extra_fields (default: jsonl)")  # fmt: skip
-    sync.add_argument("--since", metavar="RFC3339",
-                      help="where the first run of a key starts (required the first time)")
+    sync.add_argument(
+        "--since",
+        metavar="RFC3339",
+        help="where the first run of a key starts (required the first time)",
+    )
     sync.add_argument("--lookback", type=_lookback, default=_lookback(DEFAULT_LOOKBACK),
                       metavar="DURATION", help="how far back each run lists cohorts again, "
                       f"at most and by default {DEFAULT_LOOKBACK} (less is a cost knob: late "
@@ -269,19 +302,32 @@ def register_sync(
     sync.add_argument("--until", metavar="RFC3339", help="end of this run (default: now)")
     sync.add_argument("--parallel", type=parallel_arg, default=4, metavar="N",
                       help="cohorts fetched at once, 1-32 (default: 4)")  # fmt: skip
-    sync.add_argument("--batch-records", type=positive_arg, default=20_000, metavar="N",
-                      help="append and record progress every N records at least (default: "
-                      "20000; smaller redoes less after a crash, costs more fsyncs)")
+    sync.add_argument(
+        "--batch-records",
+        type=positive_arg,
+        default=20_000,
+        metavar="N",
+        help="append and record progress every N records at least (default: "
+        "20000; smaller redoes less after a crash, costs more fsyncs)",
+    )
     sync.add_argument("--json", action="store_true",
                       help="print a one-line JSON summary of the run")  # fmt: skip
     sync.add_argument("--base-url", help=f"service base URL (default: ${ENV_BASE_URL})")
-    sync.add_argument("--page-size", type=page_size_arg, default=DEFAULT_PAGE_SIZE,
-                      help=f"records per request, 1-1000 (default: {DEFAULT_PAGE_SIZE})")
+    sync.add_argument(
+        "--page-size",
+        type=page_size_arg,
+        default=DEFAULT_PAGE_SIZE,
+        help=f"records per request, 1-1000 (default: {DEFAULT_PAGE_SIZE})",
+    )
     max_pages_flag(sync)
     sync.add_argument("--timeout", type=duration_arg, default=30.0,
                       help="time per attempt: 30s, 2m, ... (default: 30s)")  # fmt: skip
-    sync.add_argument("--max-attempts", type=int, default=4,
-                      help="attempts per request on server or network errors (default: 4)")
+    sync.add_argument(
+        "--max-attempts",
+        type=int,
+        default=4,
+        help="attempts per request on server or network errors (default: 4)",
+    )
     # The factory is cli.py's, which owns the exports' client (this module cannot import that
     # one, which imports this one): a test that replaces ``cli.Client`` replaces it for both.
     sync.set_defaults(func=functools.partial(_sync, make_client=make_client))

@@ -156,7 +156,7 @@ def test_sigterm_mid_sync_ends_cleanly_and_the_next_run_delivers_the_rest_once(
         # The batch being appended when the signal came is finished and counted first.
         assert summary["exit_code"] == 143 and summary["sessions"] > 0, (summary, err)
         assert summary["sessions"] < emulator.total_sessions
-        assert not list(out.glob(".failopen-sync-*"))  # no spool left behind
+        assert not list(out.rglob(".failopen-sync-*"))  # no spool left behind
         after = subprocess.run(argv, env=_env(server), capture_output=True, timeout=60)
         assert after.returncode == 0, after.stderr.decode()
         assert json.loads(after.stdout.decode().splitlines()[-1])["resumed"] is True
