@@ -67,13 +67,19 @@ is ignored once the state file knows the key: it records a key's --since before
 its first run fetches anything, so a first run killed at any point is resumed by
 the same command without --since.
 
-Output: one file per UTC day and kind in --out-dir, cohorts-YYYY-MM-DD.jsonl
-(by cohort_window_start) and sessions-YYYY-MM-DD.jsonl (by session_created),
-records exactly as received. Records are appended in batches of whole cohorts:
-written to a temporary file first, appended, fsynced, and only then recorded in
-the state file; a run killed mid-append has the partial batch cut off by the
-next run. --out-dir - writes JSON lines to stdout (at least once: after a crash
-the last batch may be written again) and the --json summary to stderr.
+Output: new files per batch in Hive partitions by the record's UTC day,
+DIR/kind=cohorts/dt=YYYY-MM-DD/<run id>-<batch>.jsonl (by cohort_window_start)
+and DIR/kind=sessions/dt=YYYY-MM-DD/... (by session_created), records exactly as
+received (no usable time: dt=__HIVE_DEFAULT_PARTITION__). A file is written under
+a hidden .part name, fsynced, recorded in the state and only then renamed; a
+visible file is never appended to, rewritten or truncated. A run killed or
+failing mid-batch leaves nothing visible: the next run writes those records
+again, as new files. Each run that got as far as listing writes
+DIR/_manifests/<run id>.json (its files with records and bytes, counts per kind
+and key, the watermark), also on failure and SIGTERM. --out-dir - writes one
+line per record, {"kind":"sessions","record":{...}}, to stdout (at least once:
+after a crash the last batch may be written again) and the --json summary to
+stderr.
 
 --state (JSON, replaced atomically) holds, per key, where the last run ended and
 the ids of the cohorts delivered in the last 60 days (ids only, whatever the
@@ -84,7 +90,7 @@ their first page. A second run on the same state file refuses to start
 
 A key the service refuses (403: not the credentials' key) is named in one line;
 the other keys are synced and the run exits 3 at the end. SIGTERM finishes the
-batch being appended, stops fetching, prints a line and the --json summary, and
+batch being written, stops fetching, prints a line and the --json summary, and
 exits 143; the next run delivers the rest, once.
 
 Exit codes: 0 done, 1 the output, state or lock file could not be used, 2 bad
@@ -214,7 +220,7 @@ def _sync(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], 
                     run_sync(client, state, sink, options, progress, summary)
         code = _notes(prog, summary)
     except Terminated as exc:
-        # Fetching stopped; every batch appended is recorded and the rest was discarded, so the
+        # Fetching stopped; every batch written is recorded and the rest was discarded, so the
         # files and the state are as a crash would leave them at worst (the next run cleans up).
         report(prog, "terminated", "SIGTERM: stopped; every cohort written so far is recorded "
                "in the state, the next run delivers the rest", None)  # fmt: skip
@@ -285,7 +291,7 @@ def register_sync(
         "--out-dir",
         required=True,
         metavar="DIR",
-        help="directory of the day files, or - for JSON lines on stdout",
+        help="directory of the partitions and manifests, or - for JSON lines on stdout",
     )
     sync.add_argument("--format", choices=tuple(FORMATS), default="jsonl",
                       help="jsonl: records exactly as received; csv: spec columns + "
@@ -307,7 +313,7 @@ def register_sync(
         type=positive_arg,
         default=20_000,
         metavar="N",
-        help="append and record progress every N records at least (default: "
+        help="write files and record progress every N records at least (default: "
         "20000; smaller redoes less after a crash, costs more fsyncs)",
     )
     sync.add_argument("--json", action="store_true",

@@ -8,9 +8,10 @@ the spec does not say which) is delivered by the next run, and the delivered ids
 for twice that (``_state.FORGET_AFTER``), so no run lists one again after it is forgotten. A key
 last listed more than 30 days ago is named in ``Summary.gaps``: the API may no longer list what
 appeared in between. Whole cohorts are the unit of work: they are spooled to temporary
-files, appended to the day files in listing order in batches, and only then recorded as delivered
-in the state file. A run killed at any point is resumed by the next one: an append cut short is
-cut back, and the cohorts not recorded are fetched again from their first page (page tokens may
+files, written as new files per batch (hidden, fsynced, recorded as delivered in the state file
+with the renames still to do, then renamed). A run killed at any point is resumed by the next one:
+a batch's recorded renames are completed, a batch not recorded is left hidden and removed, and
+the cohorts not recorded are fetched again from their first page (page tokens may
 have expired; nothing resumes from a cursor). The state, lock and spools are ``_state.py`` and
 ``_sink.py``; the command line is ``_sync_cli.py``.
 """
@@ -74,7 +75,7 @@ class SyncOptions:
     until: datetime
     parallel: int = 4
     page_size: int = 1000
-    #: A batch is appended once it holds this many records (or the key is done): fewer fsyncs,
+    #: A batch is written once it holds this many records (or the key is done): fewer fsyncs,
     #: at the price of refetching up to this many records after a crash.
     batch_records: int = 20_000
     #: The wall clock (injectable): a state's ``through`` later than now is a stale future.
@@ -139,7 +140,7 @@ class _Run:
     def commit(self, keystate: KeyState, batch: _Batch, forget: str) -> None:
         if not batch.done:
             return
-        # SIGTERM waits for the batch: appended, recorded and counted, or none of it; the run
+        # SIGTERM waits for the batch: written, recorded and counted, or none of it; the run
         # then stops with a summary that counts what the state records.
         with signals_held():
             self._commit(keystate, batch, forget)
