@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import hashlib
+import logging
 import os
 import re
 import tempfile
@@ -37,6 +38,7 @@ __all__ = [
     "FILE_NAME", "UNDATED", "DAY_FIELD", "complete_renames", "owner_tag",
 ]  # fmt: skip
 
+logger = logging.getLogger("failopen.rai")
 SPOOL_PREFIX = ".failopen-sync-"
 _DAY = re.compile(r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]")
 #: The day files earlier releases appended to (a state they left may ask to cut one back).
@@ -184,6 +186,9 @@ def complete_renames(renames: Iterable[tuple[str, str]]) -> list[str]:
         try:
             os.rename(temp, final)
         except FileNotFoundError:
+            if not os.path.exists(final):  # moved or deleted by hand: say so, once
+                logger.warning("a file the state records as delivered is missing: %s (its "
+                               "hidden temporary %s is gone too)", final, temp)  # fmt: skip
             continue
         done.append(final)
         folders.add(os.path.dirname(final))

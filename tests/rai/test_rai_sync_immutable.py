@@ -29,7 +29,7 @@ from _sync_helpers import (
     temporaries,
 )
 
-from failopen.rai._sink import owner_tag
+from failopen.rai._sink import DirSink, owner_tag
 from failopen.rai._state import SyncState
 from failopen.testing._server import LoopbackServer
 from failopen.testing.rai_emulator import RaiEmulator
@@ -356,3 +356,30 @@ def _utc_day(created: object) -> str:
     if isinstance(created, datetime):
         return created.astimezone(timezone.utc).strftime("%Y-%m-%d")
     return str(created)[:10]
+
+
+def _open_files() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open files in /proc")
+def test_a_cohort_spanning_hundreds_of_days_holds_few_files_open(tmp_path: Path) -> None:
+    sink = DirSink(str(tmp_path), "jsonl", owner=str(tmp_path / "state.json"))
+    spool = sink.spool()
+    before = _open_files()
+    days = [f"2024-{m:02d}-{d:02d}T10:00:00Z" for m in range(1, 13) for d in range(1, 29)]
+    peak = 0
+    for page in range(3):  # each page touches every day again: files are reopened, not kept
+        spool.add("sessions", [{"session_id": f"s{page}-{i}", "session_created": day}
+                               for i, day in enumerate(days)])  # fmt: skip
+        peak = max(peak, _open_files() - before)
+    spool.close()
+    assert peak <= 8 and _open_files() == before
+    moves = sink.prepare([spool], "20240101T000000Z-00000000", 1)
+    assert _open_files() == before and len(moves) == len(days)
+    sink.publish(moves)
+    spool.discard()
+    assert sorted(p.read_bytes().count(b"\n") for p in tmp_path.glob("kind=sessions/*/*")) == [
+        3
+    ] * len(days)
+    assert not temporaries(tmp_path)
