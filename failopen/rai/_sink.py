@@ -257,7 +257,7 @@ class DirSink:
             for kind, dt in parts:
                 rel = f"kind={kind}/dt={dt}"
                 folder = os.path.join(self.folder, rel)
-                os.makedirs(folder, exist_ok=True)
+                self._makedirs(folder)
                 name = f"{run_id}-{seq:04d}{self.format.suffix}"
                 fd, temp = tempfile.mkstemp(prefix=self._prefix, suffix=".part", dir=folder)
                 with os.fdopen(fd, "wb") as out:
@@ -274,6 +274,19 @@ class DirSink:
             self.discard(moves)
             raise
         return moves
+
+    @staticmethod
+    def _makedirs(folder: str) -> None:
+        """Create a partition directory durably: a rename into a directory whose own entry is
+        not on disk yet could vanish with it on a power loss."""
+        if os.path.isdir(folder):
+            return
+        kind = os.path.dirname(folder)
+        new_kind = not os.path.isdir(kind)
+        os.makedirs(folder, exist_ok=True)
+        fsync_dir(kind)
+        if new_kind:
+            fsync_dir(os.path.dirname(kind))
 
     def publish(self, moves: list[Move]) -> list[str]:
         """Rename each file to its final name, fsync the directories; the paths made visible."""
