@@ -383,3 +383,14 @@ def test_a_cohort_spanning_hundreds_of_days_holds_few_files_open(tmp_path: Path)
         3
     ] * len(days)
     assert not temporaries(tmp_path)
+
+
+def test_a_manifest_that_cannot_be_written_fails_the_run_after_delivering(
+    sync: Runner, emulator: RaiEmulator, tmp_path: Path, out: Path
+) -> None:
+    (out / "_manifests").write_bytes(b"not a directory")
+    result = sync(*sync_args(tmp_path / "s.json", out, "--json", since=SINCE, until=END))
+    assert result.code == 1 and "manifest could not be written" in result.err
+    assert result.summary()["manifest"] is None and result.summary()["exit_code"] == 1
+    assert_exactly_once(out, emulator)  # the data is delivered and recorded; only the manifest
+    assert not temporaries(out)
