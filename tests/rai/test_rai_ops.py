@@ -93,15 +93,17 @@ def test_a_sync_of_owned_keys_only_still_exits_0(
 # --- item 7a: a cut-off or empty 200 is retried ---------------------------------------------
 
 
-@pytest.mark.parametrize("empty", [False, True])
+@pytest.mark.parametrize("cut", ["half", "empty", "after_brace"])
 def test_a_cut_off_or_empty_200_is_retried_then_the_sync_succeeds(
-    rai: Runner, emulator: RaiEmulator, tmp_path: Path, empty: bool,
+    rai: Runner, emulator: RaiEmulator, tmp_path: Path, cut: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    # after_brace: the body still ends with "}" (a record's), so only decoding it tells.
     out = tmp_path / "out"
     out.mkdir()
-    emulator.cut_off_answers(times=1, endpoint="list_cohorts", empty=empty)
-    emulator.cut_off_answers(times=2, endpoint="list_cohort_sessions", empty=empty)
+    how = {"empty": cut == "empty", "after_brace": cut == "after_brace"}
+    emulator.cut_off_answers(times=1, endpoint="list_cohorts", **how)
+    emulator.cut_off_answers(times=2, endpoint="list_cohort_sessions", **how)
     run = rai(*_sync_argv(tmp_path / "state.json", out, *OWNED))
     assert run.code == 0, run.err
     # Retried like a network error, and logged like one.
@@ -109,12 +111,15 @@ def test_a_cut_off_or_empty_200_is_retried_then_the_sync_succeeds(
     assert_exactly_once(out, emulator)
 
 
+@pytest.mark.parametrize("after_brace", [False, True])
 def test_a_cut_off_answer_every_time_fails_after_the_attempts(
-    rai: Runner, emulator: RaiEmulator, tmp_path: Path
+    rai: Runner, emulator: RaiEmulator, tmp_path: Path, after_brace: bool
 ) -> None:
-    emulator.cut_off_answers(times=100, endpoint="list_sessions")
+    emulator.cut_off_answers(times=100, endpoint="list_sessions", after_brace=after_brace)
     before = emulator.data_requests
-    run = rai("rai", "sessions", "--from", SINCE, "--to", UNTIL, "--public-key", OWNED[0],
+    # One window (30 days): no request for a next window is guessed ahead of the cut answer.
+    run = rai("rai", "sessions", "--from", SINCE, "--to", "2024-05-31T00:00:00Z",
+              "--public-key", OWNED[0],
               "--parallel", "1", "--max-attempts", "3", "--out", str(tmp_path / "s.jsonl"))
     assert run.code == 5
     assert emulator.data_requests - before == 3
