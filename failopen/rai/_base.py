@@ -337,6 +337,7 @@ class BaseClient:
         # (parallel windows slow down together instead of hammering a struggling service).
         self._resume_at = 0.0
         self._pause_lock = threading.Lock()
+        self._timed_out: set[str] = set()  # hosts a connection timed out to, warned of once
 
     def headers(self) -> dict[str, str]:
         """The headers of every request: JSON, in an encoding ``_bounded.py`` decodes."""
@@ -401,8 +402,17 @@ class BaseClient:
         # A dead host fails each attempt of each window and key alike: one line at the end
         # (the error, with its attempts) says it all; other failures are worth a line each.
         log = logger.debug if getattr(error, "unreachable", False) else logger.warning
+        note = ""
+        host = getattr(error, "connect_timeout", None)
+        if host is not None:
+            # A host that drops connections costs the whole timeout per attempt: the first time
+            # says so at once, while the run waits; the rest would only repeat it.
+            with self._pause_lock:
+                first, _ = host not in self._timed_out, self._timed_out.add(host)
+            log = logger.warning if first else logger.debug
+            note = "; later connect time-outs to this host are logged at DEBUG" if first else ""
         log(
-            "%s failed (%s); attempt %d of %d, retrying in %.2fs",
-            what, printable(str(error)), attempt, self.max_attempts, delay,
+            "%s failed (%s); attempt %d of %d, retrying in %.2fs%s",
+            what, printable(str(error)), attempt, self.max_attempts, delay, note,
         )
         return delay

@@ -68,6 +68,8 @@ def transport_error(exc: Exception) -> RaiTransportError:
     kind = type(exc).__name__
     error = RaiTransportError(f"{kind} ({where}): {detail}" if where else f"{kind}: {detail}")
     error.unreachable = isinstance(exc, httpx.ConnectError)  # refused, DNS, unreachable
+    if isinstance(exc, httpx.ConnectTimeout):  # nothing answered: dropped by a firewall
+        error.connect_timeout = where or "the service"
     return error
 
 

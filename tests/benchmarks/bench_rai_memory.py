@@ -26,7 +26,7 @@ from datetime import datetime, timedelta, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_rai_export import SERVE  # noqa: E402
-from bench_rai_sync import CLIENT, ENV, Emulator, _lines, _run  # noqa: E402
+from bench_rai_sync import CLIENT, Emulator, _lines, _run  # noqa: E402
 
 SPAN_DAYS = 31.0
 COHORTS = 100
