@@ -408,7 +408,8 @@ class BaseClient:
             # A host that drops connections costs the whole timeout per attempt: the first time
             # says so at once, while the run waits; the rest would only repeat it.
             with self._pause_lock:
-                first, _ = host not in self._timed_out, self._timed_out.add(host)
+                first = host not in self._timed_out
+                self._timed_out.add(host)
             log = logger.warning if first else logger.debug
             note = "; later connect time-outs to this host are logged at DEBUG" if first else ""
         log(
