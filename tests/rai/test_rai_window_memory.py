@@ -4,8 +4,8 @@ windows share stay a handful, however many records the windows hold.
 Windows share their boundary instant, so a record stamped there may come back in both. Only the
 records that could come back are remembered: those stamped at or after their window's end (any
 of a cohort's times, whichever the service filters on), or with no readable time. Remembering
-every id of a window made ``rai sessions --parallel 1`` over 31 days peak at 302 MB for 1M
-sessions, against 47 MB over 30 days (tests/benchmarks/bench_rai_memory.py).
+every id of a window made ``rai sessions --parallel 1`` over 31 days peak at 295 MB for 1M
+sessions, against 46 MB over 30 days (tests/benchmarks/bench_rai_memory.py).
 """
 
 from __future__ import annotations
