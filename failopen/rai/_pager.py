@@ -266,8 +266,9 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-#: What a slim record keeps (:meth:`Client.export_pages`): the ids :meth:`Pager.deliver`
-#: reads, and the time that orders it into a slice or names its day file.
+#: What a slim record keeps (:meth:`Client.export_pages`): the ids and the times
+#: :meth:`Pager.deliver` reads (:data:`BOUNDARY_FIELDS`), the first of which also orders it into
+#: a slice or names its day file.
 SLIM_FIELDS = {
     "cohorts": ("cohort_id", "cohort_window_start", "cohort_window_end", "created_at"),
     "sessions": ("session_id", "cohort_id", "session_created"),
