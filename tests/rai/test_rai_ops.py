@@ -195,6 +195,51 @@ def test_a_dead_host_gives_exactly_one_line(tmp_path: Path, verb: str) -> None:
     assert "127.0.0.1:" in err[0] and "refused" in err[0].lower() and "2 attempts" in err[0]
 
 
+@pytest.fixture
+def blackhole() -> Iterator[str]:
+    """A URL whose connections time out: a listening socket whose backlog is full, so the
+    kernel drops further SYNs unanswered, as a firewall does."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)
+    address = server.getsockname()
+    fillers = []
+    for _ in range(3):
+        filler = socket.socket()
+        filler.setblocking(False)
+        filler.connect_ex(address)
+        fillers.append(filler)
+    time.sleep(0.1)
+    probe = socket.socket()
+    probe.settimeout(0.3)
+    try:
+        if probe.connect_ex(address) == 0:
+            pytest.skip("this kernel answers connections past a full backlog")
+    except TimeoutError:
+        pass
+    finally:
+        probe.close()
+    try:
+        yield f"http://127.0.0.1:{address[1]}"
+    finally:
+        for sock in (*fillers, server):
+            sock.close()
+
+
+def test_connect_time_outs_are_one_warning_and_the_error(blackhole: str, tmp_path: Path) -> None:
+    env = {**os.environ, "FAILOPEN_RAI_BASE_URL": blackhole,
+           "FAILOPEN_RAI_CLIENT_ID": "test-client", "FAILOPEN_RAI_CLIENT_SECRET": SECRET}
+    argv = [str(FAILOPEN), "rai", "sessions", "--from", SINCE, "--to", UNTIL,
+            "--public-key", OWNED[0], "--parallel", "2", "--timeout", "0.3s", "--max-attempts", "3"]
+    done = subprocess.run(argv, env=env, capture_output=True, timeout=60)  # fmt: skip
+    assert done.returncode == 5
+    err = [line for line in done.stderr.decode().splitlines() if line.strip()]
+    host = blackhole.removeprefix("http://")
+    assert len(err) == 2, err  # was one per attempt and slice: 11 lines here
+    assert "WARNING" in err[0] and host in err[0] and "later connect time-outs" in err[0]
+    assert "ConnectTimeout" in err[1] and host in err[1] and "3 attempts" in err[1]
+
+
 # --- item 7d: the exports' --json summary ---------------------------------------------------
 
 
