@@ -11,7 +11,6 @@ import time
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
-from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
 
 import httpx
@@ -21,10 +20,11 @@ from failopen.rai._async_pipeline import Pipeline
 from failopen.rai._base import (
     DEFAULT_MAX_PAGES,
     BaseClient,
+    check_max_in_flight,
     error_from_response,
     parse_cohort,
 )
-from failopen.rai._bounded import ACCEPT_ENCODING, MAX_ANSWER_BYTES, BodyReader
+from failopen.rai._bounded import MAX_ANSWER_BYTES, BodyReader
 from failopen.rai._failures import after_attempts, check_whole, transport_error
 from failopen.rai._pager import (
     SLIM_FIELDS,
@@ -35,12 +35,13 @@ from failopen.rai._pager import (
     sessions_pager,
 )
 from failopen.rai.auth import ClientCredentialsAuth
-from failopen.rai.exceptions import RaiError, RaiValidationError
+from failopen.rai.exceptions import RaiError, RaiTransportError
 from failopen.rai.models import Cohort, Page, Session
 
 __all__ = ["AsyncClient"]
 
 T = TypeVar("T")
+D = TypeVar("D")
 
 
 class AsyncClient(BaseClient):
@@ -82,11 +83,7 @@ class AsyncClient(BaseClient):
             max_pages=max_pages,
         )  # fmt: skip
         self._sleep = sleep
-        if max_in_flight is not None and (
-            isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int)
-            or max_in_flight < 1
-        ):  # fmt: skip
-            raise RaiValidationError(f"max_in_flight must be an int >= 1, not {max_in_flight!r}")
+        check_max_in_flight(max_in_flight)
         self._slots = None if max_in_flight is None else asyncio.BoundedSemaphore(max_in_flight)
         # Each list call's pipeline, while it lives: closing the client waits for a request
         # still on its way, which would otherwise open a connection the closed pool never closes.
@@ -99,11 +96,7 @@ class AsyncClient(BaseClient):
             auth=self.auth,
             transport=transport,
             timeout=self.timeout,
-            headers={
-                "Accept": "application/json",
-                "Accept-Encoding": ACCEPT_ENCODING,
-                "User-Agent": self.user_agent,
-            },
+            headers=self.headers(),
             follow_redirects=False,
         )
 
@@ -176,12 +169,23 @@ class AsyncClient(BaseClient):
             waited_until = self.pause(delay)
             await self._sleep(delay)
 
+    async def _decoded(self, path: str, params: Params | None, decode: Callable[[bytes], D]) -> D:
+        """``decode`` of a 2xx answer, asked for again while it is found cut off once decoded
+        (RaiTransportError: just after an inner ``}``, which ``check_whole`` lets pass)."""
+        cut = 0
+        while True:
+            body = await self._request("GET", path, params)
+            try:
+                return decode(body)
+            except RaiTransportError as exc:
+                self.retry_cut_off(cut := cut + 1, exc, f"GET {path}")  # the next one waits
+
     async def _raw_pages(self, pager: Pager[Any]) -> AsyncGenerator[Page[Record], None]:
         pager.max_pages = self.max_pages
         if not self.prefetch:
             params: Params | None = pager.first()
             while params is not None:
-                page = pager.deliver(pager.decode(await self._request("GET", pager.path, params)))
+                page = pager.deliver(await self._decoded(pager.path, params, pager.decode))
                 params = pager.after(page)
                 yield page
             return
@@ -192,13 +196,21 @@ class AsyncClient(BaseClient):
             pager.guess_after, pager.first(), name="failopen.rai.prefetch",
         )  # fmt: skip
         self._pipelines.add(pipeline)
+        what, cut = f"GET {pager.path}", 0  # cut: answers to this request cut off so far
         try:
             while True:
                 answer = await pipeline.take()  # a failed fetch raises here, where its page is due
                 if answer.error is not None:
                     raise answer.error
                 assert answer.body is not None
-                page = pager.deliver(pager.decode(answer.body))
+                try:
+                    decoded = pager.decode(answer.body)
+                except RaiTransportError as exc:  # cut off just after an inner "}": again
+                    self.retry_cut_off(cut := cut + 1, exc, what)
+                    await pipeline.redirect(answer.params)
+                    continue
+                cut = 0
+                page = pager.deliver(decoded)
                 answer.body = None  # the page holds what it needs of it
                 params = pager.after(page)
                 if params != answer.guessed:
@@ -305,7 +317,7 @@ class AsyncClient(BaseClient):
 
     async def get_cohort(self, cohort_id: str) -> Cohort:
         """One cohort by id (spec 4.4)."""
-        return parse_cohort(await self._request("GET", cohort_path(cohort_id)))
+        return await self._decoded(cohort_path(cohort_id), None, parse_cohort)
 
     @overload
     def iter_cohort_session_pages(
@@ -403,10 +415,5 @@ class AsyncClient(BaseClient):
     async def __aenter__(self) -> AsyncClient:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()

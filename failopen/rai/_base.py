@@ -21,6 +21,8 @@ import httpx
 from failopen._internal.terminal import printable
 from failopen.providers.exchange import parse_retry_after
 from failopen.rai._arguments import API_PREFIX, check_base_url
+from failopen.rai._bounded import ACCEPT_ENCODING
+from failopen.rai._failures import after_attempts, cut_short
 from failopen.rai.exceptions import (
     BadRequest,
     Forbidden,
@@ -40,7 +42,7 @@ DEFAULT_MAX_PAGES = 100_000
 
 __all__ = [
     "BaseClient", "error_from_response", "decode_page", "parse_cohort", "decode_object",
-    "DEFAULT_MAX_PAGES",
+    "DEFAULT_MAX_PAGES", "check_max_in_flight",
 ]  # fmt: skip
 
 logger = logging.getLogger("failopen.rai")
@@ -120,10 +122,16 @@ def error_from_response(
 
 
 def decode_object(content: bytes, what: str) -> dict[str, Any]:
-    """A JSON object from a 2xx body, or InvalidResponse."""
+    """A JSON object from a 2xx body; InvalidResponse, or RaiTransportError (retried) when the
+    body ends before its JSON does (``check_whole`` cannot tell a cut just after an inner ``}``).
+    """
     try:
         body = _decode_json(content)
     except ValueError as exc:
+        if cut_short(exc):
+            raise RaiTransportError(
+                f"{what}: the answer (HTTP 2xx) was cut off after {len(content)} bytes",
+                code="incomplete_answer") from None  # fmt: skip
         raise InvalidResponse(f"{what}: the body is not valid JSON ({exc})") from None
     if not isinstance(body, dict):
         raise InvalidResponse(f"{what}: expected a JSON object, got {type(body).__name__}")
@@ -278,6 +286,12 @@ def _user_agent() -> str:
         return "failopen"
 
 
+def check_max_in_flight(value: int | None) -> None:
+    """``max_in_flight`` of the clients: None (no cap) or an int of at least 1."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise RaiValidationError(f"max_in_flight must be an int >= 1, not {value!r}")
+
+
 def _positive(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise RaiValidationError(f"{name} must be a positive number, not {value!r}")
@@ -323,6 +337,12 @@ class BaseClient:
         # (parallel windows slow down together instead of hammering a struggling service).
         self._resume_at = 0.0
         self._pause_lock = threading.Lock()
+        self._timed_out: set[str] = set()  # hosts a connection timed out to, warned of once
+
+    def headers(self) -> dict[str, str]:
+        """The headers of every request: JSON, in an encoding ``_bounded.py`` decodes."""
+        return {"Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING,
+                "User-Agent": self.user_agent}  # fmt: skip
 
     def pause(self, delay: float) -> float:
         """Hold back every request of this client for ``delay`` seconds from now; until when."""
@@ -349,6 +369,15 @@ class BaseClient:
         ceiling = min(self.backoff_max, self.backoff_base * 2.0 ** min(attempt - 1, 64))
         return self._rng.uniform(0.0, ceiling)
 
+    def retry_cut_off(self, attempt: int, error: RaiTransportError, what: str) -> None:
+        """An answer found cut off once decoded (just after an inner ``}``: ``decode_object``)
+        is asked for again as a failed request is retried: the client's next request waits for
+        :meth:`retry_delay`; ``error`` is raised once the attempts are spent."""
+        delay = self.retry_delay(attempt, error, what)
+        if delay is None:
+            raise after_attempts(error, attempt)
+        self.pause(delay)
+
     def retry_delay(self, attempt: int, error: RaiError, what: str) -> float | None:
         """Seconds to wait before attempt ``attempt + 1``, or None to raise ``error`` now.
 
@@ -373,8 +402,18 @@ class BaseClient:
         # A dead host fails each attempt of each window and key alike: one line at the end
         # (the error, with its attempts) says it all; other failures are worth a line each.
         log = logger.debug if getattr(error, "unreachable", False) else logger.warning
+        note = ""
+        host = getattr(error, "connect_timeout", None)
+        if host is not None:
+            # A host that drops connections costs the whole timeout per attempt: the first time
+            # says so at once, while the run waits; the rest would only repeat it.
+            with self._pause_lock:
+                first = host not in self._timed_out
+                self._timed_out.add(host)
+            log = logger.warning if first else logger.debug
+            note = "; later connect time-outs to this host are logged at DEBUG" if first else ""
         log(
-            "%s failed (%s); attempt %d of %d, retrying in %.2fs",
-            what, printable(str(error)), attempt, self.max_attempts, delay,
+            "%s failed (%s); attempt %d of %d, retrying in %.2fs%s",
+            what, printable(str(error)), attempt, self.max_attempts, delay, note,
         )
         return delay

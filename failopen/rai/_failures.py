@@ -6,11 +6,13 @@ Both are :class:`RaiTransportError`, which ``BaseClient.retry_delay`` retries; s
 
 from __future__ import annotations
 
+import json
+
 import httpx
 
 from failopen.rai.exceptions import RaiError, RaiTransportError
 
-__all__ = ["check_whole", "transport_error", "after_attempts"]
+__all__ = ["check_whole", "cut_short", "transport_error", "after_attempts"]
 
 _BLANK = b" \t\r\n"
 
@@ -32,6 +34,15 @@ def check_whole(content: bytes, what: str) -> None:
         state = "empty" if end == 0 else f"cut off after {len(content)} bytes"
         raise RaiTransportError(f"{what}: the answer (HTTP 2xx) was {state}",
                                 code="incomplete_answer")  # fmt: skip
+
+
+def cut_short(exc: ValueError) -> bool:
+    """Whether the JSON decoder stopped because the text ended: a body cut off. No whole JSON
+    text is a prefix of another, so a body cut just after an inner ``}`` (which ``check_whole``
+    lets pass) never decodes, and fails at its end, or in a string left open there."""
+    if not isinstance(exc, json.JSONDecodeError):
+        return False
+    return exc.pos >= len(exc.doc.rstrip(" \t\r\n")) or exc.msg.startswith("Unterminated string")
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -57,6 +68,8 @@ def transport_error(exc: Exception) -> RaiTransportError:
     kind = type(exc).__name__
     error = RaiTransportError(f"{kind} ({where}): {detail}" if where else f"{kind}: {detail}")
     error.unreachable = isinstance(exc, httpx.ConnectError)  # refused, DNS, unreachable
+    if isinstance(exc, httpx.ConnectTimeout):  # nothing answered: dropped by a firewall
+        error.connect_timeout = where or "the service"
     return error
 
 

@@ -95,10 +95,7 @@ class SyncState:
         try:
             return cls._parse(path, json.loads(data))
         except (ValueError, TypeError, AttributeError, KeyError) as exc:
-            raise StateError(
-                f"the state file {path} is not a valid sync state ({exc}); it was left as it is: "
-                "restore it from a backup, or move it away and start again with --since"
-            ) from None
+            raise StateError(_unusable(path, data, exc)) from None
 
     @classmethod
     def _parse(cls, path: str, body: Any) -> SyncState:
@@ -193,6 +190,25 @@ def _is_rename(pair: Any) -> bool:
         return False
     temp, final = _TEMP.fullmatch(pair[0]), _FINAL.fullmatch(pair[1])
     return bool(temp and final and temp.groups() == final.groups() and "/../" not in temp[1] + "/")
+
+
+_THROUGH = re.compile(rb'"through"\s*:\s*"([0-9T:.+Zz-]{20,40})"')
+
+
+def _unusable(path: str, data: bytes, exc: Exception) -> str:
+    """What a state file that cannot be read means, and what is safe to do: a fresh state with
+    an earlier --since lists again, and writes again, every cohort delivered since."""
+    ends = sorted({m.decode() for m in _THROUGH.findall(data)})[:3]
+    shown = f": --since {' or '.join(ends)}, as the damaged file still shows" if ends else ""
+    shown += " (one run per key, each with its own)" if len(ends) > 1 else ""
+    return (
+        f"the state file {path} is not a valid sync state ({exc}); it was left as it is. A new "
+        "state with an earlier --since would write again what was delivered. Safe: restore "
+        "the file from a backup; or move it aside and run with --since where the last "
+        f"completed run listed up to (its --until; by default, when it started){shown}. "
+        "Nothing is then written twice, but a cohort the API shows later with a time before "
+        "that is missed: rai cohorts lists them; leave out the cohort_ids already delivered"
+    )
 
 
 def fsync_dir(folder: str) -> None:

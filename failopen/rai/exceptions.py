@@ -83,6 +83,8 @@ class RaiTransportError(RaiError):
     #: No connection could be made (refused, no such host, unreachable): its retries are not
     #: logged one by one, so a dead host is one line, the final error's.
     unreachable: bool = False
+    #: ``host:port`` a connection timed out to: the client warns of it once, not per attempt.
+    connect_timeout: str | None = None
 
 
 class InvalidResponse(RaiError):

@@ -149,7 +149,7 @@ class RaiEmulator(RaiFaults):
         self._page_secret = secrets.token_bytes(16)
         self._stopping = threading.Event()
         self._injected: list[tuple[str, str | None]] = []
-        self._cut: list[tuple[str | None, bool]] = []
+        self._cut: list[tuple[str | None, str]] = []
         self._instance = secrets.token_hex(3)
         self.requests = 0
         self.authorize_calls = 0

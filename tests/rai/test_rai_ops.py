@@ -100,18 +100,17 @@ def test_a_sync_of_owned_keys_only_still_exits_0(
 # --- item 7a: a cut-off or empty 200 is retried ---------------------------------------------
 
 
-@pytest.mark.parametrize("empty", [False, True])
+@pytest.mark.parametrize("cut", ["half", "empty", "after_brace"])
 def test_a_cut_off_or_empty_200_is_retried_then_the_sync_succeeds(
-    rai: Runner,
-    emulator: RaiEmulator,
-    tmp_path: Path,
-    empty: bool,
+    rai: Runner, emulator: RaiEmulator, tmp_path: Path, cut: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    # after_brace: the body still ends with "}" (a record's), so only decoding it tells.
     out = tmp_path / "out"
     out.mkdir()
-    emulator.cut_off_answers(times=1, endpoint="list_cohorts", empty=empty)
-    emulator.cut_off_answers(times=2, endpoint="list_cohort_sessions", empty=empty)
+    how = {"empty": cut == "empty", "after_brace": cut == "after_brace"}
+    emulator.cut_off_answers(times=1, endpoint="list_cohorts", **how)
+    emulator.cut_off_answers(times=2, endpoint="list_cohort_sessions", **how)
     run = rai(*_sync_argv(tmp_path / "state.json", out, *OWNED))
     assert run.code == 0, run.err
     # Retried like a network error, and logged like one.
@@ -119,27 +118,16 @@ def test_a_cut_off_or_empty_200_is_retried_then_the_sync_succeeds(
     assert_exactly_once(out, emulator)
 
 
+@pytest.mark.parametrize("after_brace", [False, True])
 def test_a_cut_off_answer_every_time_fails_after_the_attempts(
-    rai: Runner, emulator: RaiEmulator, tmp_path: Path
+    rai: Runner, emulator: RaiEmulator, tmp_path: Path, after_brace: bool
 ) -> None:
-    emulator.cut_off_answers(times=100, endpoint="list_sessions")
+    emulator.cut_off_answers(times=100, endpoint="list_sessions", after_brace=after_brace)
     before = emulator.data_requests
-    run = rai(
-        "rai",
-        "sessions",
-        "--from",
-        SINCE,
-        "--to",
-        UNTIL,
-        "--public-key",
-        OWNED[0],
-        "--parallel",
-        "1",
-        "--max-attempts",
-        "3",
-        "--out",
-        str(tmp_path / "s.jsonl"),
-    )
+    # One window (30 days): no request for a next window is guessed ahead of the cut answer.
+    run = rai("rai", "sessions", "--from", SINCE, "--to", "2024-05-31T00:00:00Z",
+              "--public-key", OWNED[0],
+              "--parallel", "1", "--max-attempts", "3", "--out", str(tmp_path / "s.jsonl"))
     assert run.code == 5
     assert emulator.data_requests - before == 3
     assert "incomplete_answer" in run.err.splitlines()[-1]
@@ -247,6 +235,51 @@ def test_a_dead_host_gives_exactly_one_line(tmp_path: Path, verb: str) -> None:
     err = [line for line in done.stderr.decode().splitlines() if line.strip()]
     assert len(err) == 1, err
     assert "127.0.0.1:" in err[0] and "refused" in err[0].lower() and "2 attempts" in err[0]
+
+
+@pytest.fixture
+def blackhole() -> Iterator[str]:
+    """A URL whose connections time out: a listening socket whose backlog is full, so the
+    kernel drops further SYNs unanswered, as a firewall does."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)
+    address = server.getsockname()
+    fillers = []
+    for _ in range(3):
+        filler = socket.socket()
+        filler.setblocking(False)
+        filler.connect_ex(address)
+        fillers.append(filler)
+    time.sleep(0.1)
+    probe = socket.socket()
+    probe.settimeout(0.3)
+    try:
+        if probe.connect_ex(address) == 0:
+            pytest.skip("this kernel answers connections past a full backlog")
+    except TimeoutError:
+        pass
+    finally:
+        probe.close()
+    try:
+        yield f"http://127.0.0.1:{address[1]}"
+    finally:
+        for sock in (*fillers, server):
+            sock.close()
+
+
+def test_connect_time_outs_are_one_warning_and_the_error(blackhole: str, tmp_path: Path) -> None:
+    env = {**os.environ, "FAILOPEN_RAI_BASE_URL": blackhole,
+           "FAILOPEN_RAI_CLIENT_ID": "test-client", "FAILOPEN_RAI_CLIENT_SECRET": SECRET}
+    argv = [str(FAILOPEN), "rai", "sessions", "--from", SINCE, "--to", UNTIL,
+            "--public-key", OWNED[0], "--parallel", "2", "--timeout", "0.3s", "--max-attempts", "3"]
+    done = subprocess.run(argv, env=env, capture_output=True, timeout=60)  # fmt: skip
+    assert done.returncode == 5
+    err = [line for line in done.stderr.decode().splitlines() if line.strip()]
+    host = blackhole.removeprefix("http://")
+    assert len(err) == 2, err  # was one per attempt and slice: 11 lines here
+    assert "WARNING" in err[0] and host in err[0] and "later connect time-outs" in err[0]
+    assert "ConnectTimeout" in err[1] and host in err[1] and "3 attempts" in err[1]
 
 
 # --- item 7d: the exports' --json summary ---------------------------------------------------

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from failopen.rai._base import decode_page
-from failopen.rai.exceptions import InvalidResponse
+from failopen.rai.exceptions import InvalidResponse, RaiTransportError
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
 values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
@@ -42,11 +42,19 @@ def test_pretty_printed_answers_decode_but_give_no_lines() -> None:
 
 @pytest.mark.parametrize("content", [
     b'{"sessions":[{"a":1},]}', b'{"sessions":[{"a":1}],}', b'{"sessions":[{"a":1}]} x',
-    b'{"sessions":[{"a":1}', b'{"sessions":[{"a":1} {"b":2}]}', b"[]", b'{"sessions" [1]}',
+    b'{"sessions":[{"a":1} {"b":2}]}', b"[]", b'{"sessions" [1]}',
 ])  # fmt: skip
 def test_what_json_loads_refuses_is_refused(content: bytes) -> None:
     with pytest.raises(InvalidResponse):
         decode_page(content, "sessions")
+
+
+@pytest.mark.parametrize("content", [b'{"sessions":[{"a":1}', b'{"sessions":[{"a":"x}'])
+def test_a_body_that_ends_before_its_json_is_a_cut_off_answer(content: bytes) -> None:
+    # Retried by the client like any cut-off answer (test_rai_cut_and_connect.py).
+    with pytest.raises(RaiTransportError) as info:
+        decode_page(content, "sessions")
+    assert info.value.code == "incomplete_answer"
 
 
 def test_a_bom_or_another_encoding_falls_back_to_json_loads() -> None:

@@ -158,6 +158,20 @@ def test_a_corrupt_state_file_is_a_clear_error_and_left_alone(
     assert result.code == 1
     assert "is not a valid sync state" in result.err and str(state) in result.err
     assert state.read_bytes() == before and list(out.iterdir()) == []  # no manifest either
+    # What is safe: an earlier --since would write delivered data again.
+    assert "start again with --since" not in result.err
+    assert "backup" in result.err and "move it aside" in result.err
+    assert "would write again what was delivered" in result.err
+
+
+def test_a_cut_state_file_names_where_its_runs_listed_up_to(
+    sync: Runner, state: Path, out: Path
+) -> None:
+    state.write_text('{"keys":{"pk_live_test":{"delivered":{"c1":"2024-07-20T00:00:00Z"},'
+                     '"since":null,"through":"2024-05-21T00:00:00Z"}},"pend')  # fmt: skip
+    result = sync(*sync_args(state, out, since=SINCE, until=END))
+    assert result.code == 1 and "--since 2024-05-21T00:00:00Z" in result.err
+    assert list(out.iterdir()) == []
 
 
 def test_a_second_run_on_the_same_state_refuses(
