@@ -25,7 +25,8 @@ MAX_PAGE_SIZE = 1000
 
 _RFC3339 = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?"
-    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))"
+    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))",
+    re.ASCII,  # RFC 3339 digits are ASCII; \d alone also matches "٢٠٢٤"
 )
 
 

@@ -40,9 +40,9 @@ __all__ = [
 
 logger = logging.getLogger("failopen.rai")
 SPOOL_PREFIX = ".failopen-sync-"
-_DAY = re.compile(r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]")
+_DAY = re.compile(r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]", re.ASCII)
 #: The day files earlier releases appended to (a state they left may ask to cut one back).
-FILE_NAME = re.compile(r"(cohorts|sessions)-(\d{4}-\d{2}-\d{2}|undated)\.(jsonl|csv)")
+FILE_NAME = re.compile(r"(cohorts|sessions)-(\d{4}-\d{2}-\d{2}|undated)\.(jsonl|csv)", re.A)
 #: The partition of records without a usable time: Hive's null partition, which DuckDB and
 #: Spark read as a NULL ``dt`` (the column stays a DATE).
 UNDATED = "__HIVE_DEFAULT_PARTITION__"

@@ -39,12 +39,12 @@ VERSION = 3
 FORGET_AFTER = 2 * MAX_WINDOW
 _LAST = datetime(9000, 1, 1, tzinfo=timezone.utc)
 # The day files of _sink.FILE_NAME (not imported: _sink imports this module).
-_FILE_NAME = re.compile(r"(cohorts|sessions)-(\d{4}-\d{2}-\d{2}|undated)\.(jsonl|csv)")
+_FILE_NAME = re.compile(r"(cohorts|sessions)-(\d{4}-\d{2}-\d{2}|undated)\.(jsonl|csv)", re.A)
 # A rename the state may ask for: a sink's hidden temporary to a run's file, in one partition
 # directory, so a hand-edited state can rename nothing else.
 _PARTITION = r"/kind=(cohorts|sessions)/dt=(\d{4}-\d{2}-\d{2}|__HIVE_DEFAULT_PARTITION__)/"
-_TEMP = re.compile(r"(/.*)" + _PARTITION + r"\.failopen-sync-[0-9a-f]{16}-[a-z0-9_]+\.part")
-_FINAL = re.compile(r"(/.*)" + _PARTITION + r"\d{8}T\d{6}Z-[0-9a-f]{8}-\d{4,}\.[a-z0-9.]+")
+_TEMP = re.compile(r"(/.*)" + _PARTITION + r"\.failopen-sync-[0-9a-f]{16}-[a-z0-9_]+\.part", re.A)
+_FINAL = re.compile(r"(/.*)" + _PARTITION + r"\d{8}T\d{6}Z-[0-9a-f]{8}-\d{4,}\.[a-z0-9.]+", re.A)
 
 
 class StateError(Exception):

@@ -45,7 +45,7 @@ EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports a process the signal 
 #: The run completed, but a key was last listed more than 30 days before it (see Summary.gaps).
 EXIT_GAP = 6
 _FLOOR = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_DURATION = re.compile(r"(\d+)([smhd])")
+_DURATION = re.compile(r"(\d+)([smhd])", re.ASCII)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 SYNC_DESCRIPTION = """\

@@ -373,11 +373,17 @@ def test_a_hostile_timestamp_never_names_a_file_outside_the_output_directory(
     ]
 
 
+@pytest.mark.parametrize("stamp", [
+    "2024-05-02T10:00:00+24:00",
+    "\u0662\u0660\u0662\u0664-05-02T10:00:00Z",  # Arabic-Indic digits: \\d matches them
+])  # fmt: skip
 def test_a_record_stamped_plus_24_hours_never_stops_the_sync(
-    monkeypatch: pytest.MonkeyPatch, emulator: RaiEmulator, sync: Runner, state: Path, out: Path
+    monkeypatch: pytest.MonkeyPatch, emulator: RaiEmulator, sync: Runner, state: Path, out: Path,
+    stamp: str,
 ) -> None:
     # "+24:00" looks like an offset but is none (RFC 3339 stops at 23:59): it once raised a
-    # ValueError that crashed every later run on the same record.
+    # ValueError that crashed every later run on the same record. Digits other than ASCII once
+    # named a partition directory (dt=\u0662\u0660\u0662\u0664-05-02): RFC 3339 digits are ASCII.
     first = emulator.cohort_ids()[0]
 
     def handler(request: FakeRequest) -> Reply:
@@ -389,7 +395,7 @@ def test_a_record_stamped_plus_24_hours_never_stops_the_sync(
                 bad = dict(
                     body["sessions"][0],
                     session_id="ses_plus24",
-                    session_created="2024-05-02T10:00:00+24:00",
+                    session_created=stamp,
                 )
                 body["sessions"].append(bad)
             return Reply.json(body)
@@ -406,6 +412,7 @@ def test_a_record_stamped_plus_24_hours_never_stops_the_sync(
     assert undated == [1, 0]  # reported by the run that delivered it, then never again
     assert ids(lines(out, "sessions"), "session_id")["ses_plus24"] == 1
     assert outputs(out, "sessions") and list(out.glob(f"kind=sessions/dt={UNDATED}/*.jsonl"))
+    assert all(p.name.isascii() for p in out.glob("kind=*/dt=*"))
 
 
 def test_a_state_file_cannot_name_files_to_cut_back_outside_the_day_files(
