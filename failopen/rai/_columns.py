@@ -23,6 +23,11 @@ __all__ = ["column"]
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _FLOAT_INT = 1 << 1023  # larger ints do not fit a float64 (float() raises)
+
+
+def _exact_float(v: int) -> bool:
+    """An int a float64 holds exactly (past 2**53 most do not: 2**53 + 1 would change)."""
+    return -_FLOAT_INT < v < _FLOAT_INT and float(v) == v
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
 # What Arrow's cast may parse (RFC 3339 up to microseconds, upper-case T and Z); anything else,
@@ -40,7 +45,7 @@ def _fits(pa: Any, arrow_type: Any) -> Callable[[Any], bool]:
         low, high = _INT64
         return lambda v: type(v) is int and low <= v <= high  # bool is not an int here
     if types.is_float64(arrow_type):
-        return lambda v: type(v) is float or (type(v) is int and -_FLOAT_INT < v < _FLOAT_INT)
+        return lambda v: type(v) is float or (type(v) is int and _exact_float(v))
     if types.is_boolean(arrow_type):
         return lambda v: type(v) is bool
     if types.is_list(arrow_type):
@@ -72,8 +77,10 @@ def _clean(pa: Any, arrow_type: Any, values: list[Any]) -> bool:
     types = set(map(type, values))
     types.discard(type(None))
     if pa.types.is_list(arrow_type):
+        if not types <= {list}:
+            return False
         items = list(itertools.chain.from_iterable(v for v in values if v is not None))
-        return types <= {list} and _clean_items(pa, arrow_type.value_type, items)
+        return _clean_items(pa, arrow_type.value_type, items)
     if pa.types.is_struct(arrow_type):
         if not types <= {dict}:
             return False
@@ -83,6 +90,8 @@ def _clean(pa: Any, arrow_type: Any, values: list[Any]) -> bool:
             _clean(pa, arrow_type.field(name).type, [cell.get(name) for cell in cells])
             for name in names
         )
+    if int in types and pa.types.is_float64(arrow_type):  # rare: scores are sent as 0.5
+        return types <= {int, float} and all(_exact_float(v) for v in values if type(v) is int)
     return types <= _ALLOWED[str(arrow_type)]
 
 
