@@ -40,8 +40,8 @@ Write = Callable[[IO[bytes], bytes], object]
 INSTALL = 'pip install "failopen[parquet]"'
 #: Rows per row group: a reader skips whole groups by their statistics; the writer holds one.
 ROWS_PER_GROUP = 65_536
-#: Records decoded at a time: the Python objects of 8,192 sessions are about 20 MB.
-ROWS_PER_BATCH = 8_192
+#: Records decoded at a time: the Python objects of 4,096 sessions are about 8 MB.
+ROWS_PER_BATCH = 4_096
 #: The key of the file's metadata that carries the schema's version.
 METADATA_KEY = b"failopen.schema_version"
 
