@@ -87,7 +87,10 @@ _SCHEMAS: dict[str, Any] = {}
 
 def arrow_schema(kind: str) -> Any:
     """The ``pyarrow.Schema`` of the Parquet files of ``kind`` ("cohorts" or "sessions"):
-    the JSON Schema's fields in order, then ``extra_fields``; metadata: the schema's version."""
+    the JSON Schema's fields in order, then ``extra_fields``; metadata: the schema's version.
+
+    Raises ImportError naming the extra when pyarrow is not installed.
+    """
     if kind not in _SCHEMAS:
         pa = _modules()[0]
         schema = json_schema(kind)
