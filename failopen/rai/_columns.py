@@ -19,7 +19,7 @@ from typing import Any
 from failopen.rai._arguments import parse_rfc3339
 from failopen.rai.exceptions import RaiValidationError
 
-__all__ = ["column"]
+__all__ = ["column", "stamps"]
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _FLOAT_INT = 1 << 1023  # larger ints do not fit a float64 (float() raises)
@@ -28,6 +28,8 @@ _FLOAT_INT = 1 << 1023  # larger ints do not fit a float64 (float() raises)
 def _exact_float(v: int) -> bool:
     """An int a float64 holds exactly (past 2**53 most do not: 2**53 + 1 would change)."""
     return -_FLOAT_INT < v < _FLOAT_INT and float(v) == v
+
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
 # What Arrow's cast may parse (RFC 3339 up to microseconds, upper-case T and Z); anything else,
@@ -164,6 +166,14 @@ def _micros(value: str) -> int:
 
 def _stamps(pa: Any, pc: Any, arrow_type: Any, values: list[Any]) -> tuple[Any, list[int]]:
     strings, bad = _plain(pa, pa.string(), values)
+    array, inexact = stamps(pa, pc, arrow_type, strings)
+    return array, sorted({*bad, *inexact})
+
+
+def stamps(pa: Any, pc: Any, arrow_type: Any, strings: Any) -> tuple[Any, list[int]]:
+    """Timestamps of a string array: Arrow's cast when every one is plain RFC 3339, else one at
+    a time; the indexes of those not held exactly (malformed: null; past microseconds: cut)."""
+    bad: list[int] = []
     matches = pc.match_substring_regex(strings, _ARROW_STAMP)
     if pc.all(matches, min_count=0).as_py():
         try:

@@ -28,7 +28,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from failopen.rai._columns import column
+from failopen.rai._columns import column, stamps
 from failopen.rai._output import ENCODER, EXTRA_COLUMN
 from failopen.rai._schema import SCHEMA_VERSION, json_schema
 
@@ -138,6 +138,78 @@ def record_batch(kind: str, records: list[dict[str, Any]]) -> Any:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+_READ_SCHEMAS: dict[str, Any] = {}
+_EXACT_FLOATS = float(1 << 53)  # past this a float64 column may hold an int inexactly
+
+
+def _read_schema(kind: str) -> Any:
+    """What pyarrow's JSON reader is asked for: the file's columns, timestamps as strings (its
+    own parsing reads an offset-less time as UTC), no extra_fields."""
+    if kind not in _READ_SCHEMAS:
+        pa = _modules()[0]
+        fields = list(arrow_schema(kind))[:-1]
+        _READ_SCHEMAS[kind] = pa.schema(
+            [pa.field(f.name, pa.string()) if pa.types.is_timestamp(f.type) else f for f in fields]
+        )
+    return _READ_SCHEMAS[kind]
+
+
+def _read_fast(kind: str, lines: list[bytes]) -> Any:
+    """The batch by pyarrow's JSON reader, or None when a record needs the careful path.
+
+    The reader, told the schema and to fail on an unexpected field, refuses every value without
+    its column's type (a number for a string, 1.5 or 1e2 for an int, a field the schema does
+    not know, in ``verify`` too, a key given twice). What it would let through is checked here:
+    a null inside an array, a float64 column with magnitudes from 2**53 (where an int may have
+    been rounded), and two records on one line. Several times faster than decoding in Python.
+    """
+    pa, pc, _ = _modules()
+    import pyarrow.json as pj  # with the others: only this module imports pyarrow
+
+    options = pj.ParseOptions(explicit_schema=_read_schema(kind), unexpected_field_behavior="error")
+    # One thread: the sync's fetching threads use the cores; Arrow's pool of threads cost 40 MB
+    # of peak RSS for 12% of the time of a file (bench_rai_formats.py --quick, load 2).
+    single = pj.ReadOptions(use_threads=False)
+    try:
+        table = pj.read_json(pa.BufferReader(b"".join(lines)), single, options)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    if table.num_rows != len(lines):
+        return None
+    schema = arrow_schema(kind)
+    arrays = []
+    extras: dict[int, dict[str, Any]] = {}
+    for field in list(schema)[:-1]:
+        values = table.column(field.name).combine_chunks()
+        if pa.types.is_list(field.type) and pc.list_flatten(values).null_count:
+            return None
+        if pa.types.is_float64(field.type):
+            largest = pc.max(pc.abs(values)).as_py()
+            if largest is not None and largest >= _EXACT_FLOATS:
+                return None
+        if pa.types.is_timestamp(field.type):
+            strings = values
+            values, bad = stamps(pa, pc, field.type, strings)
+            for index in bad:
+                extras.setdefault(index, {})[field.name] = strings[index].as_py()
+        arrays.append(values)
+    texts: list[str | None] = [None] * len(lines)
+    for index, extra in extras.items():
+        texts[index] = _extra_text(extra)
+    arrays.append(pa.array(texts, pa.string()))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _batch(kind: str, lines: list[bytes], where: list[tuple[str, int]]) -> Any:
+    """The lines of ``kind`` as a record batch: pyarrow's reader when it can, else decoded in
+    Python (a field the schema does not know, a value without its type, a line at fault)."""
+    batch = _read_fast(kind, lines)
+    if batch is None:
+        with _no_cycle_collection():
+            batch = record_batch(kind, _decode(lines, where))
+    return batch
+
+
 def _decode(lines: list[bytes], where: list[tuple[str, int]]) -> list[dict[str, Any]]:
     """The records of JSON lines: one ``json.loads`` for the batch (a third faster than one
     per line); when that fails or finds other than one object per line, line by line, naming the
@@ -227,8 +299,7 @@ def write_parquet(kind: str, spools: list[str], out: IO[bytes], write: Write) ->
     with pq.ParquetWriter(pa.PythonFile(_Through(out, write), mode="w"), schema,
                           compression="zstd") as writer:  # fmt: skip
         for lines, where in _line_batches(spools):
-            with _no_cycle_collection():
-                pending.append(record_batch(kind, _decode(lines, where)))
+            pending.append(_batch(kind, lines, where))
             rows += len(lines)
             if sum(batch.num_rows for batch in pending) >= ROWS_PER_GROUP:
                 writer.write_table(pa.Table.from_batches(pending, schema), ROWS_PER_GROUP)
