@@ -1,8 +1,9 @@
 #!/bin/sh
 # One hourly run of failopen rai sync for cron (examples/rai/crontab), exit codes mapped.
+# RAI_ENV_FILE and RAI_HOME default to the paths in the crontab's comments.
 set -u
-. /etc/failopen/rai.env
-cd /var/lib/failopen-rai || exit 1
+. "${RAI_ENV_FILE:-/etc/failopen/rai.env}"
+cd "${RAI_HOME:-/var/lib/failopen-rai}" || exit 1
 run() {
     timeout --preserve-status -s TERM -k 120 45m failopen rai sync --public-key pk_live_a \
         --state state.json --out-dir out --json >>sync.jsonl

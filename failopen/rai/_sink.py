@@ -1,10 +1,15 @@
-"""Where ``failopen rai sync`` writes: spools (temporary files) filled by the fetching threads, then
-appended to one file per UTC day and kind, or copied to stdout.
+"""Where ``failopen rai sync`` writes: spools (temporary files) filled by the fetching threads,
+then, per committed batch, new whole files in Hive-style partitions, or a copy to stdout.
+
+``DIR/kind=sessions/dt=YYYY-MM-DD/<run id>-<batch>.jsonl`` (and ``kind=cohorts``): a batch's
+files are written under hidden temporary names in their final directories
+(``.failopen-sync-<tag>-*.part``: no reader's ``*.jsonl`` pattern matches them), fsynced, and
+renamed only after the state file records the batch and the renames still to do (``sync.py``).
+A file, once visible, is never written again. ``tag`` is a hash of the state file's path: the
+next run on that state (under its lock) deletes the temporaries a killed run left, and only those.
 
 Every byte of output goes through ``write`` (an injectable seam: tests make it fail as a full disk
-would). An append that fails is cut back to the sizes the files had before it, so a failed batch
-leaves no half line; a batch interrupted by a crash is cut back by the next run, from the sizes the
-state file recorded before the append began.
+would).
 """
 
 from __future__ import annotations
@@ -12,116 +17,135 @@ from __future__ import annotations
 import contextlib
 import glob
 import hashlib
+import logging
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import timezone
 from typing import IO, Any, BinaryIO
 
 from failopen.rai._arguments import parse_rfc3339
-from failopen.rai._output import ENCODER, CsvRows
+from failopen.rai._formats import FORMATS, Format, Write, copy_spools
+from failopen.rai._output import ENCODER
 from failopen.rai._state import fsync_dir
 from failopen.rai.exceptions import RaiValidationError
 
 __all__ = [
-    "Write", "Spool", "DirSink", "StdoutSink", "Sink", "utc_day", "SPOOL_PREFIX", "FILE_NAME",
+    "Write", "Spool", "Move", "DirSink", "StdoutSink", "Sink", "utc_day", "SPOOL_PREFIX",
+    "FILE_NAME", "UNDATED", "DAY_FIELD", "complete_renames", "owner_tag",
 ]  # fmt: skip
 
-Write = Callable[[IO[bytes], bytes], object]
+logger = logging.getLogger("failopen.rai")
 SPOOL_PREFIX = ".failopen-sync-"
 _DAY = re.compile(r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[Tt]")
-#: The only names a sync writes (and the state file may ask to cut back).
+#: The day files earlier releases appended to (a state they left may ask to cut one back).
 FILE_NAME = re.compile(r"(cohorts|sessions)-(\d{4}-\d{2}-\d{2}|undated)\.(jsonl|csv)")
-_COPY_CHUNK = 1 << 20
-#: The record field whose UTC day names the file a record goes to.
+#: The partition of records without a usable time: Hive's null partition, which DuckDB and
+#: Spark read as a NULL ``dt`` (the column stays a DATE).
+UNDATED = "__HIVE_DEFAULT_PARTITION__"
+#: The record field whose UTC day names the partition a record goes to.
 DAY_FIELD = {"cohorts": "cohort_window_start", "sessions": "session_created"}
+#: Spool files a spool keeps open at once: a cohort spanning many days reopens the others.
+_OPEN_FILES = 8
 
 
 def _write(f: IO[bytes], data: bytes) -> object:
     return f.write(data)
 
 
+def owner_tag(owner: str) -> str:
+    """The hash of a state file's path that names its temporaries ("" without one)."""
+    return hashlib.sha256(os.path.abspath(owner).encode()).hexdigest()[:16] if owner else ""
+
+
 def utc_day(value: Any) -> str:
-    """``YYYY-MM-DD`` of an RFC 3339 timestamp in UTC, or ``undated``."""
+    """``YYYY-MM-DD`` of an RFC 3339 timestamp in UTC, or :data:`UNDATED`."""
     if not isinstance(value, str):
-        return "undated"
-    # The day names a file: it comes from the service, so only digits may reach the name.
+        return UNDATED
+    # The day names a directory: it comes from the service, so only digits may reach the name.
     if len(value) >= 20 and value[-1] in "Zz" and _DAY.match(value):
         return value[:10]  # the common case, without parsing
     try:
         return parse_rfc3339(value).astimezone(timezone.utc).strftime("%Y-%m-%d")
     except RaiValidationError:
-        return "undated"
+        return UNDATED
+
+
+Part = tuple[str, str]  # (kind, dt): one output file per batch
 
 
 class Spool:
-    """The encoded records of one unit of work, in temporary files named by their output file."""
+    """The encoded records of one unit of work, in temporary files, one per partition."""
 
-    def __init__(self, folder: str, fmt: str, columns: Mapping[str, tuple[str, ...]],
-                 write: Write, by_day: bool, prefix: str = SPOOL_PREFIX) -> None:  # fmt: skip
+    def __init__(self, folder: str, fmt: Format, write: Write, by_day: bool,
+                 prefix: str = SPOOL_PREFIX) -> None:  # fmt: skip
         self._folder = folder
         self._prefix = prefix
         self._fmt = fmt
-        self._columns = columns
         self._write = write
         self._by_day = by_day
-        self._files: dict[str, BinaryIO] = {}
-        self.parts: dict[str, str] = {}  # output file name -> spool path, in first-write order
+        # Open spool files, least recently used first: a cohort whose sessions span hundreds
+        # of days holds at most _OPEN_FILES handles (times --parallel threads).
+        self._files: OrderedDict[Part, BinaryIO] = OrderedDict()
+        self.parts: dict[Part, str] = {}  # partition -> spool path, in first-write order
+        self.counts: dict[Part, int] = {}  # records per partition
         self.records = {"cohorts": 0, "sessions": 0}
-        self.undated = 0  # records whose time could not be read: written to the undated file
+        self.undated = 0  # records whose time could not be read: in the undated partition
 
-    def _file(self, name: str) -> BinaryIO:
-        f = self._files.get(name)
-        if f is None:
+    def _file(self, part: Part) -> BinaryIO:
+        f = self._files.get(part)
+        if f is not None:
+            self._files.move_to_end(part)
+            return f
+        if len(self._files) >= _OPEN_FILES:
+            self._files.popitem(last=False)[1].close()
+        path = self.parts.get(part)
+        if path is None:
             fd, path = tempfile.mkstemp(prefix=self._prefix, suffix=".part", dir=self._folder)
-            f = self._files[name] = os.fdopen(fd, "wb", buffering=1 << 18)
-            self.parts[name] = path
+            self.parts[part] = path
+            f = os.fdopen(fd, "wb", buffering=1 << 18)
+        else:
+            f = open(path, "ab", buffering=1 << 18)  # noqa: SIM115 (closed by close())
+        self._files[part] = f
         return f
 
     def add(self, kind: str, records: list[dict[str, Any]], lines: list[str] | None = None) -> None:
-        """Encode ``records`` of ``kind`` (cohorts or sessions) into the spool of their file;
-        ``lines``, the records' JSON texts as received, are written as they are (JSONL)."""
-        if self._fmt != "jsonl" or lines is None:
+        """Encode ``records`` of ``kind`` (cohorts or sessions) into the spools of their days;
+        ``lines``, the records' JSON texts as received, are used when the format keeps them."""
+        if not self._fmt.keeps_lines:
             lines = None
-        groups: dict[str, list[int]] = {}
+        groups: dict[Part, list[int]] = {}
         field = DAY_FIELD[kind]
-        names: dict[Any, str] = {}  # by the stamp's first 11 characters: one check per day
+        parts: dict[str, Part] = {}  # by the stamp's first 11 characters: one check per day
         for index, record in enumerate(records):
             stamp = record.get(field)
-            prefix = name = None
+            prefix = part = None
             if isinstance(stamp, str) and len(stamp) >= 20 and stamp[-1] in "Zz":
                 prefix = stamp[:11]  # utc_day's fast path reads only these
-                name = names.get(prefix)
-            if name is None:
-                name = f"{kind}-{utc_day(stamp)}.{self._fmt}" if self._by_day else "-"
+                part = parts.get(prefix)
+            if part is None:
+                part = (kind, utc_day(stamp)) if self._by_day else ("-", "-")
                 if prefix is not None and _DAY.match(prefix):
-                    names[prefix] = name
-            groups.setdefault(name, []).append(index)
+                    parts[prefix] = part
+            groups.setdefault(part, []).append(index)
         self.records[kind] += len(records)
         if self._by_day:
-            undated = groups.get(f"{kind}-undated.{self._fmt}")
+            undated = groups.get((kind, UNDATED))
             self.undated += len(undated) if undated else 0
-        for name, group in groups.items():
-            if lines is not None:
-                text = [lines[i] for i in group] if len(group) < len(records) else lines
-                data = "\n".join([*text, ""]).encode()  # one copy of 0.65 MB, not two
-            else:
-                data = self._encode(kind, [records[i] for i in group])
-            self._write(self._file(name), data)
-
-    def _encode(self, kind: str, records: list[dict[str, Any]]) -> bytes:
-        if self._fmt == "csv":
-            sink = _Collect()
-            CsvRows(sink, self._columns[kind], header=False).write(records)  # type: ignore[arg-type]
-            return b"".join(sink.chunks)
-        encode = ENCODER.encode
-        return ("\n".join([encode(r) for r in records]) + "\n").encode()
+        for part, group in groups.items():
+            whole = len(group) == len(records)
+            text = None if lines is None else lines if whole else [lines[i] for i in group]
+            data = self._fmt.encode(kind, records if whole else [records[i] for i in group], text)
+            self._write(self._file(part), data)
+            self.counts[part] = self.counts.get(part, 0) + len(group)
 
     def close(self) -> None:
         """Flush and close the temporary files (they stay until :meth:`discard`)."""
-        for f in self._files.values():
-            f.close()
+        while self._files:
+            self._files.popitem()[1].close()
 
     def discard(self) -> None:
         """Remove the temporary files."""
@@ -131,32 +155,59 @@ class Spool:
                 os.unlink(path)
 
 
-class _Collect:
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
+@dataclass
+class Move:
+    """One output file of a batch: written at ``temp``, visible once renamed to ``final``."""
 
-    def write(self, data: bytes) -> int:
-        self.chunks.append(data)
-        return len(data)
+    temp: str
+    final: str
+    path: str  # relative to the output directory, "/"-separated
+    kind: str
+    dt: str
+    records: int
+    bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "kind": self.kind, "dt": self.dt, "records": self.records,
+                "bytes": self.bytes}  # fmt: skip
 
 
-def _copy(spool_path: str, out: IO[bytes], write: Write) -> None:
-    with open(spool_path, "rb") as f:
-        while chunk := f.read(_COPY_CHUNK):
-            write(out, chunk)
+def _unlink(paths: Iterable[str]) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def complete_renames(renames: Iterable[tuple[str, str]]) -> list[str]:
+    """Finish the renames a killed batch recorded (a temporary that is gone was renamed); the
+    final paths renamed now. The state file checked the names (``_state.RENAME``)."""
+    done, folders = [], set()
+    for temp, final in renames:
+        try:
+            os.rename(temp, final)
+        except FileNotFoundError:
+            if not os.path.exists(final):  # moved or deleted by hand: say so, once
+                logger.warning("a file the state records as delivered is missing: %s (its "
+                               "hidden temporary %s is gone too)", final, temp)  # fmt: skip
+            continue
+        done.append(final)
+        folders.add(os.path.dirname(final))
+    for folder in sorted(folders):
+        fsync_dir(folder)
+    return done
 
 
 class DirSink:
-    """One file per UTC day and kind in ``folder``, each batch appended and fsynced."""
+    """New files per batch in ``folder/kind=<kind>/dt=<day>/``, never written again."""
 
     by_day = True
 
-    def __init__(self, folder: str, fmt: str, columns: Mapping[str, tuple[str, ...]],
-                 write: Write = _write) -> None:  # fmt: skip
+    def __init__(self, folder: str, fmt: str, write: Write = _write, *, owner: str = "") -> None:
         self.folder = os.path.abspath(folder)
-        self.fmt = fmt
-        self.columns = columns
+        self.format = FORMATS[fmt]
         self.write = write
+        self.tag = owner_tag(owner) or "0" * 16
+        self._prefix = f"{SPOOL_PREFIX}{self.tag}-"
 
     def check(self) -> None:
         """An OSError naming ``--out-dir`` when it is not a writable directory."""
@@ -166,27 +217,29 @@ class DirSink:
             raise PermissionError(13, "--out-dir: the directory is not writable", self.folder)
 
     def spool(self) -> Spool:
-        """A new spool beside the output files (a full disk shows before anything is appended)."""
-        return Spool(self.folder, self.fmt, self.columns, self.write, by_day=True)
+        """A new spool beside the output (a full disk shows before anything is written)."""
+        return Spool(self.folder, self.format, self.write, by_day=True, prefix=self._prefix)
+
+    def _partitions(self) -> list[str]:
+        found = []
+        for kind in DAY_FIELD:
+            with (
+                contextlib.suppress(OSError),
+                os.scandir(os.path.join(self.folder, f"kind={kind}")) as days,
+            ):
+                found += [e.path for e in days if e.name.startswith("dt=") and e.is_dir()]
+        return found
 
     def remove_stale_spools(self) -> None:
-        """Delete spools a killed run left behind (called under the state lock)."""
-        for path in glob.glob(os.path.join(glob.escape(self.folder), SPOOL_PREFIX + "*.part")):
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-
-    def sizes(self, names: Iterable[str]) -> dict[str, int]:
-        """The current size of each output file (0 when it does not exist)."""
-        sizes = {}
-        for name in names:
-            try:
-                sizes[name] = os.stat(os.path.join(self.folder, name)).st_size
-            except FileNotFoundError:
-                sizes[name] = 0
-        return sizes
+        """Delete the temporaries a killed run on the same state left (under the state lock,
+        after :func:`complete_renames`): another state's tag is not ours to delete."""
+        for folder in [self.folder, *self._partitions()]:
+            pattern = os.path.join(glob.escape(folder), glob.escape(self._prefix) + "*.part")
+            _unlink(glob.glob(pattern))
 
     def rollback(self, sizes: Mapping[str, int]) -> None:
-        """Cut each file back to its size before an append that did not complete."""
+        """Cut each day file an earlier release was appending to back to its size before the
+        append (a state it left when killed mid-append; names checked by the state file)."""
         for name, size in sizes.items():
             path = os.path.join(self.folder, os.path.basename(name))
             try:
@@ -195,35 +248,80 @@ class DirSink:
             except FileNotFoundError:
                 continue
 
-    def append(self, spools: list[Spool], sizes: Mapping[str, int]) -> list[str]:
-        """Append the spools to their files (header first in a new CSV file), fsync each file.
-
-        On an OSError the files are cut back to ``sizes`` and the error raised.
-        """
-        names = sorted({name for spool in spools for name in spool.parts})
+    def prepare(self, spools: list[Spool], run_id: str, seq: int) -> list[Move]:
+        """Write one hidden file per partition of the batch, fsync each; the moves to publish.
+        On an OSError nothing is left behind and the error is raised."""
+        parts = sorted({part for spool in spools for part in spool.parts})
+        moves: list[Move] = []
         try:
-            for name in names:
-                with open(os.path.join(self.folder, name), "ab") as out:
-                    if self.fmt == "csv" and sizes.get(name, 0) == 0:
-                        kind = name.split("-", 1)[0]
-                        header = _Collect()
-                        CsvRows(header, self.columns[kind])  # type: ignore[arg-type]
-                        self.write(out, b"".join(header.chunks))
-                    for spool in spools:
-                        if name in spool.parts:
-                            _copy(spool.parts[name], out, self.write)
+            for kind, dt in parts:
+                rel = f"kind={kind}/dt={dt}"
+                folder = os.path.join(self.folder, rel)
+                self._makedirs(folder)
+                name = f"{run_id}-{seq:04d}{self.format.suffix}"
+                fd, temp = tempfile.mkstemp(prefix=self._prefix, suffix=".part", dir=folder)
+                with os.fdopen(fd, "wb") as out:
+                    move = Move(temp, os.path.join(folder, name), f"{rel}/{name}", kind, dt,
+                                sum(s.counts.get((kind, dt), 0) for s in spools), 0)  # fmt: skip
+                    moves.append(move)
+                    paths = [s.parts[(kind, dt)] for s in spools if (kind, dt) in s.parts]
+                    self.format.finish(kind, paths, out, self.write)
                     out.flush()
                     os.fsync(out.fileno())
-            fsync_dir(self.folder)  # new day files are durable before the state says so
-        except OSError:
-            with contextlib.suppress(OSError):
-                self.rollback(sizes)
+                    move.bytes = os.fstat(out.fileno()).st_size
+                os.chmod(temp, 0o644)  # mkstemp's 0600 would hide the data from readers
+        except BaseException:
+            self.discard(moves)
             raise
-        return names
+        return moves
+
+    @staticmethod
+    def _makedirs(folder: str) -> None:
+        """Create a partition directory durably: a rename into a directory whose own entry is
+        not on disk yet could vanish with it on a power loss."""
+        if os.path.isdir(folder):
+            return
+        kind = os.path.dirname(folder)
+        new_kind = not os.path.isdir(kind)
+        os.makedirs(folder, exist_ok=True)
+        fsync_dir(kind)
+        if new_kind:
+            fsync_dir(os.path.dirname(kind))
+
+    def publish(self, moves: list[Move]) -> list[str]:
+        """Rename each file to its final name, fsync the directories; the paths made visible."""
+        return [self.relative(p) for p in complete_renames((m.temp, m.final) for m in moves)]
+
+    def relative(self, path: str) -> str:
+        """``path`` relative to the output directory, as the manifest names files."""
+        return os.path.relpath(path, self.folder).replace(os.sep, "/")
+
+    def discard(self, moves: list[Move]) -> None:
+        """Remove the hidden files of a batch that is not to be published."""
+        _unlink(m.temp for m in moves)
+
+
+class _Tagged:
+    """``--out-dir -``: each line ``{"kind":"sessions","record":{...}}``, the record's text as
+    received; a field the vendor adds to a record can never collide with the tag."""
+
+    name = "jsonl"
+    suffix = ".jsonl"
+    keeps_lines = True
+
+    def encode(self, kind: str, records: list[dict[str, Any]], lines: list[str] | None) -> bytes:
+        if lines is None:
+            lines = [ENCODER.encode(record) for record in records]
+        head = f'{{"kind":"{kind}","record":'
+        return "".join([f"{head}{line}}}\n" for line in lines]).encode()
+
+    def finish(self, kind: str, spools: list[str], out: IO[bytes], write: Write) -> None:
+        copy_spools(spools, out, write)
 
 
 class StdoutSink:
-    """JSON lines on stdout (``--out-dir -``): each batch flushed before the state advances.
+    """Tagged JSON lines on stdout (``--out-dir -``): each batch flushed before the state
+    advances (at least once: a batch a crash cut short is written again).
 
     Spools go to the system's temporary directory, named after the state file (``owner``), so
     the next run on that state (under its lock) finds those a killed run left, and only those.
@@ -234,8 +332,8 @@ class StdoutSink:
     def __init__(self, out: IO[bytes], write: Write = _write, *, owner: str = "") -> None:
         self.out = out
         self.write = write
-        self.fmt = "jsonl"
-        tag = hashlib.sha256(os.path.abspath(owner).encode()).hexdigest()[:16] if owner else ""
+        self.format = _Tagged()
+        tag = owner_tag(owner)
         self._prefix = f"{SPOOL_PREFIX}{tag}-" if tag else SPOOL_PREFIX
 
     def check(self) -> None:
@@ -243,7 +341,7 @@ class StdoutSink:
 
     def spool(self) -> Spool:
         """A spool in the system's temporary directory."""
-        return Spool(tempfile.gettempdir(), "jsonl", {}, self.write, by_day=False,
+        return Spool(tempfile.gettempdir(), self.format, self.write, by_day=False,
                      prefix=self._prefix)  # fmt: skip
 
     def remove_stale_spools(self) -> None:
@@ -252,24 +350,28 @@ class StdoutSink:
         if self._prefix == SPOOL_PREFIX:
             return
         folder = glob.escape(tempfile.gettempdir())
-        for path in glob.glob(os.path.join(folder, self._prefix + "*.part")):
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-
-    def sizes(self, names: Iterable[str]) -> dict[str, int]:
-        """Stdout cannot be cut back: nothing to record."""
-        return {}
+        _unlink(glob.glob(os.path.join(folder, self._prefix + "*.part")))
 
     def rollback(self, sizes: Mapping[str, int]) -> None:
         """Nothing can be taken back from a pipe."""
 
-    def append(self, spools: list[Spool], sizes: Mapping[str, int]) -> list[str]:
-        """Copy the spools to stdout in order and flush."""
+    def prepare(self, spools: list[Spool], run_id: str, seq: int) -> list[Move]:
+        """Copy the spools to stdout in order and flush: nothing to publish."""
         for spool in spools:
-            for path in spool.parts.values():
-                _copy(path, self.out, self.write)
+            self.format.finish("-", list(spool.parts.values()), self.out, self.write)
         self.out.flush()
         return []
+
+    def publish(self, moves: list[Move]) -> list[str]:
+        """Nothing to rename."""
+        return []
+
+    def relative(self, path: str) -> str:
+        """``path`` as it is (no output directory)."""
+        return path
+
+    def discard(self, moves: list[Move]) -> None:
+        """Nothing to remove."""
 
 
 Sink = DirSink | StdoutSink

@@ -1,6 +1,6 @@
 """The state file of ``failopen rai sync``: where each public key's last run ended, the cohort ids
 delivered in the last :data:`FORGET_AFTER` (each with the time to forget it: ids, never records),
-and the output files a batch was about to append to.
+and the renames of a batch's files still to do (written ahead: the next run completes them).
 
 The file is JSON, replaced atomically (temporary file, fsync, rename, fsync of the directory), so
 a crash at any point leaves either the old state or the new one, never half of either. A lock
@@ -30,13 +30,21 @@ __all__ = ["VERSION", "FORGET_AFTER", "StateError", "KeyState", "SyncState", "lo
 
 #: 2: ``delivered`` maps an id to when to forget it (1: to the end of the window it was listed in,
 #: forgotten with the lookback; read and converted). A failopen that reads only 1 refuses a 2.
-VERSION = 2
+#: 3: a 2 with ``renames`` pending, written only while a batch's files are not all renamed: a
+#: failopen that does not know renames refuses it (it would leave delivered records hidden),
+#: and reads every other state this one writes.
+VERSION = 3
 #: How long a delivered cohort id is remembered after the run that delivered it: twice the
 #: 30-day reach a run lists (``--lookback`` at most), so no run can list it again after that.
 FORGET_AFTER = 2 * MAX_WINDOW
 _LAST = datetime(9000, 1, 1, tzinfo=timezone.utc)
 # The day files of _sink.FILE_NAME (not imported: _sink imports this module).
 _FILE_NAME = re.compile(r"(cohorts|sessions)-(\d{4}-\d{2}-\d{2}|undated)\.(jsonl|csv)")
+# A rename the state may ask for: a sink's hidden temporary to a run's file, in one partition
+# directory, so a hand-edited state can rename nothing else.
+_PARTITION = r"/kind=(cohorts|sessions)/dt=(\d{4}-\d{2}-\d{2}|__HIVE_DEFAULT_PARTITION__)/"
+_TEMP = re.compile(r"(/.*)" + _PARTITION + r"\.failopen-sync-[0-9a-f]{16}-[a-z0-9_]+\.part")
+_FINAL = re.compile(r"(/.*)" + _PARTITION + r"\d{8}T\d{6}Z-[0-9a-f]{8}-\d{4,}\.[a-z0-9.]+")
 
 
 class StateError(Exception):
@@ -65,9 +73,11 @@ class SyncState:
 
     path: str
     keys: dict[str, KeyState] = field(default_factory=dict)
-    #: Output file name -> its size before the batch being appended; a run that finds this set
-    #: was killed mid-append, and cuts those files back to these sizes before going on.
+    #: Left by an earlier release killed mid-append (read, never written): day file name -> its
+    #: size before the append; the next run cuts those files back once.
     pending: dict[str, int] = field(default_factory=dict)
+    #: (temporary, final) absolute paths of a batch recorded as delivered but not all renamed.
+    renames: list[tuple[str, str]] = field(default_factory=list)
     #: True from the start of a run until it completes: the next run reports "resumed".
     running: bool = False
     exists: bool = False
@@ -95,8 +105,8 @@ class SyncState:
         if not isinstance(body, dict):
             raise ValueError("not a JSON object")
         version = body.get("version")
-        if version not in (1, VERSION) or isinstance(version, bool):
-            raise ValueError(f"version {version!r}, this failopen reads 1 and {VERSION}")
+        if version not in (1, 2, VERSION) or isinstance(version, bool):
+            raise ValueError(f"version {version!r}, this failopen reads 1 to {VERSION}")
         keys: dict[str, KeyState] = {}
         for key, entry in body["keys"].items():
             through, since = entry["through"], entry.get("since")
@@ -129,7 +139,11 @@ class SyncState:
             for k, v in pending.items()
         ):
             raise ValueError("pending is not an object of file names and sizes")
-        return cls(path, keys, dict(pending), bool(body.get("running")), exists=True)
+        renames = body.get("renames") or []
+        if not isinstance(renames, list) or not all(_is_rename(pair) for pair in renames):
+            raise ValueError("renames is not a list of [temporary, final] in one partition")
+        return cls(path, keys, dict(pending), [(t, f) for t, f in renames],
+                   bool(body.get("running")), exists=True)  # fmt: skip
 
     def key(self, public_key: str) -> KeyState:
         """The state of one key, created empty when new."""
@@ -150,12 +164,13 @@ class SyncState:
 
     def save(self) -> None:
         """Replace the state file atomically and durably."""
-        body = {
-            "version": VERSION,
+        body: dict[str, Any] = {
+            "version": VERSION if self.renames else 2,
             "running": self.running,
-            "pending": self.pending,
             "keys": {key: self.keys[key].to_json() for key in sorted(self.keys)},
         }
+        if self.renames:
+            body["renames"] = [list(pair) for pair in self.renames]
         folder = os.path.dirname(os.path.abspath(self.path))
         fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", suffix=".tmp",
                                     dir=folder)  # fmt: skip
@@ -171,6 +186,13 @@ class SyncState:
             raise
         fsync_dir(folder)
         self.exists = True
+
+
+def _is_rename(pair: Any) -> bool:
+    if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
+        return False
+    temp, final = _TEMP.fullmatch(pair[0]), _FINAL.fullmatch(pair[1])
+    return bool(temp and final and temp.groups() == final.groups() and "/../" not in temp[1] + "/")
 
 
 def fsync_dir(folder: str) -> None:

@@ -17,14 +17,12 @@ from failopen._internal.durations import duration_arg
 from failopen.rai._arguments import check_public_keys, format_rfc3339, to_instant
 from failopen.rai._client import Client
 from failopen.rai._command import (
-    COHORT_COLUMNS,
     DEFAULT_PAGE_SIZE,
     ENV_BASE_URL,
     EXIT_AUTH,
     EXIT_OK,
     EXIT_OUTPUT,
     EXIT_USAGE,
-    SESSION_COLUMNS,
     exit_status,
     max_pages_flag,
     page_size_arg,
@@ -32,6 +30,8 @@ from failopen.rai._command import (
     positive_arg,
     report,
 )
+from failopen.rai._formats import FORMATS
+from failopen.rai._manifest import new_run_id, write_manifest
 from failopen.rai._output import Progress, Terminated, UsageError, sigterm_raises
 from failopen.rai._sink import DirSink, Sink, StdoutSink
 from failopen.rai._state import StateError, SyncState, locked
@@ -67,13 +67,19 @@ is ignored once the state file knows the key: it records a key's --since before
 its first run fetches anything, so a first run killed at any point is resumed by
 the same command without --since.
 
-Output: one file per UTC day and kind in --out-dir, cohorts-YYYY-MM-DD.jsonl
-(by cohort_window_start) and sessions-YYYY-MM-DD.jsonl (by session_created),
-records exactly as received. Records are appended in batches of whole cohorts:
-written to a temporary file first, appended, fsynced, and only then recorded in
-the state file; a run killed mid-append has the partial batch cut off by the
-next run. --out-dir - writes JSON lines to stdout (at least once: after a crash
-the last batch may be written again) and the --json summary to stderr.
+Output: new files per batch in Hive partitions by the record's UTC day,
+DIR/kind=cohorts/dt=YYYY-MM-DD/<run id>-<batch>.jsonl (by cohort_window_start)
+and DIR/kind=sessions/dt=YYYY-MM-DD/... (by session_created), records exactly as
+received (no usable time: dt=__HIVE_DEFAULT_PARTITION__). A file is written under
+a hidden .part name, fsynced, recorded in the state and only then renamed; a
+visible file is never appended to, rewritten or truncated. A run killed or
+failing mid-batch leaves nothing visible: the next run writes those records
+again, as new files. Each run that got as far as listing writes
+DIR/_manifests/<run id>.json (its files with records and bytes, counts per kind
+and key, the watermark), also on failure and SIGTERM. --out-dir - writes one
+line per record, {"kind":"sessions","record":{...}}, to stdout (at least once:
+after a crash the last batch may be written again) and the --json summary to
+stderr.
 
 --state (JSON, replaced atomically) holds, per key, where the last run ended and
 the ids of the cohorts delivered in the last 60 days (ids only, whatever the
@@ -84,7 +90,7 @@ their first page. A second run on the same state file refuses to start
 
 A key the service refuses (403: not the credentials' key) is named in one line;
 the other keys are synced and the run exits 3 at the end. SIGTERM finishes the
-batch being appended, stops fetching, prints a line and the --json summary, and
+batch being written, stops fetching, prints a line and the --json summary, and
 exits 143; the next run delivers the rest, once.
 
 Exit codes: 0 done, 1 the output, state or lock file could not be used, 2 bad
@@ -162,10 +168,27 @@ def _notes(prog: str, summary: Summary) -> int:
 def _sink(args: argparse.Namespace) -> Sink:
     if args.out_dir == "-":
         if args.format != "jsonl":
-            raise UsageError("--out-dir - writes JSON lines; drop --format csv")
+            raise UsageError(f"--out-dir - writes JSON lines; drop --format {args.format}")
         return StdoutSink(sys.stdout.buffer, owner=args.state)
-    columns = {"cohorts": COHORT_COLUMNS, "sessions": SESSION_COLUMNS}
-    return DirSink(args.out_dir, args.format, columns)
+    return DirSink(args.out_dir, args.format, owner=args.state)
+
+
+def _manifest(prog: str, args: argparse.Namespace, summary: Summary, code: int,
+              outcome: dict[str, Any]) -> int:  # fmt: skip
+    """Write the run's manifest (a run that got as far as listing, into a directory); the exit
+    code, EXIT_OUTPUT when it could not be written."""
+    outcome["manifest"] = None
+    if not summary.listing or args.out_dir == "-":
+        return code
+    finished = format_rfc3339(datetime.now(timezone.utc).replace(microsecond=0))
+    try:
+        path = write_manifest(os.path.abspath(args.out_dir), summary, code, finished)
+    except OSError as exc:
+        report(prog, "output_error", f"the run's manifest could not be written: "
+               f"{exc.strerror or exc} ({exc.filename or args.out_dir})", None)  # fmt: skip
+        return code if code != EXIT_OK else EXIT_OUTPUT
+    outcome["manifest"] = path
+    return code
 
 
 def _sync(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], Client]) -> int:
@@ -181,6 +204,8 @@ def _sync(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], 
             except RaiValidationError as exc:
                 raise UsageError(str(exc)) from None
             now = datetime.now(timezone.utc).replace(microsecond=0)
+            summary.run_id = new_run_id(now)
+            summary.started_at = format_rfc3339(now)
             since, until = _window(args, now)
             options = SyncOptions(keys, since, args.lookback, until, parallel=args.parallel,
                                   page_size=args.page_size,
@@ -195,7 +220,7 @@ def _sync(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], 
                     run_sync(client, state, sink, options, progress, summary)
         code = _notes(prog, summary)
     except Terminated as exc:
-        # Fetching stopped; every batch appended is recorded and the rest was discarded, so the
+        # Fetching stopped; every batch written is recorded and the rest was discarded, so the
         # files and the state are as a crash would leave them at worst (the next run cleans up).
         report(prog, "terminated", "SIGTERM: stopped; every cohort written so far is recorded "
                "in the state, the next run delivers the rest", None)  # fmt: skip
@@ -208,8 +233,13 @@ def _sync(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], 
         where = f"the state file has no {key!r} yet" if exists else (
             f"no state file yet ({args.state}): this is the first run"
         )  # fmt: skip
-        report(prog, "invalid_argument", f"{where}: give --since for its first run "
-                    "(later runs, even after one was killed, go on without it)", None)
+        report(
+            prog,
+            "invalid_argument",
+            f"{where}: give --since for its first run "
+            "(later runs, even after one was killed, go on without it)",
+            None,
+        )
 
         code = EXIT_USAGE
     except StateError as exc:
@@ -235,8 +265,10 @@ def _sync(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], 
                "synced", error.request_id, error.status_code)  # fmt: skip
     if summary.refused and code in (EXIT_OK, EXIT_GAP):
         code = EXIT_AUTH
+    outcome: dict[str, Any] = {}
+    code = _manifest(prog, args, summary, code, outcome)
     if args.json:
-        outcome: dict[str, Any] = summary.to_json(code)
+        outcome = {**summary.to_json(code), **outcome}
         stream = sys.stderr if args.out_dir == "-" else sys.stdout
         print(json.dumps(outcome, separators=(",", ":")), file=stream, flush=True)
     return code
@@ -255,13 +287,20 @@ def register_sync(
                       metavar="KEY", help="public key; repeat for several")  # fmt: skip
     sync.add_argument("--state", required=True, metavar="FILE",
                       help="the state file (created by the first run)")  # fmt: skip
-    sync.add_argument("--out-dir", required=True, metavar="DIR",
-                      help="directory of the day files, or - for JSON lines on stdout")
-    sync.add_argument("--format", choices=("jsonl", "csv"), default="jsonl",
+    sync.add_argument(
+        "--out-dir",
+        required=True,
+        metavar="DIR",
+        help="directory of the partitions and manifests, or - for JSON lines on stdout",
+    )
+    sync.add_argument("--format", choices=tuple(FORMATS), default="jsonl",
                       help="jsonl: records exactly as received; csv: spec columns + "
                       "extra_fields (default: jsonl)")  # fmt: skip
-    sync.add_argument("--since", metavar="RFC3339",
-                      help="where the first run of a key starts (required the first time)")
+    sync.add_argument(
+        "--since",
+        metavar="RFC3339",
+        help="where the first run of a key starts (required the first time)",
+    )
     sync.add_argument("--lookback", type=_lookback, default=_lookback(DEFAULT_LOOKBACK),
                       metavar="DURATION", help="how far back each run lists cohorts again, "
                       f"at most and by default {DEFAULT_LOOKBACK} (less is a cost knob: late "
@@ -269,19 +308,32 @@ def register_sync(
     sync.add_argument("--until", metavar="RFC3339", help="end of this run (default: now)")
     sync.add_argument("--parallel", type=parallel_arg, default=4, metavar="N",
                       help="cohorts fetched at once, 1-32 (default: 4)")  # fmt: skip
-    sync.add_argument("--batch-records", type=positive_arg, default=20_000, metavar="N",
-                      help="append and record progress every N records at least (default: "
-                      "20000; smaller redoes less after a crash, costs more fsyncs)")
+    sync.add_argument(
+        "--batch-records",
+        type=positive_arg,
+        default=20_000,
+        metavar="N",
+        help="write files and record progress every N records at least (default: "
+        "20000; smaller redoes less after a crash, costs more fsyncs)",
+    )
     sync.add_argument("--json", action="store_true",
                       help="print a one-line JSON summary of the run")  # fmt: skip
     sync.add_argument("--base-url", help=f"service base URL (default: ${ENV_BASE_URL})")
-    sync.add_argument("--page-size", type=page_size_arg, default=DEFAULT_PAGE_SIZE,
-                      help=f"records per request, 1-1000 (default: {DEFAULT_PAGE_SIZE})")
+    sync.add_argument(
+        "--page-size",
+        type=page_size_arg,
+        default=DEFAULT_PAGE_SIZE,
+        help=f"records per request, 1-1000 (default: {DEFAULT_PAGE_SIZE})",
+    )
     max_pages_flag(sync)
     sync.add_argument("--timeout", type=duration_arg, default=30.0,
                       help="time per attempt: 30s, 2m, ... (default: 30s)")  # fmt: skip
-    sync.add_argument("--max-attempts", type=int, default=4,
-                      help="attempts per request on server or network errors (default: 4)")
+    sync.add_argument(
+        "--max-attempts",
+        type=int,
+        default=4,
+        help="attempts per request on server or network errors (default: 4)",
+    )
     # The factory is cli.py's, which owns the exports' client (this module cannot import that
     # one, which imports this one): a test that replaces ``cli.Client`` replaces it for both.
     sync.set_defaults(func=functools.partial(_sync, make_client=make_client))

@@ -86,7 +86,7 @@ def rai_source(
     try:
         import dlt
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("failopen.rai.dlt needs dlt: the [dlt] extra") from exc
+        raise ImportError('failopen.rai.dlt needs dlt: pip install "failopen[dlt]"') from exc
     keys = list(public_keys)
     if not keys:
         raise ValueError("rai_source needs at least one public key")

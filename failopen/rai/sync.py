@@ -8,9 +8,10 @@ the spec does not say which) is delivered by the next run, and the delivered ids
 for twice that (``_state.FORGET_AFTER``), so no run lists one again after it is forgotten. A key
 last listed more than 30 days ago is named in ``Summary.gaps``: the API may no longer list what
 appeared in between. Whole cohorts are the unit of work: they are spooled to temporary
-files, appended to the day files in listing order in batches, and only then recorded as delivered
-in the state file. A run killed at any point is resumed by the next one: an append cut short is
-cut back, and the cohorts not recorded are fetched again from their first page (page tokens may
+files, written as new files per batch (hidden, fsynced, recorded as delivered in the state file
+with the renames still to do, then renamed). A run killed at any point is resumed by the next one:
+a batch's recorded renames are completed, a batch not recorded is left hidden and removed, and
+the cohorts not recorded are fetched again from their first page (page tokens may
 have expired; nothing resumes from a cursor). The state, lock and spools are ``_state.py`` and
 ``_sink.py``; the command line is ``_sync_cli.py``.
 """
@@ -36,9 +37,10 @@ from failopen.rai._arguments import (
     split_window,
 )
 from failopen.rai._client import Client
+from failopen.rai._manifest import Summary, new_run_id
 from failopen.rai._output import Progress, signals_held
 from failopen.rai._pager import cohort_sessions_pager
-from failopen.rai._sink import Sink, Spool
+from failopen.rai._sink import UNDATED, Move, Sink, Spool, complete_renames
 from failopen.rai._state import FORGET_AFTER, KeyState, SyncState
 from failopen.rai.exceptions import Forbidden, RaiError, RaiValidationError
 
@@ -73,41 +75,11 @@ class SyncOptions:
     until: datetime
     parallel: int = 4
     page_size: int = 1000
-    #: A batch is appended once it holds this many records (or the key is done): fewer fsyncs,
+    #: A batch is written once it holds this many records (or the key is done): fewer fsyncs,
     #: at the price of refetching up to this many records after a crash.
     batch_records: int = 20_000
     #: The wall clock (injectable): a state's ``through`` later than now is a stale future.
     now: Callable[[], datetime] = field(default=lambda: datetime.now(timezone.utc))
-
-
-@dataclass
-class Summary:
-    """The run report (``--json``)."""
-
-    cohorts: int = 0
-    sessions: int = 0
-    files: set[str] = field(default_factory=set)
-    seconds: float = 0.0
-    resumed: bool = False
-    undated: int = 0  # records with no usable time, in the ``-undated`` files
-    #: Keys the service refused (403: not the credentials' key, or no right to it), in order,
-    #: with the error; the other keys were synced and the state keeps these where they were.
-    refused: dict[str, RaiError] = field(default_factory=dict)
-    #: Cohorts delivered this run created more than half the lookback after their window
-    #: started, and the longest such delay (seconds): what a narrower lookback would miss.
-    late: int = 0
-    late_max: float = 0.0
-    #: Keys whose last listing was more than the reach ago (or in the future): public_key and
-    #: listed_through. What the API no longer lists could have been missed: exit 6.
-    gaps: list[dict[str, str]] = field(default_factory=list)
-
-    def to_json(self, exit_code: int) -> dict[str, Any]:
-        return {
-            "cohorts": self.cohorts, "sessions": self.sessions, "files": sorted(self.files),
-            "seconds": round(self.seconds, 3), "resumed": self.resumed, "exit_code": exit_code,
-            "undated": self.undated, "refused_keys": list(self.refused), "gaps": self.gaps,
-            "late_cohorts": {"count": self.late, "max_delay_seconds": round(self.late_max)},
-        }  # fmt: skip
 
 
 @dataclass
@@ -117,6 +89,7 @@ class _Done:
     cohort_id: str
     delay: float | None  # created_at - cohort_window_start, seconds (None when unreadable)
     spool: Spool
+    created_at: datetime | None = None
 
 
 class _Batch:
@@ -135,6 +108,9 @@ class _Run:
         self.client, self.state, self.sink, self.options = client, state, sink, options
         self.summary, self.progress = summary, progress
         self.stop = threading.Event()  # a failure elsewhere: fetching threads stop at a page
+        self.seq = 0  # batches committed: the last part of the run's file names
+        self.public_key = ""
+        self.newest: datetime | None = None
 
     # -- one unit of work, on a worker thread --
 
@@ -145,7 +121,7 @@ class _Run:
             # JSONL copies each record's text: its dict keeps only the day field (and ids).
             pages = self.client.export_pages(
                 cohort_sessions_pager(cohort_id, page_size=self.options.page_size),
-                slim=self.sink.fmt == "jsonl",
+                slim=self.sink.format.keeps_lines,
             )
             with closing(pages):
                 for page in pages:
@@ -157,50 +133,76 @@ class _Run:
         except BaseException:
             spool.discard()
             raise
-        return _Done(cohort_id, delay, spool)
+        return _Done(cohort_id, delay, spool, _created(record))
 
     # -- committing, on the main thread --
 
     def commit(self, keystate: KeyState, batch: _Batch, forget: str) -> None:
         if not batch.done:
             return
-        # SIGTERM waits for the batch: appended, recorded and counted, or none of it; the run
+        # SIGTERM waits for the batch: written, recorded and counted, or none of it; the run
         # then stops with a summary that counts what the state records.
         with signals_held():
             self._commit(keystate, batch, forget)
 
     def _commit(self, keystate: KeyState, batch: _Batch, forget: str) -> None:
         spools = [item.spool for item in batch.done]
+        self.seq += 1
         try:
-            names = sorted({name for spool in spools for name in spool.parts})
-            # Written ahead: a crash during the append is cut back by the next run.
-            self.state.pending = self.sink.sizes(names)
-            if self.state.pending:
+            # Hidden files first: a failure (a full disk) leaves nothing and delivers nothing.
+            moves = self.sink.prepare(spools, self.summary.run_id, self.seq)
+            try:
+                for item in batch.done:
+                    keystate.delivered[item.cohort_id] = forget
+                # Written ahead: from here the batch is delivered; a run killed before the
+                # renames below are done has them completed by the next run.
+                self.state.renames = [(move.temp, move.final) for move in moves]
                 self.state.save()
-            written = self.sink.append(spools, self.state.pending)
-            for item in batch.done:
-                keystate.delivered[item.cohort_id] = forget
-            self.state.pending = {}
-            self.state.save()
+            except BaseException:
+                for item in batch.done:
+                    keystate.delivered.pop(item.cohort_id, None)
+                self.state.renames = []
+                self.sink.discard(moves)
+                raise
+            self.sink.publish(moves)
+            self.state.renames = []
+            if moves:
+                self.state.save()
         finally:
             for spool in spools:
                 spool.discard()
-        self.summary.files.update(written)
-        undated = sum(spool.undated for spool in spools)
+        self._count(batch, spools, moves)
+        batch.done, batch.records = [], 0
+
+    def _count(self, batch: _Batch, spools: list[Spool], moves: list[Move]) -> None:
+        summary = self.summary
+        summary.files.update(move.path for move in moves)
+        summary.written += [move.to_json() for move in moves]
+        counts = summary.by_key.setdefault(self.public_key, {"cohorts": 0, "sessions": 0})
         for spool in spools:
-            self.summary.cohorts += spool.records["cohorts"]
-            self.summary.sessions += spool.records["sessions"]
+            for kind in ("cohorts", "sessions"):
+                counts[kind] += spool.records[kind]
+        summary.cohorts += sum(spool.records["cohorts"] for spool in spools)
+        summary.sessions += sum(spool.records["sessions"] for spool in spools)
         for item in batch.done:
             if item.delay is not None and item.delay > self.options.lookback.total_seconds() / 2:
-                self.summary.late += 1
-                self.summary.late_max = max(self.summary.late_max, item.delay)
+                summary.late += 1
+                summary.late_max = max(summary.late_max, item.delay)
+            created = item.created_at
+            if created is not None and (self.newest is None or created > self.newest):
+                self.newest = created
+                summary.newest_created_at = format_rfc3339(created)
+        undated = sum(spool.undated for spool in spools)
         if undated:
-            # Delivered once like any other record, but no day file can hold it: say so, as a
-            # reader of the day files would otherwise never see it.
-            self.summary.undated += undated
-            logger.warning("%d record(s) had no usable timestamp (not RFC 3339 with an offset "
-                           "within ±23:59); written to the -undated files", undated)
-        batch.done, batch.records = [], 0
+            # Delivered once like any other record, but no day can hold it: say so, as a reader
+            # of the day partitions would otherwise never see it.
+            summary.undated += undated
+            logger.warning(
+                "%d record(s) had no usable timestamp (not RFC 3339 with an offset "
+                "within ±23:59); written to the dt=%s partition",
+                undated,
+                UNDATED,
+            )
 
     # -- one public key --
 
@@ -231,6 +233,7 @@ class _Run:
 
     def key(self, public_key: str) -> None:
         keystate = self.state.key(public_key)
+        self.public_key = public_key
         until = self.options.until
         through = None
         if keystate.through is not None:
@@ -323,6 +326,15 @@ def _delay(record: dict[str, Any]) -> float | None:
         return None
 
 
+def _created(record: dict[str, Any]) -> datetime | None:
+    """A cohort's created_at; None when unreadable."""
+    created = record.get("created_at")
+    try:
+        return parse_rfc3339(created) if isinstance(created, str) else None
+    except RaiValidationError:
+        return None
+
+
 def _started(state: SyncState, public_key: str) -> bool:
     """Whether the state knows where the key's runs start (if not, the first needs --since)."""
     keystate = state.keys.get(public_key)
@@ -340,11 +352,21 @@ def run_sync(client: Client, state: SyncState, sink: Sink, options: SyncOptions,
     """
     summary = summary if summary is not None else Summary()
     started = clock()
-    # What a killed run left is cleaned first, whatever this run goes on to do.
-    summary.resumed = state.running or bool(state.pending)
+    now = options.now()
+    summary.run_id = summary.run_id or new_run_id(now)
+    summary.started_at = summary.started_at or format_rfc3339(now.replace(microsecond=0))
+    summary.until = format_rfc3339(options.until)
+    summary.public_keys = list(options.public_keys)
+    # What a killed run left is cleaned first, whatever this run goes on to do: the renames of a
+    # batch it recorded as delivered are completed (roll forward), then its temporaries go.
+    summary.resumed = state.running or bool(state.pending) or bool(state.renames)
     if state.pending:
-        sink.rollback(state.pending)  # the previous run died mid-append
+        sink.rollback(state.pending)  # an earlier release died mid-append to a day file
         state.pending = {}
+    if state.renames:
+        summary.recovered = [sink.relative(p) for p in complete_renames(state.renames)]
+        state.renames = []
+        state.save()
     sink.remove_stale_spools()
     state.remove_stale_temporaries()
     new = [key for key in options.public_keys if not _started(state, key)]
@@ -353,8 +375,10 @@ def run_sync(client: Client, state: SyncState, sink: Sink, options: SyncOptions,
             raise MissingSince(public_key, state.exists)
     for public_key in options.public_keys:
         recorded = state.keys[public_key].since if public_key not in new else None
-        if recorded is not None and state.keys[public_key].through is None and (
-            options.since is not None and format_rfc3339(options.since) != recorded
+        if (
+            recorded is not None
+            and state.keys[public_key].through is None
+            and (options.since is not None and format_rfc3339(options.since) != recorded)
         ):
             logger.warning("--since ignored for %s: its first run, interrupted, started at %s; "
                            "this run goes on from there", public_key, recorded)  # fmt: skip
@@ -364,6 +388,7 @@ def run_sync(client: Client, state: SyncState, sink: Sink, options: SyncOptions,
         state.key(public_key).since = format_rfc3339(options.since)
     state.running = True
     state.save()
+    summary.listing = True  # from here on the run has a manifest, whatever happens
     run = _Run(client, state, sink, options, summary, progress)
     try:
         for public_key in options.public_keys:

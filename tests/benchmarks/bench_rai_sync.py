@@ -9,7 +9,7 @@ wall time, peak RSS and the requests it sent. Side by side in one run:
 
 * naive, large pages: a plain httpx loop over list sessions, 1000 records a page, no prefetch;
 * ``failopen rai sessions --parallel 1`` and ``--parallel 4`` (one file, atomic);
-* ``failopen rai sync --parallel 1`` and ``--parallel 4`` (day files, state, fsync per batch);
+* ``failopen rai sync --parallel 1`` and ``--parallel 4`` (partition files, state, fsync per batch);
 * an incremental sync that finds nothing new (the run after a complete one);
 * peak RSS of the parallel sync and export from 10k sessions up.
 
@@ -119,12 +119,12 @@ def sync(emu: Emulator, folder: str, parallel: int, until: str | None = None,
          name: str | None = None) -> Result:  # fmt: skip
     out = os.path.join(folder, f"sync-{parallel}")
     os.makedirs(out, exist_ok=True)
-    before = _lines(os.path.join(out, "sessions-*.jsonl"))
+    before = _lines(os.path.join(out, "kind=sessions", "*", "*.jsonl"))
     report = _run(CLIENT, ["sync", "--base-url", emu.url, "--since", emu.start, "--until",
                            until or emu.end, "--public-key", "pk_live_test", "--state",
                            os.path.join(folder, f"state-{parallel}.json"), "--out-dir", out,
                            "--parallel", str(parallel)], emu)  # fmt: skip
-    records = _lines(os.path.join(out, "sessions-*.jsonl")) - before
+    records = _lines(os.path.join(out, "kind=sessions", "*", "*.jsonl")) - before
     return Result(name or f"rai sync --parallel {parallel}", records, report["elapsed"],
                   report["rss_kb"] / 1024, int(report["requests"]), report["cpu"],
                   report["server_cpu"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 import functools
+import hashlib
 import io
 import json
 import os
@@ -49,21 +50,53 @@ def sync_args(state: Path, out: Path | str, *extra: str, since: str | None = Non
     return [*argv, *extra]
 
 
+def outputs(folder: Path, kind: str, suffix: str = "jsonl") -> list[Path]:
+    """The visible files of ``kind`` under ``folder/kind=<kind>/dt=*/``, in path order."""
+    return sorted(folder.glob(f"kind={kind}/dt=*/*.{suffix}"))
+
+
 def lines(folder: Path, kind: str) -> list[dict[str, Any]]:
-    """Every record in the day files of ``kind``, in file-name order."""
+    """Every record of ``kind`` in the partitions, in path order."""
     records = []
-    for path in sorted(folder.glob(f"{kind}-*.jsonl")):
+    for path in outputs(folder, kind):
         data = path.read_bytes()
-        assert data == b"" or data.endswith(b"\n"), f"half line at the end of {path.name}"
+        assert data.endswith(b"\n"), f"empty, or a half line at the end of {path}"
         records += [json.loads(line) for line in data.decode().splitlines()]
     return records
 
 
 def csv_rows(folder: Path, kind: str) -> list[list[str]]:
     rows: list[list[str]] = []
-    for path in sorted(folder.glob(f"{kind}-*.csv")):
+    for path in outputs(folder, kind, "csv"):
         rows += list(csv.reader(io.StringIO(path.read_text(), newline="")))
     return rows
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, int, str]]:
+    """(size, mtime_ns, sha256) of every visible file under ``folder``, by relative path."""
+    found = {}
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.name.startswith("."):
+            info = path.stat()
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            found[path.relative_to(folder).as_posix()] = (info.st_size, info.st_mtime_ns, digest)
+    return found
+
+
+def partitions(folder: Path) -> dict[str, list[bytes]]:
+    """The lines of each visible partition (``kind=.../dt=...``), sorted: two outputs written
+    by different runs (other file names) compare as data."""
+    found: dict[str, list[bytes]] = {}
+    for path in folder.glob("kind=*/dt=*/*"):
+        if not path.name.startswith("."):
+            key = path.parent.relative_to(folder).as_posix()
+            found.setdefault(key, []).extend(path.read_bytes().splitlines())
+    return {key: sorted(rows) for key, rows in found.items()}
+
+
+def temporaries(folder: Path) -> list[Path]:
+    """Hidden sync temporaries anywhere under ``folder``."""
+    return sorted(folder.rglob(".failopen-sync-*"))
 
 
 def ids(records: list[dict[str, Any]], field: str) -> Counter[str]:
@@ -113,19 +146,20 @@ def cli_runner(monkeypatch: Any, url: str, capsysbinary: Any) -> Runner:
     return run
 
 
-def files(folder: Path) -> dict[str, bytes]:
-    """Every file of an output folder, by name: two runs' outputs compare byte for byte."""
-    return {p.name: p.read_bytes() for p in folder.iterdir()}
-
-
 def output_size(folder: Path) -> int:
-    """Bytes of the day files a running sync has written so far (its hidden spools left out)."""
+    """Bytes of the visible files a running sync has written so far (hidden temporaries and
+    manifests left out)."""
     total = 0
-    for entry in os.scandir(folder):
-        if not entry.name.startswith("."):
-            try:
-                total += entry.stat().st_size
-            except FileNotFoundError:  # the run removed it meanwhile
-                continue
+    for root, _, names in os.walk(folder):
+        for name in names:
+            if not name.startswith(".") and "_manifests" not in root:
+                try:
+                    total += os.stat(os.path.join(root, name)).st_size
+                except FileNotFoundError:  # the run removed it meanwhile
+                    continue
     return total
 
+
+def manifests(folder: Path) -> list[dict[str, Any]]:
+    """The run manifests in ``folder``, oldest run first."""
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("_manifests/*.json"))]

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from _hostile import EndlessPages, run_cli
-from _sync_helpers import KEY, SECRET, assert_exactly_once
+from _sync_helpers import KEY, SECRET, assert_exactly_once, manifests
 
 from failopen.rai import AsyncClient, Client, InvalidResponse
 from failopen.rai._pager import DEFAULT_MAX_PAGES, MAX_EMPTY_PAGES
@@ -120,8 +120,14 @@ async def test_async_iter_is_bounded_too(emulator: RaiEmulator, prefetch: bool) 
     assert MAX_EMPTY_PAGES <= hostile.pages <= MAX_EMPTY_PAGES + 1
 
     hostile = EndlessPages(emulator, {"list_sessions"}, records=1)
-    async with AsyncClient("https://rai.test", "test-client", SECRET, prefetch=prefetch,
-                           max_pages=25, transport=as_transport(hostile.handler)) as client:
+    async with AsyncClient(
+        "https://rai.test",
+        "test-client",
+        SECRET,
+        prefetch=prefetch,
+        max_pages=25,
+        transport=as_transport(hostile.handler),
+    ) as client:
         with pytest.raises(InvalidResponse, match="25 pages in one window"):
             async for _ in client.iter_sessions(SINCE, "2024-05-20T00:00:00Z", [KEY]):
                 pass
@@ -190,9 +196,7 @@ def test_export_commands_end_with_exit_5_and_no_output_file(
 
 
 @pytest.mark.slow
-def test_max_pages_flag_bounds_pages_with_records(
-    served: Served, tmp_path: Path
-) -> None:
+def test_max_pages_flag_bounds_pages_with_records(served: Served, tmp_path: Path) -> None:
     emulator = served.emulator
     served.hostile = hostile = EndlessPages(emulator, {"list_sessions"}, records=3)
     out = tmp_path / "export.csv"
@@ -234,19 +238,34 @@ def test_sync_ends_keeps_what_it_committed_and_frees_its_lock(
 
 
 @pytest.mark.slow
-def test_sync_with_an_endless_cohort_listing_ends(
-    served: Served, tmp_path: Path
-) -> None:
+def test_sync_with_an_endless_cohort_listing_ends(served: Served, tmp_path: Path) -> None:
     emulator = served.emulator
     served.hostile = hostile = EndlessPages(emulator, {"list_cohorts"})
     out, state = tmp_path / "out", tmp_path / "state.json"
     out.mkdir()
-    result = run_cli(served.url, SECRET, "rai", "sync", "--public-key", KEY, "--state",
-                     str(state), "--out-dir", str(out), "--since", SINCE, "--until", UNTIL)
+    result = run_cli(
+        served.url,
+        SECRET,
+        "rai",
+        "sync",
+        "--public-key",
+        KEY,
+        "--state",
+        str(state),
+        "--out-dir",
+        str(out),
+        "--since",
+        SINCE,
+        "--until",
+        UNTIL,
+    )
     assert result.returncode == 5, result.stderr
     assert "empty pages in a row" in result.stderr
     assert hostile.pages <= MAX_EMPTY_PAGES + 1
-    assert sorted(p.name for p in out.iterdir()) == []
+    # No data file; the run's manifest says it wrote nothing and how it ended.
+    assert sorted(p.name for p in out.iterdir()) == ["_manifests"]
+    (manifest,) = manifests(out)
+    assert manifest["files"] == [] and manifest["exit_code"] == 5
 
 
 def test_huge_tokens_are_not_kept_in_memory() -> None:

@@ -17,7 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _sync_helpers import SECRET, Runner, assert_exactly_once, cli_runner, output_size
+from _sync_helpers import (
+    SECRET,
+    Runner,
+    assert_exactly_once,
+    cli_runner,
+    manifests,
+    output_size,
+)
 
 from failopen.testing._server import LoopbackServer
 from failopen.testing.rai_emulator import RaiEmulator
@@ -95,7 +102,10 @@ def test_a_sync_of_owned_keys_only_still_exits_0(
 
 @pytest.mark.parametrize("empty", [False, True])
 def test_a_cut_off_or_empty_200_is_retried_then_the_sync_succeeds(
-    rai: Runner, emulator: RaiEmulator, tmp_path: Path, empty: bool,
+    rai: Runner,
+    emulator: RaiEmulator,
+    tmp_path: Path,
+    empty: bool,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     out = tmp_path / "out"
@@ -114,8 +124,22 @@ def test_a_cut_off_answer_every_time_fails_after_the_attempts(
 ) -> None:
     emulator.cut_off_answers(times=100, endpoint="list_sessions")
     before = emulator.data_requests
-    run = rai("rai", "sessions", "--from", SINCE, "--to", UNTIL, "--public-key", OWNED[0],
-              "--parallel", "1", "--max-attempts", "3", "--out", str(tmp_path / "s.jsonl"))
+    run = rai(
+        "rai",
+        "sessions",
+        "--from",
+        SINCE,
+        "--to",
+        UNTIL,
+        "--public-key",
+        OWNED[0],
+        "--parallel",
+        "1",
+        "--max-attempts",
+        "3",
+        "--out",
+        str(tmp_path / "s.jsonl"),
+    )
     assert run.code == 5
     assert emulator.data_requests - before == 3
     assert "incomplete_answer" in run.err.splitlines()[-1]
@@ -126,8 +150,12 @@ def test_a_cut_off_answer_every_time_fails_after_the_attempts(
 
 
 def _env(server: LoopbackServer) -> dict[str, str]:
-    return {**os.environ, "FAILOPEN_RAI_BASE_URL": server.url,
-            "FAILOPEN_RAI_CLIENT_ID": "test-client", "FAILOPEN_RAI_CLIENT_SECRET": SECRET}
+    return {
+        **os.environ,
+        "FAILOPEN_RAI_BASE_URL": server.url,
+        "FAILOPEN_RAI_CLIENT_ID": "test-client",
+        "FAILOPEN_RAI_CLIENT_SECRET": SECRET,
+    }
 
 
 @pytest.mark.slow
@@ -156,7 +184,21 @@ def test_sigterm_mid_sync_ends_cleanly_and_the_next_run_delivers_the_rest_once(
         # The batch being appended when the signal came is finished and counted first.
         assert summary["exit_code"] == 143 and summary["sessions"] > 0, (summary, err)
         assert summary["sessions"] < emulator.total_sessions
-        assert not list(out.glob(".failopen-sync-*"))  # no spool left behind
+        assert not list(out.rglob(".failopen-sync-*"))  # no spool left behind
+        # The stopped run's manifest: what it wrote, every file of it there, counts matching.
+        (manifest,) = manifests(out)
+        assert manifest["exit_code"] == 143 and manifest["run_id"] == summary["run_id"]
+        assert summary["manifest"] == str(out / "_manifests" / f"{summary['run_id']}.json")
+        assert (
+            [f["path"] for f in manifest["files"]]
+            == summary["files"]
+            == sorted(p.relative_to(out).as_posix() for p in out.glob("kind=*/dt=*/*"))
+        )
+        assert (
+            sum(f["records"] for f in manifest["files"] if f["kind"] == "sessions")
+            == sum(counts["sessions"] for counts in manifest["counts_by_key"].values())
+            == summary["sessions"]
+        )
         after = subprocess.run(argv, env=_env(server), capture_output=True, timeout=60)
         assert after.returncode == 0, after.stderr.decode()
         assert json.loads(after.stdout.decode().splitlines()[-1])["resumed"] is True
@@ -174,13 +216,30 @@ def _dead_url() -> str:
 
 @pytest.mark.parametrize("verb", ["sessions", "sync"])
 def test_a_dead_host_gives_exactly_one_line(tmp_path: Path, verb: str) -> None:
-    env = {**os.environ, "FAILOPEN_RAI_BASE_URL": _dead_url(),
-           "FAILOPEN_RAI_CLIENT_ID": "test-client", "FAILOPEN_RAI_CLIENT_SECRET": SECRET}
+    env = {
+        **os.environ,
+        "FAILOPEN_RAI_BASE_URL": _dead_url(),
+        "FAILOPEN_RAI_CLIENT_ID": "test-client",
+        "FAILOPEN_RAI_CLIENT_SECRET": SECRET,
+    }
     if verb == "sync":
         argv = [str(FAILOPEN), *_sync_argv(tmp_path / "st.json", tmp_path, *OWNED)]
     else:
-        argv = [str(FAILOPEN), "rai", "sessions", "--from", SINCE, "--to", UNTIL,
-                "--public-key", OWNED[0], "--public-key", OWNED[1], "--parallel", "4"]
+        argv = [
+            str(FAILOPEN),
+            "rai",
+            "sessions",
+            "--from",
+            SINCE,
+            "--to",
+            UNTIL,
+            "--public-key",
+            OWNED[0],
+            "--public-key",
+            OWNED[1],
+            "--parallel",
+            "4",
+        ]
     # Two attempts keep the backoff short; the lines must not grow with attempts anyway.
     done = subprocess.run([*argv, "--max-attempts", "2"], env=env, capture_output=True,
                           timeout=60)  # fmt: skip
@@ -198,8 +257,21 @@ def test_the_exports_print_a_json_summary(
     rai: Runner, emulator: RaiEmulator, tmp_path: Path, verb: str
 ) -> None:
     target = tmp_path / "x.jsonl"
-    run = rai("rai", verb, "--from", SINCE, "--to", UNTIL, "--public-key", OWNED[0],
-              "--public-key", OWNED[1], "--out", str(target), "--json")
+    run = rai(
+        "rai",
+        verb,
+        "--from",
+        SINCE,
+        "--to",
+        UNTIL,
+        "--public-key",
+        OWNED[0],
+        "--public-key",
+        OWNED[1],
+        "--out",
+        str(target),
+        "--json",
+    )
     assert run.code == 0, run.err
     summary = json.loads(run.out.decode().strip().splitlines()[-1])
     records = len(target.read_text().splitlines())
@@ -213,8 +285,19 @@ def test_the_exports_print_a_json_summary(
 
 
 def test_a_failed_export_still_prints_its_summary(rai: Runner, tmp_path: Path) -> None:
-    run = rai("rai", "sessions", "--from", SINCE, "--to", UNTIL, "--public-key", "pk_live_b",
-              "--out", str(tmp_path / "x.jsonl"), "--json")
+    run = rai(
+        "rai",
+        "sessions",
+        "--from",
+        SINCE,
+        "--to",
+        UNTIL,
+        "--public-key",
+        "pk_live_b",
+        "--out",
+        str(tmp_path / "x.jsonl"),
+        "--json",
+    )
     assert run.code == 3
     summary = json.loads(run.out.decode().strip().splitlines()[-1])
     assert summary == {**summary, "exit_code": 3, "records": 0, "files": []}
@@ -223,8 +306,20 @@ def test_a_failed_export_still_prints_its_summary(rai: Runner, tmp_path: Path) -
 def test_an_export_of_several_keys_refused_says_which_keys_it_asked_for(
     rai: Runner, tmp_path: Path
 ) -> None:
-    run = rai("rai", "sessions", "--from", SINCE, "--to", UNTIL, "--public-key", OWNED[0],
-              "--public-key", "pk_live_b", "--out", str(tmp_path / "x.jsonl"))
+    run = rai(
+        "rai",
+        "sessions",
+        "--from",
+        SINCE,
+        "--to",
+        UNTIL,
+        "--public-key",
+        OWNED[0],
+        "--public-key",
+        "pk_live_b",
+        "--out",
+        str(tmp_path / "x.jsonl"),
+    )
     assert run.code == 3
     assert f"one or more of {OWNED[0]}, pk_live_b" in run.err.splitlines()[-1]
 
@@ -245,8 +340,20 @@ def test_csv_keeps_a_ticket_id_with_leading_zeros_as_written(
 
     monkeypatch.setattr(emulator._data, "plan", plan)
     target = tmp_path / "c.csv"
-    run = rai("rai", "cohorts", "--from", SINCE, "--to", UNTIL, "--public-key", OWNED[0],
-              "--format", "csv", "--out", str(target))
+    run = rai(
+        "rai",
+        "cohorts",
+        "--from",
+        SINCE,
+        "--to",
+        UNTIL,
+        "--public-key",
+        OWNED[0],
+        "--format",
+        "csv",
+        "--out",
+        str(target),
+    )
     assert run.code == 0, run.err
     rows = list(csv.DictReader(io.StringIO(target.read_text(), newline="")))
     assert rows and {row["ticketing_ticket_id"] for row in rows} == {"00123"}
@@ -271,6 +378,9 @@ def test_sigterm_mid_export_prints_the_line_and_the_summary(tmp_path: Path) -> N
     assert export.returncode == 143, err.decode()
     assert "terminated: SIGTERM" in err.decode() and "nothing was written to --out" in err.decode()
     assert json.loads(out.decode().splitlines()[-1]) == {
-        **json.loads(out.decode().splitlines()[-1]), "exit_code": 143, "records": 0, "files": []
+        **json.loads(out.decode().splitlines()[-1]),
+        "exit_code": 143,
+        "records": 0,
+        "files": [],
     }
     assert not target.exists()

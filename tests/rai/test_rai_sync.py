@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import functools
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -19,13 +20,17 @@ from _sync_helpers import (
     expected,
     ids,
     lines,
+    manifests,
+    outputs,
+    snapshot,
     sync_args,
+    temporaries,
 )
 
 from failopen.rai import Client
 from failopen.rai import _sync_cli as sync_cli
-from failopen.rai._sink import DirSink
-from failopen.rai._state import SyncState, locked
+from failopen.rai._sink import UNDATED, DirSink
+from failopen.rai._state import locked
 from failopen.testing._rai_requests import ApiError
 from failopen.testing._server import FakeRequest, LoopbackServer, Reply
 from failopen.testing.rai_emulator import RaiEmulator
@@ -74,19 +79,24 @@ def test_first_run_writes_every_record_once_in_day_files(
     summary = result.summary()
     assert summary["cohorts"] == 12 and summary["sessions"] == emulator.total_sessions
     assert summary["resumed"] is False and summary["exit_code"] == 0
-    assert summary["files"] == sorted(p.name for p in out.iterdir())
+    visible = sorted(p.relative_to(out).as_posix() for p in out.glob("kind=*/dt=*/*"))
+    assert summary["files"] == visible
     for record in lines(out, "sessions"):
-        assert f"sessions-{record['session_created'][:10]}.jsonl" in summary["files"]
+        day = record["session_created"][:10]
+        assert any(f.startswith(f"kind=sessions/dt={day}/") for f in summary["files"])
+    assert all(re.fullmatch(rf"kind=\w+/dt=[\d-]+/{summary['run_id']}-\d{{4}}\.jsonl", f)
+               for f in summary["files"])  # fmt: skip
     body = json.loads(state.read_text())
     assert body["keys"]["pk_live_test"]["through"] == END
-    assert body["running"] is False and body["pending"] == {}
+    assert body["running"] is False and "pending" not in body and "renames" not in body
+    assert body["version"] == 2
 
 
 def test_a_run_that_finds_nothing_new_only_lists_cohorts(
     sync: Runner, emulator: RaiEmulator, state: Path, out: Path
 ) -> None:
     assert sync(*sync_args(state, out, since=SINCE, until=END)).code == 0
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = snapshot(out)
     emulator.data_requests = 0
     result = sync(*sync_args(state, out, "--json", until="2024-05-21T01:00:00Z"))
     assert result.code == 0
@@ -94,7 +104,10 @@ def test_a_run_that_finds_nothing_new_only_lists_cohorts(
     # Two pages of cohorts, no sessions: the lookback (30 days, the API's longest window) behind
     # where the last run ended is one window, the hour since then another.
     assert emulator.data_requests == 2
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    after = snapshot(out)
+    new = set(after) - set(before)  # only the run's manifest
+    assert len(new) == 1 and next(iter(new)).startswith("_manifests/")
+    assert {k: v for k, v in after.items() if k in before} == before
 
 
 def test_an_incremental_run_writes_only_the_new_cohorts(
@@ -144,7 +157,7 @@ def test_a_corrupt_state_file_is_a_clear_error_and_left_alone(
     result = sync(*sync_args(state, out, since=SINCE, until=END))
     assert result.code == 1
     assert "is not a valid sync state" in result.err and str(state) in result.err
-    assert state.read_bytes() == before and list(out.iterdir()) == []
+    assert state.read_bytes() == before and list(out.iterdir()) == []  # no manifest either
 
 
 def test_a_second_run_on_the_same_state_refuses(
@@ -158,8 +171,13 @@ def test_a_second_run_on_the_same_state_refuses(
 
 @pytest.mark.parametrize(("code", "exit_code"), [("internal", 5), ("unauthorized", 3)])
 def test_errors_mid_run_keep_the_cohorts_done_and_the_next_run_goes_on(
-    sync: Runner, monkeypatch: pytest.MonkeyPatch, emulator: RaiEmulator, state: Path, out: Path,
-    code: str, exit_code: int,
+    sync: Runner,
+    monkeypatch: pytest.MonkeyPatch,
+    emulator: RaiEmulator,
+    state: Path,
+    out: Path,
+    code: str,
+    exit_code: int,
 ) -> None:
     # From the 6th session listing on, every attempt fails: cohorts 0-4 are complete.
     calls = []
@@ -205,7 +223,7 @@ def test_disk_full_is_a_clear_error_and_the_state_is_not_advanced(
         return f.write(data)
 
     monkeypatch.setattr(sync_cli, "DirSink", functools.partial(DirSink, write=write))
-    argv = sync_args(state, out, "--parallel", "2", "--batch-records", "100",
+    argv = sync_args(state, out, "--parallel", "2", "--batch-records", "100", "--json",
                      since=SINCE, until=END)  # fmt: skip
     failed = sync(*argv)
     assert failed.code == 1 and "No space left on device" in failed.err
@@ -214,29 +232,39 @@ def test_disk_full_is_a_clear_error_and_the_state_is_not_advanced(
     written = ids(lines(out, "cohorts"), "cohort_id")  # no half line (checked in lines())
     assert set(written) == set(delivered)  # the files hold exactly what the state says
     assert 0 < len(delivered) < 12
-    assert not list(out.glob(".failopen-sync-*"))  # no spool left behind
+    assert not temporaries(out)  # no spool or hidden file of the failed batch left behind
+    # Every visible file is one the failed run finished and listed (none of the failed batch).
+    summary = failed.summary()
+    visible = sorted(p.relative_to(out).as_posix() for p in out.glob("kind=*/dt=*/*"))
+    assert summary["files"] == visible
+    assert [f["path"] for f in manifests(out)[0]["files"]] == visible
+    before = snapshot(out)
     budget["bytes"] = 10**9  # space freed
     assert sync(*argv).code == 0
     assert_exactly_once(out, emulator)
+    assert {k: v for k, v in snapshot(out).items() if k in before} == before
 
 
-def test_a_crash_mid_append_is_cut_back_by_the_next_run(
+def test_a_state_from_the_previous_release_killed_mid_append_is_cut_back_once(
     sync: Runner, emulator: RaiEmulator, state: Path, out: Path
 ) -> None:
     assert sync(*sync_args(state, out, since=SINCE, until=END)).code == 0
     emulator.add_cohorts(2)
-    # As left by a run killed mid-append: sizes recorded, half a batch on disk.
+    # As the previous release left a run killed mid-append: day file sizes recorded (v2,
+    # ``pending``), half a batch appended to a day file, a spool beside it.
     day = "sessions-2024-05-21.jsonl"
-    saved = SyncState.load(str(state))
-    saved.pending = {day: 0}
-    saved.running = True
-    saved.save()
-    (out / day).write_bytes(b'{"session_id":"ses_half","cohort_id":"x"}\n{"sessi')
+    (out / day).write_bytes(b'{"session_id":"ses_whole","cohort_id":"x"}\n')
+    body = json.loads(state.read_text())
+    body.update(pending={day: (out / day).stat().st_size}, running=True)
+    state.write_text(json.dumps(body))
+    with (out / day).open("ab") as f:
+        f.write(b'{"session_id":"ses_half","cohort_id":"x"}\n{"sessi')
     (out / ".failopen-sync-stale.part").write_bytes(b"junk")
     result = sync(*sync_args(state, out, "--json", until="2024-06-01T00:00:00Z"))
     assert result.code == 0 and result.summary()["resumed"] is True
     assert_exactly_once(out, emulator)
-    assert not (out / ".failopen-sync-stale.part").exists()
+    assert (out / day).read_bytes() == b'{"session_id":"ses_whole","cohort_id":"x"}\n'
+    assert "pending" not in json.loads(state.read_text())
 
 
 def test_stdout_gets_json_lines_and_the_summary_goes_to_stderr(
@@ -244,25 +272,39 @@ def test_stdout_gets_json_lines_and_the_summary_goes_to_stderr(
 ) -> None:
     result = sync(*sync_args(state, "-", "--json", since=SINCE, until=END))
     assert result.code == 0
-    records = [json.loads(line) for line in result.out.decode().splitlines()]
+    tagged = [json.loads(line) for line in result.out.decode().splitlines()]
+    # Each line names its kind beside the record, never inside it: a field the vendor adds to
+    # a record (even one called "kind") cannot collide with the tag.
+    assert all(set(line) == {"kind", "record"} for line in tagged)
+    records = [line["record"] for line in tagged]
+    assert [line["kind"] for line in tagged] == [
+        "sessions" if "session_id" in r else "cohorts" for r in records
+    ]
     cohorts, sessions = expected(emulator)
     assert [r for r in records if "session_id" not in r] == cohorts  # listing order
     assert sorted(r["session_id"] for r in records if "session_id" in r) == sorted(
         s["session_id"] for s in sessions
     )
-    assert json.loads(result.err.strip().splitlines()[-1])["cohorts"] == 12
+    summary = json.loads(result.err.strip().splitlines()[-1])
+    assert summary["cohorts"] == 12 and summary["manifest"] is None and summary["run_id"]
 
 
-def test_csv_day_files_have_one_header_across_runs(
+def test_every_csv_file_starts_with_its_header_across_runs_and_batches(
     sync: Runner, emulator: RaiEmulator, state: Path, out: Path
 ) -> None:
-    assert sync(*sync_args(state, out, "--format", "csv", since=SINCE,
-                           until="2024-05-10T12:00:00Z")).code == 0  # fmt: skip
+    assert sync(*sync_args(state, out, "--format", "csv", "--batch-records", "300",
+                           since=SINCE, until="2024-05-10T12:00:00Z")).code == 0  # fmt: skip
     assert sync(*sync_args(state, out, "--format", "csv", until=END)).code == 0
+    for kind, first in (("sessions", "session_id"), ("cohorts", "cohort_id")):
+        files = outputs(out, kind, "csv")
+        assert len({p.name.rsplit("-", 1)[0] for p in files}) == 2  # two runs' files
+        for path in files:
+            assert path.read_text().split(",", 1)[0] == first, path
+        rows = csv_rows(out, kind)
+        headers = [row for row in rows if row[0] == first]
+        assert len(headers) == len(files)
     rows = csv_rows(out, "sessions")
-    headers = [row for row in rows if row[0] == "session_id"]
-    assert len(headers) == len(list(out.glob("sessions-*.csv")))
-    assert len(rows) - len(headers) == emulator.total_sessions
+    assert len(rows) - len(outputs(out, "sessions", "csv")) == emulator.total_sessions
 
 
 def test_parallel_sync_writes_the_same_files_as_sequential(
@@ -275,13 +317,22 @@ def test_parallel_sync_writes_the_same_files_as_sequential(
         argv = sync_args(tmp_path / f"s{n}.json", folder, "--parallel", n, "--page-size", "7",
                          since=SINCE, until=END)  # fmt: skip
         assert sync(*argv).code == 0
-        folders.append({p.name: p.read_bytes() for p in folder.iterdir()})
-    assert folders[0] == folders[1]  # byte for byte: a stable order whatever the parallelism
+        # By batch and partition, byte for byte (the run ids in the names differ).
+        folders.append({(p.parent.relative_to(folder).as_posix(), p.name.rsplit("-", 1)[1]):
+                        p.read_bytes() for p in folder.glob("kind=*/dt=*/*")})  # fmt: skip
+    assert folders[0] == folders[1]  # a stable order whatever the parallelism
 
 
-HOSTILE_STAMPS = ["../.-/.-./../escapeZ", "2024-05-01/../../x0000Z", None, 5,
-                  "2024-13-45T00:00:00Z", "2024-05-01T10:00:00+24:00", "2024-05-01T10:00:00-99:00",
-                  "2024-05-01T10:00:00+01:60"]  # offsets no time zone has: no day to file under
+HOSTILE_STAMPS = [
+    "../.-/.-./../escapeZ",
+    "2024-05-01/../../x0000Z",
+    None,
+    5,
+    "2024-13-45T00:00:00Z",
+    "2024-05-01T10:00:00+24:00",
+    "2024-05-01T10:00:00-99:00",
+    "2024-05-01T10:00:00+01:60",
+]  # offsets no time zone has: no day to file under
 
 
 @pytest.mark.parametrize("stamp", HOSTILE_STAMPS)
@@ -291,13 +342,21 @@ def test_a_hostile_timestamp_never_names_a_file_outside_the_output_directory(
     from failopen.rai._sink import utc_day
 
     day = utc_day(stamp)
-    assert day == "undated"
-    sink = DirSink(str(tmp_path), "jsonl", {})
+    assert day == UNDATED
+    sink = DirSink(str(tmp_path), "jsonl")
     spool = sink.spool()
     spool.add("sessions", [{"session_id": "s", "session_created": stamp}])
     spool.close()
-    assert list(spool.parts) == ["sessions-undated.jsonl"]
+    assert list(spool.parts) == [("sessions", UNDATED)]
+    moves = sink.prepare([spool], "20240501T000000Z-00000000", 1)
+    assert [m.path for m in moves] == [
+        f"kind=sessions/dt={UNDATED}/20240501T000000Z-00000000-0001.jsonl"
+    ]
+    sink.publish(moves)
     spool.discard()
+    assert [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()] == [
+        moves[0].path
+    ]
 
 
 def test_a_record_stamped_plus_24_hours_never_stops_the_sync(
@@ -313,8 +372,11 @@ def test_a_record_stamped_plus_24_hours_never_stops_the_sync(
             raw = reply.body if isinstance(reply.body, bytes) else b"".join(reply.body)
             body = json.loads(raw)
             if body["sessions"]:
-                bad = dict(body["sessions"][0], session_id="ses_plus24",
-                           session_created="2024-05-02T10:00:00+24:00")
+                bad = dict(
+                    body["sessions"][0],
+                    session_id="ses_plus24",
+                    session_created="2024-05-02T10:00:00+24:00",
+                )
                 body["sessions"].append(bad)
             return Reply.json(body)
         return reply
@@ -329,7 +391,7 @@ def test_a_record_stamped_plus_24_hours_never_stops_the_sync(
             undated.append(result.summary()["undated"])
     assert undated == [1, 0]  # reported by the run that delivered it, then never again
     assert ids(lines(out, "sessions"), "session_id")["ses_plus24"] == 1
-    assert (out / "sessions-undated.jsonl").exists()
+    assert outputs(out, "sessions") and list(out.glob(f"kind=sessions/dt={UNDATED}/*.jsonl"))
 
 
 def test_a_state_file_cannot_name_files_to_cut_back_outside_the_day_files(
@@ -387,8 +449,10 @@ def test_another_since_for_an_interrupted_first_run_is_ignored_with_a_warning(
     _interrupted_first_run(state, SINCE)
     result = sync(*sync_args(state, out, since="2024-05-10T00:00:00Z", until=END))
     assert result.code == 0, result.err
-    assert f"--since ignored for pk_live_test: its first run, interrupted, started at {SINCE}" \
+    assert (
+        f"--since ignored for pk_live_test: its first run, interrupted, started at {SINCE}"
         in caplog.text
+    )
     assert_exactly_once(out, emulator)
 
 
