@@ -24,19 +24,11 @@ import tempfile
 
 CHILD = r"""
 import json, os, resource, sys, time
-from failopen.rai._lake_formats import LAKE_FORMATS, JsonlGz, jsonl_bytes
-try:
-    from failopen.rai._formats import FORMATS
-except ImportError:  # before the format registry: JSONL is jsonl.gz without gzip
-    class Jsonl(JsonlGz):
-        name, suffix = "jsonl", ".jsonl"
-        def encode(self, kind, records, lines):
-            return jsonl_bytes(records, lines)
-    FORMATS = {"jsonl": Jsonl()}
+from failopen.rai._formats import FORMATS
 from failopen.testing._rai_data import Dataset
 
 name, total, folder, new_field = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
-fmt = {**FORMATS, **LAKE_FORMATS}[name]
+fmt = FORMATS[name]
 per_cohort = total // 100
 data = Dataset(public_keys=("pk_a", "pk_b"), cohorts=100, sessions_per_cohort=(per_cohort,
                per_cohort), seed=7, start_ms=1_760_000_000_000, span_days=20,
@@ -64,7 +56,7 @@ print(json.dumps({"encode": encode, "finish": finish, "bytes": os.path.getsize(t
                   "rss_kb": rss}))
 """
 
-FORMAT_NAMES = ("jsonl", "jsonl.gz", "parquet")
+FORMAT_NAMES = ("jsonl", "jsonl.gz", "csv", "parquet")
 
 
 def run(name: str, total: int, new_field: bool) -> dict[str, float]:

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from failopen.rai import _parquet
-from failopen.rai._lake_formats import LAKE_FORMATS, JsonlGz, Parquet
+from failopen.rai._formats import FORMATS, JsonlGz, Parquet
 
 pa = pytest.importorskip("pyarrow", reason='pyarrow is not installed: pip install -e ".[parquet]"')
 pq = pytest.importorskip("pyarrow.parquet")
@@ -131,10 +131,13 @@ def parquet_rows(tmp_path: Path, kind: str, pages: list[list[dict[str, Any]]]) -
     return pq.read_table(io.BytesIO(out.getvalue())).to_pylist()  # type: ignore[no-any-return]
 
 
-def test_the_registry_hook_names_both_formats_on_the_seam() -> None:
-    assert {name: (f.suffix, f.keeps_lines) for name, f in LAKE_FORMATS.items()} == {
-        "jsonl.gz": (".jsonl.gz", True), "parquet": (".parquet", True)
+def test_the_registry_has_the_lake_formats_on_the_seam() -> None:
+    assert {name: (f.suffix, f.keeps_lines) for name, f in FORMATS.items()} == {
+        "jsonl": (".jsonl", True), "jsonl.gz": (".jsonl.gz", True), "csv": (".csv", False),
+        "parquet": (".parquet", True),
     }  # fmt: skip
+    for fmt in FORMATS.values():
+        fmt.require()  # everything is installed here
 
 
 @pytest.mark.parametrize("kind", ["cohorts", "sessions"])
@@ -374,15 +377,16 @@ def test_without_pyarrow_the_error_names_the_extra(tmp_path: Path) -> None:
     spool.write_bytes(b'{"session_id":"a"}\n')
     code = (
         "import sys, io; sys.modules['pyarrow'] = None\n"
-        "from failopen.rai._lake_formats import LAKE_FORMATS\n"
+        "from failopen.rai._formats import FORMATS\n"
         "from failopen.rai import _parquet\n"
-        "for call in (_parquet.require_pyarrow, lambda: LAKE_FORMATS['parquet'].finish("
+        "parquet = FORMATS['parquet']\n"
+        "for call in (_parquet.require_pyarrow, parquet.require, lambda: parquet.finish("
         f"'sessions', [{str(spool)!r}], io.BytesIO(), lambda f, b: f.write(b))):\n"
         "    try:\n        call()\n    except ImportError as exc:\n        print(exc)\n"
     )
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            check=True).stdout.splitlines()  # fmt: skip
-    assert shown == ['Parquet output needs pyarrow: pip install "failopen[parquet]"'] * 2
+    assert shown == ['Parquet output needs pyarrow: pip install "failopen[parquet]"'] * 3
 
 
 # -- Parquet: nothing lost, whatever the service sends -----------------------------------------

@@ -129,7 +129,7 @@ def test_the_schema_module_does_not_import_pyarrow() -> None:
     import sys
 
     code = (
-        "import sys, failopen.rai, failopen.rai._schema as s, failopen.rai._lake_formats; "
+        "import sys, failopen.rai, failopen.rai._schema as s, failopen.rai._formats; "
         "s.json_schema('sessions'); assert 'pyarrow' not in sys.modules, 'pyarrow imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
