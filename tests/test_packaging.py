@@ -44,6 +44,10 @@ def test_wheel_has_no_top_level_integrations(tmp_path_factory: pytest.TempPathFa
         with zipfile.ZipFile(wheel) as archive:  # the one source, as a file at both places
             assert archive.read(f"failopen/static/failopen/{name}") == snippet
             assert archive.read(f"failopen/integrations/django/static/failopen/{name}") == snippet
+    # The record schemas users' lakes read (failopen/rai/schema), byte for byte.
+    for schema in sorted((ROOT / "failopen" / "rai" / "schema").glob("*.schema.json")):
+        with zipfile.ZipFile(wheel) as archive:
+            assert archive.read(f"failopen/rai/schema/{schema.name}") == schema.read_bytes()
     sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "failopen").rglob("*.py")}
     packaged = {n for n in names if n.endswith(".py")}
     missing = {s for s in sources if s not in packaged and "__pycache__" not in s}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from failopen.rai._schema import SCHEMA_VERSION
 from failopen.rai._state import fsync_dir
 from failopen.rai.exceptions import RaiError
 
@@ -65,6 +66,16 @@ class Summary:
     listing: bool = False  # the run got as far as listing: it writes a manifest
     #: Files a killed run had recorded as delivered, made visible by this run's first step.
     recovered: list[str] = field(default_factory=list)
+    #: Top-level fields of the records written that the shipped schema does not know, by kind
+    #: (the vendor added them: they are in the files all the same).
+    unknown: dict[str, set[str]] = field(default_factory=dict)
+
+    def add_unknown(self, kind: str, names: set[str]) -> list[str]:
+        """Record fields the schema does not know; those this run had not seen yet, sorted."""
+        seen = self.unknown.setdefault(kind, set())
+        new = sorted(names - seen)
+        seen.update(new)
+        return new
 
     def to_json(self, exit_code: int) -> dict[str, Any]:
         return {
@@ -72,7 +83,8 @@ class Summary:
             "seconds": round(self.seconds, 3), "resumed": self.resumed, "exit_code": exit_code,
             "undated": self.undated, "refused_keys": list(self.refused), "gaps": self.gaps,
             "late_cohorts": {"count": self.late, "max_delay_seconds": round(self.late_max)},
-            "run_id": self.run_id,
+            "run_id": self.run_id, "record_schema_version": SCHEMA_VERSION,
+            "unknown_fields": {kind: sorted(names) for kind, names in sorted(self.unknown.items())},
         }  # fmt: skip
 
     def manifest(self, exit_code: int, finished_at: str) -> dict[str, Any]:

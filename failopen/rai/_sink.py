@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import hashlib
+import json
 import logging
 import os
 import re
@@ -30,6 +31,7 @@ from typing import IO, Any, BinaryIO
 from failopen.rai._arguments import parse_rfc3339
 from failopen.rai._formats import FORMATS, Format, Write, copy_spools
 from failopen.rai._output import ENCODER
+from failopen.rai._schema import unknown_fields
 from failopen.rai._state import fsync_dir
 from failopen.rai.exceptions import RaiValidationError
 
@@ -94,6 +96,8 @@ class Spool:
         self.counts: dict[Part, int] = {}  # records per partition
         self.records = {"cohorts": 0, "sessions": 0}
         self.undated = 0  # records whose time could not be read: in the undated partition
+        #: Top-level fields the shipped schema does not know, by kind (one record a page seen).
+        self.unknown: dict[str, set[str]] = {}
 
     def _file(self, part: Part) -> BinaryIO:
         f = self._files.get(part)
@@ -117,6 +121,10 @@ class Spool:
         ``lines``, the records' JSON texts as received, are used when the format keeps them."""
         if not self._fmt.keeps_lines:
             lines = None
+        if records:  # one record a page: JSONL keeps its speed; a slim record has its ids only
+            sample = json.loads(lines[0]) if lines else records[0]
+            if new := unknown_fields(kind, sample):
+                self.unknown.setdefault(kind, set()).update(new)
         groups: dict[Part, list[int]] = {}
         field = DAY_FIELD[kind]
         parts: dict[str, Part] = {}  # by the stamp's first 11 characters: one check per day
@@ -317,6 +325,9 @@ class _Tagged:
 
     def finish(self, kind: str, spools: list[str], out: IO[bytes], write: Write) -> None:
         copy_spools(spools, out, write)
+
+    def require(self) -> None:
+        """Nothing to install."""
 
 
 class StdoutSink:

@@ -170,6 +170,10 @@ def _sink(args: argparse.Namespace) -> Sink:
         if args.format != "jsonl":
             raise UsageError(f"--out-dir - writes JSON lines; drop --format {args.format}")
         return StdoutSink(sys.stdout.buffer, owner=args.state)
+    try:
+        FORMATS[args.format].require()  # before anything is fetched
+    except ImportError as exc:
+        raise UsageError(f"--format {args.format}: {exc}") from None
     return DirSink(args.out_dir, args.format, owner=args.state)
 
 
@@ -294,8 +298,9 @@ def register_sync(
         help="directory of the partitions and manifests, or - for JSON lines on stdout",
     )
     sync.add_argument("--format", choices=tuple(FORMATS), default="jsonl",
-                      help="jsonl: records exactly as received; csv: spec columns + "
-                      "extra_fields (default: jsonl)")  # fmt: skip
+                      help="jsonl: records exactly as received; jsonl.gz: the same, "
+                      "gzip-compressed; csv: spec columns + extra_fields; parquet: typed by "
+                      'the shipped schema (pip install "failopen[parquet]") (default: jsonl)')
     sync.add_argument(
         "--since",
         metavar="RFC3339",

@@ -13,6 +13,10 @@ wall time, peak RSS and the requests it sent. Side by side in one run:
 * an incremental sync that finds nothing new (the run after a complete one);
 * peak RSS of the parallel sync and export from 10k sessions up.
 
+``--formats`` runs only ``rai sync --parallel 4``, once per ``--format`` (jsonl, jsonl.gz, csv,
+parquet), interleaved over ``--rounds``: seconds, client CPU, the output's size and peak RSS, with
+ratios to JSONL.
+
 Prints Markdown tables. Six runs on 2026-11-23 (shared 2-core machine, 1M sessions): naive
 loop 46.4-48.9 s; ``rai sessions --parallel 4`` 12.1-14.1 s (3.3x-4.1x the naive loop);
 ``rai sync --parallel 4`` 11.7-14.0 s (3.4x-4.0x); peak RSS 54-59 MB; an incremental run that
@@ -130,6 +134,54 @@ def sync(emu: Emulator, folder: str, parallel: int, until: str | None = None,
                   report["server_cpu"])
 
 
+def sync_format(emu: Emulator, folder: str, fmt: str, run: int) -> tuple[Result, int]:
+    """A first ``rai sync --parallel 4 --format FMT`` into a new directory; the output's bytes."""
+    out = os.path.join(folder, f"sync-{fmt}-{run}")
+    os.makedirs(out)
+    report = _run(CLIENT, ["sync", "--base-url", emu.url, "--since", emu.start, "--until",
+                           emu.end, "--public-key", "pk_live_test", "--state",
+                           os.path.join(folder, f"state-{fmt}-{run}.json"), "--out-dir", out,
+                           "--parallel", "4", "--format", fmt], emu)  # fmt: skip
+    (manifest,) = glob.glob(os.path.join(out, "_manifests", "*.json"))
+    with open(manifest) as f:
+        records = json.load(f)["counts"]["sessions"]
+    size = sum(os.path.getsize(p) for p in glob.glob(os.path.join(out, "kind=*", "*", "*")))
+    return Result(f"rai sync --format {fmt}", records, report["elapsed"], report["rss_kb"] / 1024,
+                  int(report["requests"]), report["cpu"], report["server_cpu"]), size
+
+
+def formats(sessions: int, latency: float, rounds: int) -> None:
+    """``--formats``: the sync with each output format, interleaved, side by side."""
+    names = ("jsonl", "jsonl.gz", "csv", "parquet")
+    runs: dict[str, list[tuple[Result, int]]] = {name: [] for name in names}
+    with tempfile.TemporaryDirectory() as folder, Emulator(sessions, latency) as emu:
+        for number in range(rounds):
+            for name in names:  # interleaved: the machine's load falls on every format
+                runs[name].append(sync_format(emu, folder, name, number))
+                print(f"  {name}: {runs[name][-1][0].seconds:.2f}s", file=sys.stderr)
+    base = runs["jsonl"]
+    print(f"\n{rounds} rounds, load {os.getloadavg()[0]:.2f} at the end")
+    print("\n| `rai sync --parallel 4` | seconds | vs jsonl | client CPU s | output MB | "
+          "vs jsonl | peak RSS (MB) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, results in runs.items():
+        for result, _ in results:
+            if result.records != sessions:
+                raise SystemExit(f"--format {name} wrote {result.records} sessions")
+
+        def span(values: list[float], digits: int = 1) -> str:
+            low, high = min(values), max(values)
+            return f"{low:.{digits}f}" if f"{low:.{digits}f}" == f"{high:.{digits}f}" else (
+                f"{low:.{digits}f}-{high:.{digits}f}")  # fmt: skip
+
+        seconds = [r.seconds for r, _ in results]
+        ratios = [r.seconds / b.seconds for (r, _), (b, _) in zip(results, base, strict=True)]
+        size = results[0][1]
+        print(f"| `--format {name}` | {span(seconds, 2)} | {span(ratios, 2)}x | "
+              f"{span([r.cpu for r, _ in results])} | {size / 1e6:.1f} | "
+              f"1/{base[0][1] / size:.0f} | {span([r.rss_mb for r, _ in results], 0)} |")
+
+
 def _later(stamp: str) -> str:
     moment = time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.mktime(moment) + 3600))
@@ -140,10 +192,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="100,000 sessions instead of 1M")
     parser.add_argument("--sessions", type=int, help="sessions (a multiple of 100)")
     parser.add_argument("--latency", type=float, default=0.02, help="seconds per request")
+    parser.add_argument("--formats", action="store_true",
+                        help="only the sync, once per --format, side by side")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=2, help="with --formats")
     options = parser.parse_args()
     sessions = options.sessions or (100_000 if options.quick else 1_000_000)
     print(f"{sessions:,} sessions, {options.latency * 1000:g} ms simulated latency per request, "
           f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs", flush=True)
+    if options.formats:
+        formats(sessions, options.latency, options.rounds)
+        return
 
     results: list[Result] = []
     with tempfile.TemporaryDirectory() as folder, Emulator(sessions, options.latency) as emu:
