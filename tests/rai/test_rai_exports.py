@@ -13,7 +13,10 @@ def test_all_matches_the_public_names() -> None:
     }
     assert set(rai.__all__) == public - {"annotations"}
     for name in rai.__all__:
-        assert getattr(rai, name).__module__.startswith("failopen.rai"), name
+        value = getattr(rai, name)
+        if isinstance(value, (int, str)):  # a constant (SCHEMA_VERSION): no module to check
+            continue
+        assert value.__module__.startswith("failopen.rai"), name
 
 
 def test_the_contract_names_are_exported() -> None:
