@@ -41,12 +41,6 @@ def emulator() -> RaiEmulator:
 
 
 @pytest.fixture
-def server(emulator: RaiEmulator) -> Iterator[LoopbackServer]:
-    with emulator.serve() as served:
-        yield served
-
-
-@pytest.fixture
 def rai(
     monkeypatch: pytest.MonkeyPatch, server: LoopbackServer,
     capsysbinary: pytest.CaptureFixture[bytes],

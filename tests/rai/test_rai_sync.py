@@ -6,7 +6,6 @@ import errno
 import functools
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -15,7 +14,6 @@ from _sync_helpers import (
     SECRET,
     Runner,
     assert_exactly_once,
-    cli_runner,
     csv_rows,
     expected,
     ids,
@@ -37,37 +35,6 @@ from failopen.testing.rai_emulator import RaiEmulator
 
 SINCE = "2024-05-01T00:00:00Z"
 END = "2024-05-21T00:00:00Z"
-
-
-@pytest.fixture
-def emulator() -> RaiEmulator:
-    return RaiEmulator(client_secret=SECRET)
-
-
-@pytest.fixture
-def server(emulator: RaiEmulator) -> Iterator[LoopbackServer]:
-    with emulator.serve() as served:
-        yield served
-
-
-@pytest.fixture
-def sync(
-    monkeypatch: pytest.MonkeyPatch, server: LoopbackServer,
-    capsysbinary: pytest.CaptureFixture[bytes],
-) -> Runner:  # fmt: skip
-    return cli_runner(monkeypatch, server.url, capsysbinary)
-
-
-@pytest.fixture
-def state(tmp_path: Path) -> Path:
-    return tmp_path / "state.json"
-
-
-@pytest.fixture
-def out(tmp_path: Path) -> Path:
-    folder = tmp_path / "out"
-    folder.mkdir()
-    return folder
 
 
 def test_first_run_writes_every_record_once_in_day_files(

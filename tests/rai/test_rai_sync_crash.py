@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,12 +35,6 @@ def emulator() -> RaiEmulator:
     # Long enough to be killed mid-way: ~250 requests of 4 ms each.
     return RaiEmulator(client_secret=SECRET, cohorts=40, sessions_per_cohort=(30, 150),
                        latency=0.004)  # fmt: skip
-
-
-@pytest.fixture
-def server(emulator: RaiEmulator) -> Iterator[LoopbackServer]:
-    with emulator.serve() as served:
-        yield served
 
 
 def start(server: LoopbackServer, state: Path, out: Path) -> subprocess.Popen[bytes]:

@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -41,12 +41,6 @@ def emulator() -> RaiEmulator:
     # Long enough to be killed mid-way: a few hundred requests of 4 ms each, two keys.
     return RaiEmulator(client_secret=SECRET, public_keys=(KEY, KEY2), cohorts=30,
                        sessions_per_cohort=(30, 120), latency=0.004)  # fmt: skip
-
-
-@pytest.fixture
-def server(emulator: RaiEmulator) -> Iterator[LoopbackServer]:
-    with emulator.serve() as served:
-        yield served
 
 
 def command(state: Path, out: Path | str, *extra: str) -> list[str]:

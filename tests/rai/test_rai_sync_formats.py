@@ -9,42 +9,19 @@ import gzip
 import json
 import logging
 import sys
-from collections.abc import Iterator
 from datetime import timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _sync_helpers import Runner, cli_runner, manifests, outputs, sync_args, temporaries
+from _sync_helpers import Runner, manifests, outputs, sync_args, temporaries
 
 from failopen.rai import arrow_schema
 from failopen.rai._arguments import parse_rfc3339
-from failopen.testing._server import LoopbackServer
 from failopen.testing.rai_emulator import RaiEmulator
 
 SINCE = "2024-05-01T00:00:00Z"
 UNTIL = ["2024-05-08T00:00:00Z", "2024-05-15T00:00:00Z", "2024-06-01T00:00:00Z"]
-
-
-@pytest.fixture
-def emulator() -> RaiEmulator:
-    from _sync_helpers import SECRET
-
-    return RaiEmulator(client_secret=SECRET)
-
-
-@pytest.fixture
-def server(emulator: RaiEmulator) -> Iterator[LoopbackServer]:
-    with emulator.serve() as served:
-        yield served
-
-
-@pytest.fixture
-def sync(
-    monkeypatch: pytest.MonkeyPatch, server: LoopbackServer,
-    capsysbinary: pytest.CaptureFixture[bytes],
-) -> Runner:  # fmt: skip
-    return cli_runner(monkeypatch, server.url, capsysbinary)
 
 
 def _three_runs(

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,32 +36,6 @@ from failopen.testing.rai_emulator import RaiEmulator
 SINCE = "2024-05-01T00:00:00Z"
 MIDDLE = "2024-05-10T12:00:00Z"
 END = "2024-05-21T00:00:00Z"
-
-
-@pytest.fixture
-def emulator() -> RaiEmulator:
-    return RaiEmulator(client_secret=SECRET)
-
-
-@pytest.fixture
-def server(emulator: RaiEmulator) -> Iterator[LoopbackServer]:
-    with emulator.serve() as served:
-        yield served
-
-
-@pytest.fixture
-def sync(
-    monkeypatch: pytest.MonkeyPatch, server: LoopbackServer,
-    capsysbinary: pytest.CaptureFixture[bytes],
-) -> Runner:  # fmt: skip
-    return cli_runner(monkeypatch, server.url, capsysbinary)
-
-
-@pytest.fixture
-def out(tmp_path: Path) -> Path:
-    folder = tmp_path / "out"
-    folder.mkdir()
-    return folder
 
 
 def _data_files(snap: dict[str, tuple[int, int, str]]) -> set[str]:

@@ -8,7 +8,6 @@ does not say which, so the sync must be right for both.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -17,14 +16,12 @@ from _sync_helpers import (
     SECRET,
     Runner,
     assert_exactly_once,
-    cli_runner,
     ids,
     lines,
     sync_args,
 )
 
 from failopen.rai._arguments import format_rfc3339, parse_rfc3339
-from failopen.testing._server import LoopbackServer
 from failopen.testing.rai_emulator import RaiEmulator
 
 SINCE = "2024-05-01T00:00:00Z"
@@ -34,32 +31,6 @@ KEY = "pk_live_test"
 @pytest.fixture(params=["window_start", "created_at"])
 def emulator(request: pytest.FixtureRequest) -> RaiEmulator:
     return RaiEmulator(client_secret=SECRET, cohort_filter=request.param)
-
-
-@pytest.fixture
-def server(emulator: RaiEmulator) -> Iterator[LoopbackServer]:
-    with emulator.serve() as served:
-        yield served
-
-
-@pytest.fixture
-def sync(
-    monkeypatch: pytest.MonkeyPatch, server: LoopbackServer,
-    capsysbinary: pytest.CaptureFixture[bytes],
-) -> Runner:  # fmt: skip
-    return cli_runner(monkeypatch, server.url, capsysbinary)
-
-
-@pytest.fixture
-def state(tmp_path: Path) -> Path:
-    return tmp_path / "state.json"
-
-
-@pytest.fixture
-def out(tmp_path: Path) -> Path:
-    folder = tmp_path / "out"
-    folder.mkdir()
-    return folder
 
 
 def _at(base: str, hours: float) -> str:
