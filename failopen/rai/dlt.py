@@ -29,14 +29,12 @@ from typing import Any
 
 from failopen.rai._arguments import (
     MAX_WINDOW,
-    check_cohort_id,
     format_rfc3339,
     parse_rfc3339,
-    split_window,
 )
 from failopen.rai._client import Client
 from failopen.rai._state import FORGET_AFTER
-from failopen.rai.exceptions import RaiValidationError
+from failopen.rai.sync import listed_cohorts
 
 __all__ = ["rai_source", "SOURCE_NAME"]
 
@@ -50,24 +48,6 @@ logger = logging.getLogger("failopen.rai")
 
 def _utc_now() -> datetime:
     return datetime.now(timezone.utc)
-
-
-def _listed(client: Client, public_key: str, start: datetime, until: datetime,
-            page_size: int) -> Iterator[tuple[str, Record]]:  # fmt: skip
-    """(cohort_id, record) of the key's cohorts in [start, until), ids checked."""
-    for first, last in split_window(start, until):
-        pages = client.iter_cohort_pages(first, last, [public_key], page_size=page_size, raw=True)
-        with closing(pages):
-            for page in pages:
-                for record in page.items:
-                    cohort_id = record.get("cohort_id")
-                    try:
-                        if not isinstance(cohort_id, str):
-                            raise RaiValidationError("not a string")
-                        check_cohort_id(cohort_id)
-                    except RaiValidationError:
-                        continue  # its sessions cannot be asked for (the sync skips it too)
-                    yield cohort_id, record
 
 
 def rai_source(
@@ -111,7 +91,7 @@ def rai_source(
                 through,
             )
         for public_key in keys:
-            for cohort_id, record in _listed(client, public_key, start, until, page_size):
+            for cohort_id, record in listed_cohorts(client, public_key, start, until, page_size):
                 if cohort_id in delivered:
                     continue
                 # Marked now, saved by dlt only with this run's package: a failed extract

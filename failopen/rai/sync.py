@@ -45,7 +45,8 @@ from failopen.rai._sink import UNDATED, Move, Sink, Spool, complete_renames
 from failopen.rai._state import FORGET_AFTER, KeyState, SyncState
 from failopen.rai.exceptions import Forbidden, RaiError, RaiValidationError
 
-__all__ = ["SyncOptions", "Summary", "MissingSince", "run_sync", "REACH", "CLOCK_SKEW"]
+__all__ = ["SyncOptions", "Summary", "MissingSince", "run_sync", "listed_cohorts", "REACH",
+           "CLOCK_SKEW"]  # fmt: skip
 
 #: How far back a run lists (``--lookback`` at most): the longest window the API accepts.
 REACH = MAX_WINDOW
@@ -217,26 +218,13 @@ class _Run:
                start: datetime) -> Iterator[tuple[dict[str, Any], str, float | None]]:  # fmt: skip
         """New cohorts of the key, in listing order: (record, cohort_id, its delay)."""
         seen: set[str] = set()
-        for first, last in split_window(start, self.options.until):
-            pages = self.client.iter_cohort_pages(
-                first, last, [public_key], page_size=self.options.page_size, raw=True
-            )
-            with closing(pages):
-                for page in pages:
-                    for record in page.items:
-                        cohort_id = record.get("cohort_id")
-                        try:
-                            if not isinstance(cohort_id, str):
-                                raise RaiValidationError("not a string")
-                            check_cohort_id(cohort_id)
-                        except RaiValidationError:
-                            # Its sessions cannot be asked for; skipped, not a stuck sync.
-                            logger.warning("a listed cohort has no usable cohort_id; skipped")
-                            continue
-                        if cohort_id in keystate.delivered or cohort_id in seen:
-                            continue
-                        seen.add(cohort_id)
-                        yield record, cohort_id, _delay(record)
+        listed = listed_cohorts(self.client, public_key, start, self.options.until,
+                                self.options.page_size)  # fmt: skip
+        for cohort_id, record in listed:
+            if cohort_id in keystate.delivered or cohort_id in seen:
+                continue
+            seen.add(cohort_id)
+            yield record, cohort_id, _delay(record)
 
     def key(self, public_key: str) -> None:
         keystate = self.state.key(public_key)
@@ -320,6 +308,25 @@ class _Run:
         for future in in_flight:
             if future.done() and not future.cancelled() and future.exception() is None:
                 future.result().spool.discard()
+
+
+def listed_cohorts(client: Client, public_key: str, start: datetime, until: datetime,
+                   page_size: int) -> Iterator[tuple[str, dict[str, Any]]]:  # fmt: skip
+    """(cohort_id, record) of the key's cohorts listed in ``[start, until)``, in listing order;
+    one without a usable id is skipped with a warning (its sessions cannot be asked for)."""
+    for first, last in split_window(start, until):
+        pages = client.iter_cohort_pages(first, last, [public_key], page_size=page_size, raw=True)
+        with closing(pages):
+            for page in pages:
+                for record in page.items:
+                    value = record.get("cohort_id")
+                    cohort_id = value if isinstance(value, str) else ""  # not a string: blank
+                    try:
+                        check_cohort_id(cohort_id)
+                    except RaiValidationError:
+                        logger.warning("a listed cohort has no usable cohort_id; skipped")
+                        continue
+                    yield cohort_id, record
 
 
 def _delay(record: dict[str, Any]) -> float | None:
