@@ -7,6 +7,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from _sync_helpers import (
     temporaries,
 )
 
-from failopen.testing._server import LoopbackServer
+from failopen.testing._server import FakeRequest, LoopbackServer, Reply
 from failopen.testing.rai_emulator import RaiEmulator
 
 pytestmark = pytest.mark.slow
@@ -91,20 +92,31 @@ def test_kill_9_at_random_points_then_resume_gives_the_uninterrupted_output(
 
 
 def test_two_runs_at_once_one_refuses_and_the_state_is_intact(
-    server: LoopbackServer, emulator: RaiEmulator, tmp_path: Path
+    emulator: RaiEmulator, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
     out.mkdir()
     state = tmp_path / "state.json"
-    emulator.latency = 0.01  # the first run lasts seconds: the second starts well before its end
-    first = start(server, state, out)
-    lock = Path(str(state) + ".lock")
-    deadline = time.monotonic() + 30
-    while not (lock.exists() and lock.read_text()):  # the pid is written once the lock is held
-        assert time.monotonic() < deadline and first.poll() is None
-        time.sleep(0.01)
-    second = start(server, state, out)
-    assert second.wait(60) == 1
-    assert first.wait(60) == 0
+    # The service holds every answer until the second run is done: the first run holds the
+    # lock for as long as that takes, however slowly a loaded machine starts the second.
+    gate = threading.Event()
+
+    def held(request: FakeRequest) -> Reply:
+        gate.wait(60)
+        return emulator.handler(request)
+
+    with LoopbackServer(held) as server:
+        first = start(server, state, out)
+        try:
+            lock = Path(str(state) + ".lock")
+            deadline = time.monotonic() + 30
+            while not (lock.exists() and lock.read_text()):  # the pid: the lock is held
+                assert time.monotonic() < deadline and first.poll() is None
+                time.sleep(0.01)
+            second = start(server, state, out)
+            assert second.wait(60) == 1
+        finally:
+            gate.set()
+        assert first.wait(60) == 0
     assert "another failopen rai sync is running" in errors(state)
     assert_exactly_once(out, emulator)
