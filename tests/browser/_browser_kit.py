@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -69,6 +70,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                    "(.ci/run does)")
     for item in ours:
         item.add_marker(skip)
+
+
+#: Every address but loopback. A pattern, not a Python predicate: Playwright matches a pattern in
+#: the browser, but sends every request to this process to run a predicate, and a sync-API test
+#: answers those only while it is inside a Playwright call. A page's request made while the test
+#: polls a server with httpx (a scene button's POST a moment after its click, on a loaded machine)
+#: then waited, unsent, for the whole poll.
+NOT_LOOPBACK = re.compile(r"^(?!http://127\.0\.0\.1:)")
+
+
+def loopback_only(context: Any) -> None:
+    """Abort whatever a page in ``context`` asks of anything but 127.0.0.1: a test (or the
+    snippet) talking to the world would be a bug."""
+    context.route(NOT_LOOPBACK, lambda route: route.abort())
 
 
 def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> None:
@@ -248,9 +263,7 @@ def visit(browser: Any) -> Iterator[Callable[..., Visit]]:
                   clock: bool = False) -> Visit:
         context = browser.new_context()
         contexts.append(context)
-        # Loopback only: anything else would be a test (or snippet) talking to the world.
-        context.route(lambda target: not target.startswith("http://127.0.0.1:"),
-                      lambda route: route.abort())
+        loopback_only(context)
         if clock:
             context.clock.install()
         page = context.new_page()

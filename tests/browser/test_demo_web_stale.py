@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _browser_kit import wait_until
+from _browser_kit import loopback_only, wait_until
 from test_demo_web import FAILOPEN, WAIT, DemoPage
 
 from failopen.testing import free_port
@@ -43,8 +43,7 @@ def demo() -> Iterator[str]:
 def test_old_verdicts_and_the_solving_box_go_when_the_state_changes(browser: Any,
                                                                     demo: str) -> None:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.route(lambda target: not target.startswith("http://127.0.0.1:"),
-                  lambda route: route.abort())
+    loopback_only(context)
     try:
         page = context.new_page()
         page.goto(demo + "/")

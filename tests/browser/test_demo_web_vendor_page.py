@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _browser_kit import ROOT, wait_until
+from _browser_kit import ROOT, loopback_only, wait_until
 
 from failopen.testing import free_port
 
@@ -123,8 +123,7 @@ def test_a_vendor_s_widget_logs_in_and_the_global_outage_lets_it_through(
     vendor, base, startup = demo
     assert f"FAILOPEN_VENDOR={vendor}" in startup  # the startup lines name the vendor
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.route(lambda target: not target.startswith("http://127.0.0.1:"),
-                  lambda route: route.abort())
+    loopback_only(context)
     try:
         page = context.new_page()
         page.goto(base + "/")
