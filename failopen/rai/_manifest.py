@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import secrets
 import tempfile
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from failopen.rai._schema import SCHEMA_VERSION
+from failopen.rai._schema import SCHEMA_VERSION, UNKNOWN_NAMED, shown_name
 from failopen.rai._state import fsync_dir
 from failopen.rai.exceptions import RaiError
 
@@ -26,6 +27,8 @@ __all__ = ["Summary", "new_run_id", "write_manifest", "MANIFESTS", "MANIFEST_VER
 #: The folder of the manifests in ``--out-dir`` (an underscore: Hive and Spark readers skip it).
 MANIFESTS = "_manifests"
 MANIFEST_VERSION = 1
+
+logger = logging.getLogger("failopen.rai")
 
 
 def new_run_id(now: datetime) -> str:
@@ -69,13 +72,24 @@ class Summary:
     #: Top-level fields of the records written that the shipped schema does not know, by kind
     #: (the vendor added them: they are in the files all the same).
     unknown: dict[str, set[str]] = field(default_factory=dict)
+    #: Kinds with more such fields than UNKNOWN_NAMED: their names stop there.
+    unknown_cut: set[str] = field(default_factory=set)
 
-    def add_unknown(self, kind: str, names: set[str]) -> list[str]:
-        """Record fields the schema does not know; those this run had not seen yet, sorted."""
+    def add_unknown(self, kind: str, names: set[str]) -> None:
+        """Record fields the schema does not know, each WARNING the first time this run meets
+        it; past UNKNOWN_NAMED of a kind, one WARNING that there are more, and no names."""
         seen = self.unknown.setdefault(kind, set())
-        new = sorted(names - seen)
-        seen.update(new)
-        return new
+        for name in sorted(names - seen):
+            if len(seen) >= UNKNOWN_NAMED:
+                if kind not in self.unknown_cut:
+                    self.unknown_cut.add(kind)
+                    logger.warning("the %s records have more fields the schema does not know; "
+                                   "only the first %d are named", kind, UNKNOWN_NAMED)
+                return
+            seen.add(name)
+            logger.warning("the %s records have a field the schema (version %d) does not know: "
+                           "%r; it is kept in the files (Parquet: in extra_fields)",
+                           kind, SCHEMA_VERSION, shown_name(name))  # fmt: skip
 
     def to_json(self, exit_code: int) -> dict[str, Any]:
         return {
@@ -84,7 +98,9 @@ class Summary:
             "undated": self.undated, "refused_keys": list(self.refused), "gaps": self.gaps,
             "late_cohorts": {"count": self.late, "max_delay_seconds": round(self.late_max)},
             "run_id": self.run_id, "record_schema_version": SCHEMA_VERSION,
-            "unknown_fields": {kind: sorted(names) for kind, names in sorted(self.unknown.items())},
+            "unknown_fields": {kind: sorted(map(shown_name, names))
+                               for kind, names in sorted(self.unknown.items())},
+            "unknown_fields_truncated": sorted(self.unknown_cut),
         }  # fmt: skip
 
     def manifest(self, exit_code: int, finished_at: str) -> dict[str, Any]:

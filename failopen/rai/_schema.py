@@ -18,10 +18,17 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-__all__ = ["SCHEMA_VERSION", "KINDS", "json_schema", "fields", "unknown_fields"]
+__all__ = ["SCHEMA_VERSION", "KINDS", "UNKNOWN_NAMED", "json_schema", "fields", "shown_name",
+           "unknown_fields"]
 
 #: The version of the shipped schema files (their top-level ``schema_version``).
 SCHEMA_VERSION = 1
+
+#: How many fields the schema does not know a run names per kind, and how much of each name:
+#: a vendor (or a proxy in front of it) sending made-up keys by the thousand costs one more
+#: warning, not a log line and a summary entry per key. The records keep every field whole.
+UNKNOWN_NAMED = 50
+_NAME_CHARS = 100
 
 #: The kinds of record a sync writes, and their schema files.
 KINDS = {"cohorts": "cohort.schema.json", "sessions": "session.schema.json"}
@@ -68,3 +75,8 @@ def unknown_fields(kind: str, record: Mapping[str, Any]) -> frozenset[str]:
     if known.issuperset(record):  # the common case, without building a set
         return frozenset()
     return frozenset(record.keys() - known)
+
+
+def shown_name(name: str) -> str:
+    """``name`` as a summary or a log line shows it: cut after 100 characters, ending in "…"."""
+    return name if len(name) <= _NAME_CHARS else name[:_NAME_CHARS] + "…"

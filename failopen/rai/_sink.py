@@ -31,7 +31,7 @@ from typing import IO, Any, BinaryIO
 from failopen.rai._arguments import parse_rfc3339
 from failopen.rai._formats import FORMATS, Format, Write, copy_spools
 from failopen.rai._output import ENCODER
-from failopen.rai._schema import unknown_fields
+from failopen.rai._schema import UNKNOWN_NAMED, unknown_fields
 from failopen.rai._state import fsync_dir
 from failopen.rai.exceptions import RaiValidationError
 
@@ -124,7 +124,9 @@ class Spool:
         if records:  # one record a page: JSONL keeps its speed; a slim record has its ids only
             sample = json.loads(lines[0]) if lines else records[0]
             if new := unknown_fields(kind, sample):
-                self.unknown.setdefault(kind, set()).update(new)
+                seen = self.unknown.setdefault(kind, set())
+                if len(seen) <= UNKNOWN_NAMED:  # one past the bound tells the summary of more
+                    seen.update(sorted(new)[: UNKNOWN_NAMED + 1 - len(seen)])
         groups: dict[Part, list[int]] = {}
         field = DAY_FIELD[kind]
         parts: dict[str, Part] = {}  # by the stamp's first 11 characters: one check per day

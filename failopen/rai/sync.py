@@ -40,7 +40,6 @@ from failopen.rai._client import Client
 from failopen.rai._manifest import Summary, new_run_id
 from failopen.rai._output import Progress, signals_held
 from failopen.rai._pager import cohort_sessions_pager
-from failopen.rai._schema import SCHEMA_VERSION
 from failopen.rai._sink import UNDATED, Move, Sink, Spool, complete_renames
 from failopen.rai._state import FORGET_AFTER, KeyState, SyncState
 from failopen.rai.exceptions import Forbidden, RaiError, RaiValidationError
@@ -188,10 +187,7 @@ class _Run:
         summary.sessions += sum(spool.records["sessions"] for spool in spools)
         for spool in spools:
             for kind, names in spool.unknown.items():
-                for name in summary.add_unknown(kind, names):  # once per field and run
-                    logger.warning("the %s records have a field the schema (version %d) does "
-                                   "not know: %r; it is kept in the files (Parquet: in "
-                                   "extra_fields)", kind, SCHEMA_VERSION, name)  # fmt: skip
+                summary.add_unknown(kind, names)  # a warning once per field and run
         for item in batch.done:
             if item.delay is not None and item.delay > self.options.lookback.total_seconds() / 2:
                 summary.late += 1

@@ -148,3 +148,4 @@ def test_the_summary_says_which_schema_the_files_follow(sync: Runner, tmp_path: 
     run = sync(*sync_args(tmp_path / "s.json", out, "--json", since=SINCE, until=UNTIL[0]))
     assert run.code == 0
     assert run.summary()["record_schema_version"] == 1 and run.summary()["unknown_fields"] == {}
+    assert run.summary()["unknown_fields_truncated"] == []
