@@ -40,21 +40,34 @@ FAILURES = ["http404", "silent", "error"]
 FAILOPEN = Path(sys.executable).with_name("failopen")
 
 
-def open_login(asgi: str, visit: Callable[..., Visit]) -> Visit:
-    """The log-in page on a clock the test moves, with the recorder installed first."""
+def open_failing_login(asgi: str, visit: Callable[..., Visit]) -> Visit:
+    """The log-in page on a clock the test moves, with the recorder installed first, opened
+    while the vendor script fails, until the snippet says so: at page load when the script
+    does not load or never calls back, at the person's submit when it errs on the challenge.
+    The caller breaks the script before, not after: the page checks the flag and loads the
+    script on its own, however fast the machine."""
     page = visit(asgi, clock=True, go=False)
     page.page.add_init_script(RECORDER)
     page.page.on("pageerror", lambda error: page.console.append(f"pageerror: {error}"))
     answer = page.page.goto(asgi + "/")
     assert answer.headers["content-security-policy"].startswith("script-src 'self' ")
+    page.wait_for_state("failed", "ready")
+    if page.state == "ready":
+        page.submit()
+    _says_it_failed(page, 0)
     return page
 
 
 def fail_once(page: Visit, fakes: Vendor, mode: str) -> None:
-    """The person submits while the vendor script fails: the form says so and sends nothing."""
+    """The person submits (after the cool-down) while the vendor script fails: the snippet
+    starts over, and the form says it failed again and sends nothing."""
     fakes.script.set_mode(mode)
     failures = page.states.count("failed")
     page.submit()
+    _says_it_failed(page, failures)
+
+
+def _says_it_failed(page: Visit, failures: int) -> None:
     page.wait_for(lambda v: v.states.count("failed") > failures, "the snippet to fail")
     assert page.page.text_content(MESSAGE) == FIRST
     assert page.page.get_attribute(MESSAGE, "role") == "alert"
@@ -72,8 +85,8 @@ def trouble(page: Visit) -> list[str]:
 def test_after_the_cool_down_a_submit_starts_over_and_goes_through_once_the_vendor_is_back(
     asgi: str, fakes: Vendor, visit: Callable[..., Visit], mode: str
 ) -> None:
-    page = open_login(asgi, visit)
-    fail_once(page, fakes, mode)
+    fakes.script.set_mode(mode)
+    page = open_failing_login(asgi, visit)
     loads = fakes.script.script_requests
 
     # Still down after the cool-down: the submit starts over (the script is asked for again)
@@ -117,9 +130,7 @@ def test_a_failure_at_page_load_recovers_on_the_first_submit_after_the_cool_down
 ) -> None:
     """The script failed before the person touched the form; they read the message, wait."""
     fakes.script.set_mode("http404")
-    page = open_login(asgi, visit)
-    page.wait_for_state("failed")
-    assert page.page.text_content(MESSAGE) == FIRST and page.posts == []
+    page = open_failing_login(asgi, visit)
     fakes.script.set_mode("ok")
     page.page.clock.fast_forward("01:01")
     page.submit()
@@ -133,9 +144,9 @@ def test_starting_over_clears_the_message_while_it_works(
     asgi: str, fakes: Vendor, visit: Callable[..., Visit]
 ) -> None:
     """A stale "could not load" next to a check that is running again would be a lie."""
-    page = open_login(asgi, visit)
+    fakes.script.set_mode("http404")
+    page = open_failing_login(asgi, visit)
     page.page.route("**/login", lambda route: route.fulfill(status=204))  # stay on the page
-    fail_once(page, fakes, "http404")
     fakes.script.set_mode("slow:500")
     page.page.clock.fast_forward("01:01")
     page.submit()
@@ -165,10 +176,7 @@ def test_the_readme_recipe_failopen_emulate_vendor_down_then_back(
                        check=True, capture_output=True, timeout=30)
 
     control("down=true")
-    page = open_login(site, visit)
-    page.submit()
-    page.wait_for_state("failed")
-    assert page.page.text_content(MESSAGE) == FIRST and page.posts == []
+    page = open_failing_login(site, visit)
     control("down=false")
     page.page.clock.fast_forward("01:01")
     page.submit()
