@@ -33,6 +33,9 @@ class Run:
         line = self.out.decode().strip().splitlines()[-1]
         return json.loads(line)  # type: ignore[no-any-return]
 
+    def jsonl(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.out.decode().splitlines()]
+
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="failopen")
@@ -48,6 +51,18 @@ def sync_args(state: Path, out: Path | str, *extra: str, since: str | None = Non
     if until is not None:
         argv += ["--until", until]
     return [*argv, *extra]
+
+
+def window(emulator: RaiEmulator, *extra: str) -> list[str]:
+    """The export flags for every record ``emulator`` holds, under :data:`KEY`."""
+    start, end = emulator.data_window
+    return ["--from", start, "--to", end, "--public-key", KEY, *extra]
+
+
+def process_env(url: str) -> dict[str, str]:
+    """The environment of a ``failopen rai`` child process against the service at ``url``."""
+    return {**os.environ, "FAILOPEN_RAI_BASE_URL": url, "FAILOPEN_RAI_CLIENT_ID": "test-client",
+            "FAILOPEN_RAI_CLIENT_SECRET": SECRET}  # fmt: skip
 
 
 def outputs(folder: Path, kind: str, suffix: str = "jsonl") -> list[Path]:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,7 @@ def anyio_backend() -> str:
 
 
 # The sync tests' common fixtures; a module that needs another emulator defines its own
-# ``emulator``, and ``server`` and ``sync`` serve that one.
+# ``emulator``, and ``server``, ``sync`` and ``rai`` serve that one.
 
 
 @pytest.fixture
@@ -37,6 +38,12 @@ def sync(
     capsysbinary: pytest.CaptureFixture[bytes],
 ) -> Runner:  # fmt: skip
     return cli_runner(monkeypatch, server.url, capsysbinary)
+
+
+@pytest.fixture
+def rai(sync: Runner) -> Runner:
+    """The same, with the ``rai`` of ``failopen rai ...`` given: ``rai("sessions", ...)``."""
+    return functools.partial(sync, "rai")
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import functools
 import io
 import json
 import os
@@ -13,71 +12,19 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _sync_helpers import KEY, SECRET, Run, process_env, window
 
-from failopen.rai import Client
-from failopen.rai import cli as rai_cli
 from failopen.rai._output import JsonLines, Progress
 from failopen.rai.cli import COHORT_COLUMNS, SESSION_COLUMNS, register_rai
 from failopen.testing._server import LoopbackServer
 from failopen.testing.rai_emulator import RaiEmulator
 
-KEY = "pk_live_test"
-SECRET = "s3cret-never-printed"
 FAILOPEN = Path(sys.executable).with_name("failopen")
-
-
-class Run:
-    """One in-process invocation of ``failopen rai ...``."""
-
-    def __init__(self, code: int, out: bytes, err: str) -> None:
-        self.code, self.out, self.err = code, out, err
-
-    def jsonl(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.out.decode().splitlines()]
-
-
-@pytest.fixture
-def emulator() -> RaiEmulator:
-    return RaiEmulator(client_secret=SECRET)
-
-
-@pytest.fixture
-def server(emulator: RaiEmulator) -> Iterator[LoopbackServer]:
-    with emulator.serve() as served:
-        yield served
-
-
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, server: LoopbackServer) -> None:
-    monkeypatch.setenv("FAILOPEN_RAI_BASE_URL", server.url)
-    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_ID", "test-client")
-    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_SECRET", SECRET)
-    # Retries back off without really waiting.
-    monkeypatch.setattr(rai_cli, "Client", functools.partial(Client, sleep=lambda _: None))
-
-
-@pytest.fixture
-def rai(env: None, capsysbinary: pytest.CaptureFixture[bytes]) -> Callable[..., Run]:
-    parser = argparse.ArgumentParser(prog="failopen")
-    register_rai(parser.add_subparsers())
-
-    def run(*argv: str) -> Run:
-        args = parser.parse_args(["rai", *argv])
-        code = args.func(args)
-        captured = capsysbinary.readouterr()
-        return Run(code, captured.out, captured.err.decode())
-
-    return run
-
-
-def window(emulator: RaiEmulator, *extra: str) -> list[str]:
-    start, end = emulator.data_window
-    return ["--from", start, "--to", end, "--public-key", KEY, *extra]
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -143,7 +90,7 @@ def test_filters_reach_the_service(rai: Callable[..., Run], emulator: RaiEmulato
     assert emulator.history[-1].query["cohort_id"] == [target["cohort_id"]]
 
 
-def test_several_public_keys(env: None, rai: Callable[..., Run]) -> None:
+def test_several_public_keys(rai: Callable[..., Run]) -> None:
     emulator = RaiEmulator(public_keys=("pk_a", "pk_b", "pk_c"), client_secret=SECRET)
     with emulator.serve() as server:
         start, end = emulator.data_window
@@ -189,7 +136,7 @@ def test_cohort_csv_columns(rai: Callable[..., Run], emulator: RaiEmulator) -> N
     assert cells["session_count"] == str(record["session_count"])
 
 
-def test_unknown_fields_survive_both_formats(env: None, rai: Callable[..., Run]) -> None:
+def test_unknown_fields_survive_both_formats(rai: Callable[..., Run]) -> None:
     emulator = RaiEmulator(unknown_fields=True, client_secret=SECRET)
     with emulator.serve() as server:
         jsonl = rai("sessions", "--base-url", server.url, *window(emulator))
@@ -490,11 +437,6 @@ def test_no_progress_when_stderr_is_not_a_terminal(
 
 
 # -- end to end, as real processes -----------------------------------------------------------
-
-
-def process_env(url: str) -> dict[str, str]:
-    return {**os.environ, "FAILOPEN_RAI_BASE_URL": url, "FAILOPEN_RAI_CLIENT_ID": "test-client",
-            "FAILOPEN_RAI_CLIENT_SECRET": SECRET}  # fmt: skip
 
 
 @pytest.mark.slow

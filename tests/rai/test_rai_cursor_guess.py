@@ -3,8 +3,6 @@ misread cursor costs one dropped answer, never a wrong page."""
 
 from __future__ import annotations
 
-import argparse
-import functools
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -14,10 +12,10 @@ import httpx
 import pytest
 from _rai_fake import FakeRai, envelope, make_client, page
 from _rai_fake import misleading_pages as _misleading
+from _sync_helpers import SECRET, cli_runner
 from test_rai_page_pipeline import Service
 
 from failopen.rai import Client
-from failopen.rai import cli as rai_cli
 from failopen.rai._output import limit_malloc_arenas
 from failopen.rai._pager import Pager, peek_cursor
 from failopen.rai._pipeline import Pipeline
@@ -139,7 +137,7 @@ def test_closing_after_a_guess_sends_nothing_more() -> None:
 def test_parallel_windows_send_their_next_request_before_decoding(
     monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:
-    emulator = RaiEmulator(client_secret="s", cohorts=6, sessions_per_cohort=30)
+    emulator = RaiEmulator(client_secret=SECRET, cohorts=6, sessions_per_cohort=30)
     real = Pager.decode
     early = []
 
@@ -156,18 +154,14 @@ def test_parallel_windows_send_their_next_request_before_decoding(
         return real(self, content)
 
     monkeypatch.setattr(Pager, "decode", decode)
-    monkeypatch.setattr(rai_cli, "Client", functools.partial(Client, sleep=lambda _: None))
-    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_ID", "test-client")
-    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_SECRET", "s")
-    parser = argparse.ArgumentParser()
-    rai_cli.register_rai(parser.add_subparsers())
     start, end = emulator.data_window
     with emulator.serve() as server:
-        args = parser.parse_args(["rai", "sessions", "--base-url", server.url, "--from", start,
-                                  "--to", end, "--public-key", "pk_live_test", "--page-size",
-                                  "7", "--parallel", "4"])  # fmt: skip
-        assert args.func(args) == 0
-    assert len(capsysbinary.readouterr().out.splitlines()) == emulator.total_sessions
+        rai = cli_runner(monkeypatch, server.url, capsysbinary)
+        run = rai("rai", "sessions", "--base-url", server.url, "--from", start, "--to", end,
+                  "--public-key", "pk_live_test", "--page-size", "7",
+                  "--parallel", "4")  # fmt: skip
+        assert run.code == 0
+    assert len(run.out.splitlines()) == emulator.total_sessions
     assert early and all(early)
 
 
@@ -209,7 +203,7 @@ def test_parallel_n_never_has_more_than_n_requests_on_the_wire(
 ) -> None:  # fmt: skip
     # N + 1 windows or cohorts may be under way (one finishing its last page), never N + 1
     # requests at once.
-    emulator = RaiEmulator(client_secret="s", cohorts=12, sessions_per_cohort=40, latency=0.003)
+    emulator = RaiEmulator(client_secret=SECRET, cohorts=12, sessions_per_cohort=40, latency=0.003)
     active, peak, lock = [0], [0], threading.Lock()
     real = emulator.handler
 
@@ -224,13 +218,9 @@ def test_parallel_n_never_has_more_than_n_requests_on_the_wire(
                 active[0] -= 1
 
     monkeypatch.setattr(emulator, "handler", handler)
-    monkeypatch.setattr(rai_cli, "Client", functools.partial(Client, sleep=lambda _: None))
-    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_ID", "test-client")
-    monkeypatch.setenv("FAILOPEN_RAI_CLIENT_SECRET", "s")
-    parser = argparse.ArgumentParser()
-    rai_cli.register_rai(parser.add_subparsers())
     start, end = emulator.data_window
     with emulator.serve() as server:
+        rai = cli_runner(monkeypatch, server.url, capsysbinary)
         common = ["--base-url", server.url, "--public-key", "pk_live_test", "--page-size", "9",
                   "--parallel", "3"]  # fmt: skip
         if verb == "sessions":
@@ -238,9 +228,7 @@ def test_parallel_n_never_has_more_than_n_requests_on_the_wire(
         else:
             argv = ["sync", "--since", start, "--until", end, "--state",
                     str(tmp_path / "state.json"), "--out-dir", str(tmp_path), *common]  # fmt: skip
-        args = parser.parse_args(["rai", *argv])
-        assert args.func(args) == 0
-    capsysbinary.readouterr()
+        assert rai("rai", *argv).code == 0
     assert peak[0] == 3
 
 

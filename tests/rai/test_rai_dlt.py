@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -53,22 +55,32 @@ def run(pipeline: Any, client: Client, clock: FakeClock) -> dict[str, int]:
     return {t: counts.get(t, 0) for t in ("cohorts", "sessions")}
 
 
+@contextmanager
+def loading(emulator: RaiEmulator, tmp_path: Path, name: str) -> Iterator[tuple[Any, Client]]:
+    """``emulator`` served, a dlt pipeline ``name`` into ``tmp_path/lake.duckdb``, and a client
+    of the emulator; the client closed and the emulator stopped after."""
+    emulator.serve()
+    pipeline = dlt.pipeline(
+        pipeline_name=name,
+        pipelines_dir=str(tmp_path / "dlt"),
+        destination=dlt.destinations.duckdb(str(tmp_path / "lake.duckdb")),
+        dataset_name="rai",
+    )
+    client = Client(emulator.url, "test-client", "test-secret", sleep=lambda _: None)
+    try:
+        yield pipeline, client
+    finally:
+        client.close()
+        emulator.server.stop()
+
+
 @needs_dlt
 def test_three_runs_load_every_session_once(tmp_path: Path) -> None:
     clock = FakeClock()
     emulator = RaiEmulator(
         live=True, clock=clock, cohorts=6, span_days=10, sessions_per_cohort=(20, 40)
     )
-    emulator.serve()
-    database = tmp_path / "lake.duckdb"
-    pipeline = dlt.pipeline(
-        pipeline_name="rai_test",
-        pipelines_dir=str(tmp_path / "dlt"),
-        destination=dlt.destinations.duckdb(str(database)),
-        dataset_name="rai",
-    )
-    client = Client(emulator.url, "test-client", "test-secret", sleep=lambda _: None)
-    try:
+    with loading(emulator, tmp_path, "rai_test") as (pipeline, client):
         loaded = [run(pipeline, client, clock)]
         assert loaded[0]["cohorts"] > 0
         # New attacks found, and one cohort created now inside a window three days old.
@@ -87,10 +99,7 @@ def test_three_runs_load_every_session_once(tmp_path: Path) -> None:
         end = datetime.fromtimestamp(clock.time(), timezone.utc)
         cohorts = list(client.iter_cohorts(end.replace(year=end.year - 1), end, ["pk_live_test"]))
         expected = {s.session_id for c in cohorts for s in client.iter_cohort_sessions(c.cohort_id)}
-    finally:
-        client.close()
-        emulator.server.stop()
-    with duckdb.connect(str(database), read_only=True) as db:
+    with duckdb.connect(str(tmp_path / "lake.duckdb"), read_only=True) as db:
         rows = db.execute("select session_id, cohort_id from rai.sessions").fetchall()
         cohort_rows = db.execute("select cohort_id from rai.cohorts").fetchall()
     assert Counter(Counter(s for s, _ in rows).values()) == {1: len(expected)}
@@ -108,15 +117,7 @@ def test_a_run_that_fails_mid_extract_is_fetched_again_once(tmp_path: Path) -> N
     next run loads the cohort, once."""
     clock = FakeClock()
     emulator = RaiEmulator(live=True, clock=clock, cohorts=3, span_days=10)
-    emulator.serve()
-    pipeline = dlt.pipeline(
-        pipeline_name="rai_fail",
-        pipelines_dir=str(tmp_path / "dlt"),
-        destination=dlt.destinations.duckdb(str(tmp_path / "lake.duckdb")),
-        dataset_name="rai",
-    )
-    client = Client(emulator.url, "test-client", "test-secret", sleep=lambda _: None)
-    try:
+    with loading(emulator, tmp_path, "rai_fail") as (pipeline, client):
         run(pipeline, client, clock)
         clock.advance(HOUR)
         emulator.add_cohort("now-3d", sessions=30)
@@ -125,9 +126,6 @@ def test_a_run_that_fails_mid_extract_is_fetched_again_once(tmp_path: Path) -> N
             run(pipeline, client, clock)
         assert run(pipeline, client, clock) == {"cohorts": 1, "sessions": 30}
         assert run(pipeline, client, clock) == {"cohorts": 0, "sessions": 0}
-    finally:
-        client.close()
-        emulator.server.stop()
 
 
 @needs_dlt
@@ -136,15 +134,7 @@ def test_a_run_after_more_than_30_days_says_what_may_be_missing(
 ) -> None:
     clock = FakeClock()
     emulator = RaiEmulator(live=True, clock=clock, cohorts=2, span_days=5)
-    emulator.serve()
-    pipeline = dlt.pipeline(
-        pipeline_name="rai_gap",
-        pipelines_dir=str(tmp_path / "dlt"),
-        destination=dlt.destinations.duckdb(str(tmp_path / "lake.duckdb")),
-        dataset_name="rai",
-    )
-    client = Client(emulator.url, "test-client", "test-secret", sleep=lambda _: None)
-    try:
+    with loading(emulator, tmp_path, "rai_gap") as (pipeline, client):
         run(pipeline, client, clock)
         clock.advance(30 * 24 * HOUR)
         with caplog.at_level("WARNING", logger="failopen.rai"):
@@ -154,6 +144,3 @@ def test_a_run_after_more_than_30_days_says_what_may_be_missing(
         with caplog.at_level("WARNING", logger="failopen.rai"):
             run(pipeline, client, clock)
         assert [r for r in caplog.records if "more than 30 days" in r.getMessage()]
-    finally:
-        client.close()
-        emulator.server.stop()

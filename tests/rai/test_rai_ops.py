@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -21,12 +20,11 @@ from _sync_helpers import (
     SECRET,
     Runner,
     assert_exactly_once,
-    cli_runner,
     manifests,
     output_size,
+    process_env,
 )
 
-from failopen.testing._server import LoopbackServer
 from failopen.testing.rai_emulator import RaiEmulator
 
 SINCE = "2024-05-01T00:00:00Z"
@@ -40,20 +38,19 @@ def emulator() -> RaiEmulator:
     return RaiEmulator(client_secret=SECRET, public_keys=OWNED)
 
 
-@pytest.fixture
-def rai(
-    monkeypatch: pytest.MonkeyPatch, server: LoopbackServer,
-    capsysbinary: pytest.CaptureFixture[bytes],
-) -> Runner:  # fmt: skip
-    return cli_runner(monkeypatch, server.url, capsysbinary)
+def _keys(keys: tuple[str, ...]) -> list[str]:
+    return [flag for key in keys for flag in ("--public-key", key)]
 
 
 def _sync_argv(state: Path, out: Path, *keys: str) -> list[str]:
-    argv = ["rai", "sync", "--state", str(state), "--out-dir", str(out), "--since", SINCE,
-            "--until", UNTIL, "--json"]  # fmt: skip
-    for key in keys:
-        argv += ["--public-key", key]
-    return argv
+    """``failopen rai ...`` arguments: a sync of ``keys`` from SINCE to UNTIL, with --json."""
+    return ["sync", "--state", str(state), "--out-dir", str(out), "--since", SINCE,
+            "--until", UNTIL, "--json", *_keys(keys)]  # fmt: skip
+
+
+def _export_argv(verb: str, *keys: str) -> list[str]:
+    """``failopen rai ...`` arguments: an export of ``keys`` from SINCE to UNTIL."""
+    return [verb, "--from", SINCE, "--to", UNTIL, *_keys(keys)]
 
 
 # --- item 6: every key, every time ----------------------------------------------------------
@@ -119,7 +116,7 @@ def test_a_cut_off_answer_every_time_fails_after_the_attempts(
     emulator.cut_off_answers(times=100, endpoint="list_sessions", after_brace=after_brace)
     before = emulator.data_requests
     # One window (30 days): no request for a next window is guessed ahead of the cut answer.
-    run = rai("rai", "sessions", "--from", SINCE, "--to", "2024-05-31T00:00:00Z",
+    run = rai("sessions", "--from", SINCE, "--to", "2024-05-31T00:00:00Z",
               "--public-key", OWNED[0],
               "--parallel", "1", "--max-attempts", "3", "--out", str(tmp_path / "s.jsonl"))
     assert run.code == 5
@@ -131,15 +128,6 @@ def test_a_cut_off_answer_every_time_fails_after_the_attempts(
 # --- item 7b: SIGTERM -----------------------------------------------------------------------
 
 
-def _env(server: LoopbackServer) -> dict[str, str]:
-    return {
-        **os.environ,
-        "FAILOPEN_RAI_BASE_URL": server.url,
-        "FAILOPEN_RAI_CLIENT_ID": "test-client",
-        "FAILOPEN_RAI_CLIENT_SECRET": SECRET,
-    }
-
-
 @pytest.mark.slow
 def test_sigterm_mid_sync_ends_cleanly_and_the_next_run_delivers_the_rest_once(
     tmp_path: Path,
@@ -149,10 +137,10 @@ def test_sigterm_mid_sync_ends_cleanly_and_the_next_run_delivers_the_rest_once(
     out = tmp_path / "out"
     out.mkdir()
     state = tmp_path / "state.json"
-    argv = [str(FAILOPEN), *_sync_argv(state, out, *OWNED), "--page-size", "25",
+    argv = [str(FAILOPEN), "rai", *_sync_argv(state, out, *OWNED), "--page-size", "25",
             "--parallel", "3", "--batch-records", "120"]  # fmt: skip
     with emulator.serve() as server:
-        run = subprocess.Popen(argv, env=_env(server), stdout=subprocess.PIPE,
+        run = subprocess.Popen(argv, env=process_env(server.url), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)  # fmt: skip
         while run.poll() is None and output_size(out) < 20_000:
             time.sleep(0.002)
@@ -181,7 +169,7 @@ def test_sigterm_mid_sync_ends_cleanly_and_the_next_run_delivers_the_rest_once(
             == sum(counts["sessions"] for counts in manifest["counts_by_key"].values())
             == summary["sessions"]
         )
-        after = subprocess.run(argv, env=_env(server), capture_output=True, timeout=60)
+        after = subprocess.run(argv, env=process_env(server.url), capture_output=True, timeout=60)
         assert after.returncode == 0, after.stderr.decode()
         assert json.loads(after.stdout.decode().splitlines()[-1])["resumed"] is True
     assert_exactly_once(out, emulator)
@@ -198,30 +186,11 @@ def _dead_url() -> str:
 
 @pytest.mark.parametrize("verb", ["sessions", "sync"])
 def test_a_dead_host_gives_exactly_one_line(tmp_path: Path, verb: str) -> None:
-    env = {
-        **os.environ,
-        "FAILOPEN_RAI_BASE_URL": _dead_url(),
-        "FAILOPEN_RAI_CLIENT_ID": "test-client",
-        "FAILOPEN_RAI_CLIENT_SECRET": SECRET,
-    }
+    env = process_env(_dead_url())
     if verb == "sync":
-        argv = [str(FAILOPEN), *_sync_argv(tmp_path / "st.json", tmp_path, *OWNED)]
+        argv = [str(FAILOPEN), "rai", *_sync_argv(tmp_path / "st.json", tmp_path, *OWNED)]
     else:
-        argv = [
-            str(FAILOPEN),
-            "rai",
-            "sessions",
-            "--from",
-            SINCE,
-            "--to",
-            UNTIL,
-            "--public-key",
-            OWNED[0],
-            "--public-key",
-            OWNED[1],
-            "--parallel",
-            "4",
-        ]
+        argv = [str(FAILOPEN), "rai", *_export_argv("sessions", *OWNED), "--parallel", "4"]
     # Two attempts keep the backoff short; the lines must not grow with attempts anyway.
     done = subprocess.run([*argv, "--max-attempts", "2"], env=env, capture_output=True,
                           timeout=60)  # fmt: skip
@@ -263,11 +232,9 @@ def blackhole() -> Iterator[str]:
 
 
 def test_connect_time_outs_are_one_warning_and_the_error(blackhole: str, tmp_path: Path) -> None:
-    env = {**os.environ, "FAILOPEN_RAI_BASE_URL": blackhole,
-           "FAILOPEN_RAI_CLIENT_ID": "test-client", "FAILOPEN_RAI_CLIENT_SECRET": SECRET}
-    argv = [str(FAILOPEN), "rai", "sessions", "--from", SINCE, "--to", UNTIL,
-            "--public-key", OWNED[0], "--parallel", "2", "--timeout", "0.3s", "--max-attempts", "3"]
-    done = subprocess.run(argv, env=env, capture_output=True, timeout=60)  # fmt: skip
+    argv = [str(FAILOPEN), "rai", *_export_argv("sessions", OWNED[0]), "--parallel", "2",
+            "--timeout", "0.3s", "--max-attempts", "3"]  # fmt: skip
+    done = subprocess.run(argv, env=process_env(blackhole), capture_output=True, timeout=60)
     assert done.returncode == 5
     err = [line for line in done.stderr.decode().splitlines() if line.strip()]
     host = blackhole.removeprefix("http://")
@@ -284,21 +251,7 @@ def test_the_exports_print_a_json_summary(
     rai: Runner, emulator: RaiEmulator, tmp_path: Path, verb: str
 ) -> None:
     target = tmp_path / "x.jsonl"
-    run = rai(
-        "rai",
-        verb,
-        "--from",
-        SINCE,
-        "--to",
-        UNTIL,
-        "--public-key",
-        OWNED[0],
-        "--public-key",
-        OWNED[1],
-        "--out",
-        str(target),
-        "--json",
-    )
+    run = rai(*_export_argv(verb, *OWNED), "--out", str(target), "--json")
     assert run.code == 0, run.err
     summary = json.loads(run.out.decode().strip().splitlines()[-1])
     records = len(target.read_text().splitlines())
@@ -306,25 +259,13 @@ def test_the_exports_print_a_json_summary(
     assert summary["records"] == records == want
     assert summary["exit_code"] == 0 and summary["files"] == [str(target)]
     # To stdout the records go, so the summary goes to stderr (as sync's with --out-dir -).
-    piped = rai("rai", verb, "--from", SINCE, "--to", UNTIL, "--public-key", OWNED[0], "--json")
+    piped = rai(*_export_argv(verb, OWNED[0]), "--json")
     assert json.loads(piped.err.strip().splitlines()[-1])["exit_code"] == 0
     assert all(json.loads(line).get("summary") is None for line in piped.out.splitlines())
 
 
 def test_a_failed_export_still_prints_its_summary(rai: Runner, tmp_path: Path) -> None:
-    run = rai(
-        "rai",
-        "sessions",
-        "--from",
-        SINCE,
-        "--to",
-        UNTIL,
-        "--public-key",
-        "pk_live_b",
-        "--out",
-        str(tmp_path / "x.jsonl"),
-        "--json",
-    )
+    run = rai(*_export_argv("sessions", "pk_live_b"), "--out", str(tmp_path / "x.jsonl"), "--json")
     assert run.code == 3
     summary = json.loads(run.out.decode().strip().splitlines()[-1])
     assert summary == {**summary, "exit_code": 3, "records": 0, "files": []}
@@ -333,20 +274,7 @@ def test_a_failed_export_still_prints_its_summary(rai: Runner, tmp_path: Path) -
 def test_an_export_of_several_keys_refused_says_which_keys_it_asked_for(
     rai: Runner, tmp_path: Path
 ) -> None:
-    run = rai(
-        "rai",
-        "sessions",
-        "--from",
-        SINCE,
-        "--to",
-        UNTIL,
-        "--public-key",
-        OWNED[0],
-        "--public-key",
-        "pk_live_b",
-        "--out",
-        str(tmp_path / "x.jsonl"),
-    )
+    run = rai(*_export_argv("sessions", OWNED[0], "pk_live_b"), "--out", str(tmp_path / "x.jsonl"))
     assert run.code == 3
     assert f"one or more of {OWNED[0]}, pk_live_b" in run.err.splitlines()[-1]
 
@@ -367,20 +295,7 @@ def test_csv_keeps_a_ticket_id_with_leading_zeros_as_written(
 
     monkeypatch.setattr(emulator._data, "plan", plan)
     target = tmp_path / "c.csv"
-    run = rai(
-        "rai",
-        "cohorts",
-        "--from",
-        SINCE,
-        "--to",
-        UNTIL,
-        "--public-key",
-        OWNED[0],
-        "--format",
-        "csv",
-        "--out",
-        str(target),
-    )
+    run = rai(*_export_argv("cohorts", OWNED[0]), "--format", "csv", "--out", str(target))
     assert run.code == 0, run.err
     rows = list(csv.DictReader(io.StringIO(target.read_text(), newline="")))
     assert rows and {row["ticketing_ticket_id"] for row in rows} == {"00123"}
@@ -393,9 +308,9 @@ def test_sigterm_mid_export_prints_the_line_and_the_summary(tmp_path: Path) -> N
     target = tmp_path / "s.jsonl"
     with emulator.serve() as server:
         export = subprocess.Popen(
-            [str(FAILOPEN), "rai", "sessions", "--from", SINCE, "--to", UNTIL, "--public-key",
-             OWNED[0], "--page-size", "10", "--out", str(target), "--json"],
-            env=_env(server), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            [str(FAILOPEN), "rai", *_export_argv("sessions", OWNED[0]), "--page-size", "10",
+             "--out", str(target), "--json"],
+            env=process_env(server.url), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         while emulator.data_requests < 3:
             assert export.poll() is None

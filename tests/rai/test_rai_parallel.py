@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import argparse
-import functools
 import io
 import json
 import os
 import sys
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _sync_helpers import KEY, SECRET, Run
+from _sync_helpers import SECRET, Run, window
 
-from failopen.rai import Client
-from failopen.rai import cli as rai_cli
 from failopen.rai._output import AtomicFile
 from failopen.rai._parallel import parallel_export, slices
-from failopen.rai.cli import register_rai
 from failopen.rai.models import Page
 from failopen.testing.rai_emulator import RaiEmulator
 
@@ -29,33 +24,6 @@ from failopen.testing.rai_emulator import RaiEmulator
 def emulator() -> RaiEmulator:
     # 50 days: the 30-day split and the slices both apply.
     return RaiEmulator(client_secret=SECRET, cohorts=20, span_days=50, unknown_fields=True)
-
-
-@pytest.fixture
-def rai(
-    monkeypatch: pytest.MonkeyPatch, emulator: RaiEmulator,
-    capsysbinary: pytest.CaptureFixture[bytes],
-) -> Iterator[Callable[..., Run]]:  # fmt: skip
-    with emulator.serve() as server:
-        monkeypatch.setenv("FAILOPEN_RAI_BASE_URL", server.url)
-        monkeypatch.setenv("FAILOPEN_RAI_CLIENT_ID", "test-client")
-        monkeypatch.setenv("FAILOPEN_RAI_CLIENT_SECRET", SECRET)
-        monkeypatch.setattr(rai_cli, "Client", functools.partial(Client, sleep=lambda _: None))
-        parser = argparse.ArgumentParser(prog="failopen")
-        register_rai(parser.add_subparsers())
-
-        def run(*argv: str) -> Run:
-            args = parser.parse_args(["rai", *argv])
-            code = args.func(args)
-            captured = capsysbinary.readouterr()
-            return Run(code, captured.out, captured.err.decode())
-
-        yield run
-
-
-def window(emulator: RaiEmulator) -> list[str]:
-    start, end = emulator.data_window
-    return ["--from", start, "--to", end, "--public-key", KEY]
 
 
 @pytest.mark.parametrize("verb", ["sessions", "cohorts"])
