@@ -193,6 +193,13 @@ def complete_renames(renames: Iterable[tuple[str, str]]) -> list[str]:
     final paths renamed now. The state file checked the names (``_state.RENAME``)."""
     done, folders = [], set()
     for temp, final in renames:
+        if os.path.lexists(final):
+            # A visible file is never written again: only a state edited by hand (or restored
+            # from a backup) can point a rename at one, and os.rename would replace it.
+            if os.path.lexists(temp):
+                logger.warning("a rename the state records would replace %s: left as it "
+                               "is (its temporary %s is not delivered)", final, temp)  # fmt: skip
+            continue
         try:
             os.rename(temp, final)
         except FileNotFoundError:

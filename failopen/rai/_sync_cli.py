@@ -169,12 +169,18 @@ def _sink(args: argparse.Namespace) -> Sink:
     if args.out_dir == "-":
         if args.format != "jsonl":
             raise UsageError(f"--out-dir - writes JSON lines; drop --format {args.format}")
-        return StdoutSink(sys.stdout.buffer, owner=args.state)
+        return StdoutSink(sys.stdout.buffer, owner=_state_path(args))
     try:
         FORMATS[args.format].require()  # before anything is fetched
     except ImportError as exc:
         raise UsageError(f"--format {args.format}: {exc}") from None
-    return DirSink(args.out_dir, args.format, owner=args.state)
+    return DirSink(args.out_dir, args.format, owner=_state_path(args))
+
+
+def _state_path(args: argparse.Namespace) -> str:
+    """The state file with symlinks resolved: a link to it takes the same lock (two runs on one
+    state would deliver the same cohorts twice), and a save replaces the file, not the link."""
+    return os.path.realpath(args.state)
 
 
 def _manifest(prog: str, args: argparse.Namespace, summary: Summary, code: int,
@@ -216,8 +222,8 @@ def _sync(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], 
                                   batch_records=args.batch_records)  # fmt: skip
             sink = _sink(args)
             sink.check()
-            with locked(args.state):
-                state = SyncState.load(args.state)
+            with locked(_state_path(args)):
+                state = SyncState.load(_state_path(args))
                 started = True
                 client = make_client(args)
                 with client:
