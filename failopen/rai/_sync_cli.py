@@ -180,7 +180,7 @@ def _sink(args: argparse.Namespace) -> Sink:
 def _state_path(args: argparse.Namespace) -> str:
     """The state file with symlinks resolved: a link to it takes the same lock (two runs on one
     state would deliver the same cohorts twice), and a save replaces the file, not the link."""
-    return os.path.realpath(args.state)
+    return os.path.realpath(str(args.state))
 
 
 def _manifest(prog: str, args: argparse.Namespace, summary: Summary, code: int,
