@@ -222,8 +222,9 @@ def _sync(args: argparse.Namespace, make_client: Callable[[argparse.Namespace], 
                                   batch_records=args.batch_records)  # fmt: skip
             sink = _sink(args)
             sink.check()
-            with locked(_state_path(args)):
-                state = SyncState.load(_state_path(args))
+            state_path = _state_path(args)
+            with locked(state_path):
+                state = SyncState.load(state_path)
                 started = True
                 client = make_client(args)
                 with client:

@@ -49,7 +49,7 @@ def emulator() -> RaiEmulator:
 
 
 def test_thousands_of_unknown_fields_name_fifty_per_kind_and_deliver_everything(
-    sync: Runner, emulator: RaiEmulator, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    sync: Runner, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="failopen.rai")
     out, state = tmp_path / "out", tmp_path / "state.json"
